@@ -1,0 +1,74 @@
+"""Load and validate params.yaml: one source of truth for Snakemake (config) and DVC (params).
+
+Validation runs when the Snakefile is parsed, so a bad value stops the run before any job starts,
+with a message that names the offending key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """params.yaml is invalid; the message names every offending key."""
+
+
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files("miaflow").joinpath("schemas/params.schema.json").read_text())
+
+
+def _key_path(path: Iterable[Any]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _schema_problems(config: Mapping[str, Any]) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        if error.validator in ("if", "allOf"):
+            continue  # the failing `then` branch reports the precise key itself
+        key = _key_path(error.absolute_path)
+        if error.validator == "additionalProperties":
+            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+            key = ", ".join(_key_path([*error.absolute_path, name]) for name in extra)
+            problems.append(f"{key}: unknown key")
+        else:
+            problems.append(f"{key}: {error.message}")
+    return problems
+
+
+def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
+    """Cross-key rules JSON Schema cannot express."""
+    problems = []
+    architectures = config.get("architectures", {})
+    for i, experiment in enumerate(config.get("experiments", [])):
+        arch = experiment.get("arch") if isinstance(experiment, Mapping) else None
+        if isinstance(arch, str) and arch not in architectures:
+            problems.append(f"experiments[{i}].arch: {arch!r} is not a key of architectures "
+                            f"(known: {', '.join(sorted(architectures))})")
+    return problems
+
+
+def validate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the config unchanged if valid; raise ConfigError naming every bad key otherwise."""
+    problems = _schema_problems(config)
+    if not problems:
+        problems = _semantic_problems(config)
+    if problems:
+        raise ConfigError("invalid params.yaml:\n" + "\n".join(f"  - {p}" for p in problems))
+    return dict(config)
+
+
+def load(path: str | Path = "params.yaml") -> dict[str, Any]:
+    with open(path) as handle:
+        return validate(yaml.safe_load(handle))
