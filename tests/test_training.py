@@ -1,0 +1,94 @@
+"""Every learner trains, stores as data (safetensors), reloads identically and is deterministic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from miaflow.data import Dataset
+from miaflow.splits import make_splits
+from miaflow.training import load_shard, save_shard, shard_logits, train_models
+
+ARCHS = {
+    "mlp": {"kind": "mlp", "hidden": [32], "activation": "tanh", "optimizer": "adam", "lr": 0.01,
+            "weight_decay": 0.0, "epochs": 15, "batch_size": 32, "patience": 0},
+    "cnn": {"kind": "cnn", "channels": [4], "hidden": 16, "optimizer": "sgd", "lr": 0.05,
+            "weight_decay": 0.0, "epochs": 5, "batch_size": 32, "patience": 2},
+    "lr": {"kind": "lr", "C": 1.0, "max_iter": 50},
+    "catboost": {"kind": "catboost", "iterations": 30, "learning_rate": 0.3, "depth": 3,
+                 "early_stopping_rounds": 5},
+}
+
+
+def toy_dataset(image: bool) -> Dataset:
+    """Noisy labels on random inputs: only memorisation fits the training set."""
+    generator = np.random.default_rng(0)
+    labels = generator.integers(0, 3, 240)
+    shape = (240, 1, 4, 4) if image else (240, 10)
+    features = generator.normal(size=shape).astype(np.float32)
+    features.reshape(240, -1)[:, 0] += labels  # a weak real signal
+    return Dataset("toy", "image" if image else "tabular", features, labels.astype(np.int64), 3)
+
+
+@pytest.mark.parametrize("arch_name", list(ARCHS))
+def test_train_save_load_predict(tmp_path, arch_name):
+    arch = ARCHS[arch_name]
+    dataset = toy_dataset(image=arch_name == "cnn")
+    splits = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=2, n_population=0)
+    ids = ["target-0", "reference-1"]
+    weights, records = train_models(dataset, splits, ids, arch_name, arch, seed=3)
+    assert [r.model_id for r in records] == ids
+    assert records[0].n_train == splits.members("target-0").sum()
+    assert records[0].n_heldout == (splits.in_target_pool & ~splits.members("target-0")).sum()
+    for record in records:
+        assert 0.0 <= record.test_acc <= 1.0 and 0.0 <= record.train_acc <= 1.0
+
+    save_shard(tmp_path / "a.safetensors", weights, {"arch": arch, "n_classes": 3})
+    loaded, metadata = load_shard(tmp_path / "a.safetensors")
+    assert metadata["model_ids"] == ids
+    logits = shard_logits(loaded, metadata, dataset.features)
+    assert logits.shape == (2, 240, 3) and logits.dtype == np.float32
+    members = splits.members("target-0")
+    train_acc = np.mean(np.argmax(logits[0][members], axis=1) == dataset.labels[members])
+    assert train_acc == pytest.approx(records[0].train_acc)
+
+    again, _ = train_models(dataset, splits, ids, arch_name, arch, seed=3)
+    save_shard(tmp_path / "b.safetensors", again, {"arch": arch, "n_classes": 3})
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+
+
+def test_mlp_memorises_its_members():
+    dataset = toy_dataset(image=False)
+    splits = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0)
+    arch = dict(ARCHS["mlp"], hidden=[128], epochs=80)
+    _, [record] = train_models(dataset, splits, ["target-0"], "mlp", arch, seed=3)
+    assert record.train_acc > 0.95
+    assert record.train_acc - record.test_acc > 0.2
+
+
+def test_different_models_get_different_seeds():
+    dataset = toy_dataset(image=False)
+    splits = make_splits(240, seed=1, dataset="toy", repeats=2, n_reference=0, n_population=0)
+    weights, _ = train_models(dataset, splits, ["target-0", "target-1"], "mlp", ARCHS["mlp"], seed=3)
+    first, second = (weights[m]["net.1.weight"] for m in ("target-0", "target-1"))
+    assert not np.array_equal(first, second)
+
+
+def test_inference_runs_in_eval_mode(monkeypatch):
+    """A dropout layer must be off when outputs are computed (the LiRA code's old bug)."""
+    import torch
+
+    from miaflow import models, training
+
+    def with_dropout(arch, input_shape, n_classes):
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Dropout(0.9),
+                                   torch.nn.Linear(int(np.prod(input_shape)), n_classes))
+
+    monkeypatch.setattr(models, "build_torch_model", with_dropout)
+    module = with_dropout(None, (10,), 3)
+    weights = {k: v.detach().numpy() for k, v in module.state_dict().items()}
+    features = np.ones((50, 10), dtype=np.float32)
+    first = training._torch_logits(ARCHS["mlp"], weights, features, 3)
+    second = training._torch_logits(ARCHS["mlp"], weights, features, 3)
+    assert np.array_equal(first, second)
+    assert np.allclose(first, first[0])
