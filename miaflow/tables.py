@@ -1,0 +1,201 @@
+"""Paper tables (CSV + Markdown + LaTeX) and log-log ROC figures, all written atomically.
+
+Table builders return a DataFrame of display strings and put their caption in
+`table.attrs["caption"]`, so the caption is built from the same data as the cells.
+Outputs are deterministic: identical inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from miaflow.io import write_text, write_with
+
+MISSING = "–"
+BENCHMARK_COLUMNS = ("s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out",
+                     "mean_load", "cpu_time")
+ROC_FPR_GRID = np.geomspace(1e-4, 1.0, 200)
+FIGURE_SIZE = (4.5, 4.5)  # inches
+FIGURE_DPI = 150
+_LATEX_SPECIALS = str.maketrans(
+    {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
+)
+
+
+def write_table(df: pd.DataFrame, stem: str | Path, caption: str) -> None:
+    """Write `stem.csv` (data), `stem.md` (caption line, then the table) and `stem.tex`."""
+    write_text(f"{stem}.csv", df.to_csv(index=False, lineterminator="\n"))
+    write_text(f"{stem}.md", f"{caption}\n\n{df.to_markdown(index=False)}\n")
+    # to_latex escapes the cells but not the caption, which often names metrics like tpr_at_1pct.
+    latex = df.to_latex(index=False, escape=True, caption=caption.translate(_LATEX_SPECIALS))
+    write_text(f"{stem}.tex", latex)
+
+
+def format_mean_std(mean: float, std: float, digits: int = 3) -> str:
+    """Format as "0.812 ± 0.013"; the mean alone when std is NaN (one repeat has no spread)."""
+    if math.isnan(std):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _count_text(counts: pd.Series) -> str:
+    """The number of repeats, as "5", or "3–5" when cells rest on different numbers."""
+    low, high = int(counts.min()), int(counts.max())
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def auroc_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """TDDBench Table-4 layout: one row per attack, one column per "dataset/target_model",
+    cells "mean ± std" of AUROC over repeats. Takes `miaflow.metrics.summary` output."""
+    auroc = summary[summary["metric"] == "auroc"]
+    cells = auroc.assign(
+        column=auroc["dataset"] + "/" + auroc["target_model"],
+        cell=[format_mean_std(m, s) for m, s in zip(auroc["mean"], auroc["std"])],
+    )
+    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
+    table = table.rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        "AUROC of each attack (rows) per dataset/target model (columns): mean ± standard deviation "
+        f"over {_count_text(auroc['n_repeats'])} target models (repeats), std with ddof = 1."
+    )
+    return table
+
+
+def accuracy_table(models: pd.DataFrame) -> pd.DataFrame:
+    """Train and test accuracy of the target models per (dataset, arch), and the generalisation
+    gap (train − test, per model), as mean ± std over target models: the gap explains leakage."""
+    targets = models[models["role"] == "target"]
+    targets = targets.assign(gap=targets["train_acc"] - targets["test_acc"])
+    rows = [
+        {
+            "dataset": dataset,
+            "arch": arch,
+            "n_models": len(group),
+            **{col: format_mean_std(group[col].mean(), group[col].std())
+               for col in ("train_acc", "test_acc", "gap")},
+        }
+        for (dataset, arch), group in targets.groupby(["dataset", "arch"], sort=True)
+    ]
+    table = pd.DataFrame(rows, columns=["dataset", "arch", "n_models", "train_acc", "test_acc", "gap"])
+    table.attrs["caption"] = (
+        "Target-model accuracy: mean ± standard deviation (ddof = 1) over target models; "
+        "gap = train − test accuracy."
+    )
+    return table
+
+
+def tests_table(tests: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
+    """Compact view of `miaflow.stats.paired_tests` for one metric.
+
+    `sig` is "*" where the BY-adjusted t-test rejects H0 and "†" where the BY-adjusted
+    permutation test does.
+    """
+    rows = tests[tests["metric"] == metric]
+    table = pd.DataFrame({
+        "attack_a": rows["attack_a"],
+        "attack_b": rows["attack_b"],
+        "dataset/model": rows["dataset"] + "/" + rows["target_model"],
+        "mean_diff": rows["mean_diff"],
+        "p_ttest_by": rows["p_ttest_by"],
+        "p_perm_by": rows["p_perm_by"],
+        "sig": [("*" if t else "") + ("†" if p else "")
+                for t, p in zip(rows["reject_ttest"], rows["reject_perm"])],
+    }).reset_index(drop=True)
+    table.attrs["caption"] = (
+        f"One-sided paired tests of H1: attack A > attack B on {metric}, paired over target models; "
+        "p-values Benjamini–Yekutieli-adjusted over all comparisons; "
+        "* t-test rejects H0, † permutation test rejects H0."
+    )
+    return table
+
+
+def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
+    """Parse Snakemake `benchmark:` TSV files laid out as `root/<stage>/<rule>/<job...>.tsv`.
+
+    Returns one row per benchmark record with columns stage, rule, job (the rest of the path
+    without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
+    (values Snakemake could not measure) become NaN. max_rss is in MiB, as Snakemake writes it.
+    """
+    frames = []
+    for path in sorted(map(Path, paths)):
+        parts = path.relative_to(root).with_suffix("").parts
+        if len(parts) < 2:
+            raise ValueError(f"{path}: expected {root}/<stage>/<rule>/<job>.tsv")
+        frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
+        frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
+        frame.insert(0, "stage", parts[0])
+        frame.insert(1, "rule", parts[1])
+        frame.insert(2, "job", "/".join(parts[2:]))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["stage", "rule", "job", *BENCHMARK_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _total(values: pd.Series) -> float:
+    """Sum that stays NaN, not 0, when no job reported the value."""
+    return values.sum(min_count=1)
+
+
+def cost_table(benchmarks: pd.DataFrame) -> pd.DataFrame:
+    """Compute cost per (stage, rule) from `read_benchmarks` rows, plus a final "total" row."""
+    table = (
+        benchmarks.groupby(["stage", "rule"], sort=True)
+        .agg(
+            jobs=("job", "nunique"),
+            total_wall_s=("s", _total),
+            max_wall_s=("s", "max"),
+            peak_max_rss_mib=("max_rss", "max"),
+            total_cpu_s=("cpu_time", _total),
+        )
+        .reset_index()
+    )
+    total = {
+        "stage": "total",
+        "rule": "",
+        "jobs": table["jobs"].sum(),
+        "total_wall_s": _total(table["total_wall_s"]),
+        "max_wall_s": table["max_wall_s"].max(),
+        "peak_max_rss_mib": table["peak_max_rss_mib"].max(),
+        "total_cpu_s": _total(table["total_cpu_s"]),
+    }
+    table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+    table.attrs["caption"] = (
+        "Compute cost per workflow stage and rule, from Snakemake benchmark files: wall-clock "
+        "seconds, peak resident memory (MiB) and CPU seconds; GPU time and memory are not included."
+    )
+    return table
+
+
+def plot_roc_loglog(
+    roc: pd.DataFrame, path: str | Path, title: str, auroc: Mapping[str, float] | None = None
+) -> None:
+    """Log-log ROC of each attack, averaged over repeats, for one dataset/target model.
+
+    `roc` holds `miaflow.metrics.roc_table` rows of a single (dataset, target_model). Each repeat's
+    TPR is interpolated onto a common log-spaced FPR grid (1e-4..1) and averaged, as in LiRA-style
+    plots; `auroc` (attack -> mean AUROC) adds the value to the legend.
+    """
+    if len(roc[["dataset", "target_model"]].drop_duplicates()) > 1:
+        raise ValueError("plot_roc_loglog draws one dataset/target model; filter `roc` first")
+    # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes = figure.add_subplot()
+    for attack, curves in roc.groupby("attack", sort=True):
+        tprs = [np.interp(ROC_FPR_GRID, c["fpr"], c["tpr"]) for _, c in curves.groupby("repeat")]
+        label = f"{attack} (AUROC {auroc[attack]:.3f})" if auroc and attack in auroc else str(attack)
+        axes.plot(ROC_FPR_GRID, np.mean(tprs, axis=0), label=label, linewidth=1.2)
+    axes.plot(ROC_FPR_GRID, ROC_FPR_GRID, "k--", linewidth=0.8, label="chance")
+    axes.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1),
+             xlabel="False positive rate", ylabel="True positive rate", title=title)
+    axes.legend(loc="lower right", fontsize="x-small")
+    figure.tight_layout()
+    # No "Software" entry (matplotlib's version string), so only the drawing decides the bytes.
+    write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
+                                                metadata={"Software": None}))

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from miaflow import tables
+from miaflow.tables import (
+    accuracy_table,
+    auroc_table,
+    cost_table,
+    format_mean_std,
+    plot_roc_loglog,
+    read_benchmarks,
+    write_table,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SNAKEMAKE_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def test_format_mean_std():
+    assert format_mean_std(0.81234, 0.01251) == "0.812 ± 0.013"
+    assert format_mean_std(0.5, 0.0, digits=2) == "0.50 ± 0.00"
+    assert format_mean_std(0.5, math.nan) == "0.500"
+
+
+def test_write_table_writes_three_files(tmp_path: Path):
+    table = pd.DataFrame({"attack": ["metric_loss", "lira"], "toy/mlp": ["0.812 ± 0.013", "0.900 ± 0.002"]})
+    write_table(table, tmp_path / "auroc", "AUROC of tpr_at_1pct, 5% level")
+
+    assert (tmp_path / "auroc.csv").read_text() == (
+        "attack,toy/mlp\nmetric_loss,0.812 ± 0.013\nlira,0.900 ± 0.002\n"
+    )
+    markdown = (tmp_path / "auroc.md").read_text().splitlines()
+    assert markdown[0] == "AUROC of tpr_at_1pct, 5% level"
+    assert markdown[1] == ""
+    assert "| metric_loss | 0.812 ± 0.013 |" in [" ".join(line.split()) for line in markdown]
+
+    latex = (tmp_path / "auroc.tex").read_text()
+    assert r"\caption{AUROC of tpr\_at\_1pct, 5\% level}" in latex
+    assert r"metric\_loss & 0.812 ± 0.013 \\" in latex
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["auroc.csv", "auroc.md", "auroc.tex"]
+
+
+def _summary() -> pd.DataFrame:
+    rows = [
+        ("toy", "mlp", "loss", "auroc", 0.8123, 0.0134, 5),
+        ("toy", "mlp", "lira", "auroc", 0.9, 0.002, 5),
+        ("toy", "cnn", "loss", "auroc", 0.7, 0.01, 5),  # lira missing here
+        ("toy", "mlp", "loss", "tpr_at_1pct_fpr", 0.05, 0.01, 5),  # not AUROC
+    ]
+    return pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std", "n_repeats"])
+
+
+def test_auroc_table():
+    table = auroc_table(_summary())
+    assert list(table.columns) == ["attack", "toy/cnn", "toy/mlp"]
+    assert table.set_index("attack").to_dict("index") == {
+        "lira": {"toy/cnn": "–", "toy/mlp": "0.900 ± 0.002"},
+        "loss": {"toy/cnn": "0.700 ± 0.010", "toy/mlp": "0.812 ± 0.013"},
+    }
+    caption = table.attrs["caption"]
+    assert "ddof = 1" in caption and "over 5 target models" in caption
+
+
+def test_accuracy_table():
+    models = pd.DataFrame({
+        "dataset": "toy", "arch": "mlp", "model_id": ["target-0", "target-1", "reference-0"],
+        "role": ["target", "target", "reference"],
+        "train_acc": [1.0, 0.9, 0.1], "test_acc": [0.8, 0.8, 0.1],
+    })
+    table = accuracy_table(models)
+    assert table.to_dict("records") == [{
+        "dataset": "toy", "arch": "mlp", "n_models": 2,
+        "train_acc": f"0.950 ± {np.std([1.0, 0.9], ddof=1):.3f}",
+        "test_acc": "0.800 ± 0.000",
+        "gap": f"0.150 ± {np.std([0.2, 0.1], ddof=1):.3f}",
+    }]
+
+
+def test_tests_table():
+    tests = pd.DataFrame({
+        "dataset": "toy", "target_model": "mlp", "metric": ["auroc", "auroc", "tpr_at_1pct_fpr"],
+        "attack_a": ["a", "b", "a"], "attack_b": ["b", "a", "b"], "n_pairs": 5,
+        "mean_diff": [0.1, -0.1, 0.0], "t_statistic": [9.0, -9.0, 0.0],
+        "p_ttest": [0.001, 0.999, 0.5], "p_ttest_by": [0.004, 1.0, 1.0],
+        "reject_ttest": [True, False, False], "p_perm": [0.03, 1.0, 0.5],
+        "p_perm_by": [0.12, 1.0, 1.0], "reject_perm": [False, False, False],
+    })
+    table = tables.tests_table(tests)  # not imported by name: pytest would collect "tests_*"
+    assert list(table.columns) == ["attack_a", "attack_b", "dataset/model", "mean_diff",
+                                   "p_ttest_by", "p_perm_by", "sig"]
+    assert table["sig"].tolist() == ["*", ""]
+    assert table["dataset/model"].tolist() == ["toy/mlp", "toy/mlp"]
+    assert "auroc" in table.attrs["caption"]
+
+
+def _write_benchmark(path: Path, *records: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SNAKEMAKE_HEADER + "".join(r + "\n" for r in records))
+    return path
+
+
+def test_read_benchmarks_and_cost_table(tmp_path: Path):
+    root = tmp_path / "benchmarks"
+    paths = [
+        _write_benchmark(root / "train" / "train_target" / "toy" / "mlp-0.tsv",
+                         "12.5000\t0:00:12\t512.25\t900.00\t500.00\t505.00\t1.00\t2.00\t95.00\t11.90"),
+        _write_benchmark(root / "train" / "train_target" / "toy" / "mlp-1.tsv",
+                         "7.5000\t0:00:07\t1024.00\t1500.00\t1000.00\t1001.00\t-\t-\t90.00\t6.80"),
+        _write_benchmark(root / "attack" / "score" / "toy" / "loss.tsv",
+                         "0.2500\t0:00:00\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA"),
+    ]
+    runs = read_benchmarks(paths, root)
+    assert runs[["stage", "rule", "job"]].values.tolist() == [
+        ["attack", "score", "toy/loss"], ["train", "train_target", "toy/mlp-0"],
+        ["train", "train_target", "toy/mlp-1"],
+    ]
+    assert runs["s"].tolist() == [0.25, 12.5, 7.5]
+    assert np.isnan(runs.loc[0, "max_rss"]) and np.isnan(runs.loc[2, "io_in"])
+    assert "h:m:s" not in runs.columns
+
+    table = cost_table(runs)
+    assert table.columns.tolist() == ["stage", "rule", "jobs", "total_wall_s", "max_wall_s",
+                                      "peak_max_rss_mib", "total_cpu_s"]
+    train = table[table.rule == "train_target"].iloc[0]
+    assert (train.jobs, train.total_wall_s, train.max_wall_s) == (2, 20.0, 12.5)
+    assert (train.peak_max_rss_mib, train.total_cpu_s) == (1024.0, pytest.approx(18.7))
+    attack = table[table.rule == "score"].iloc[0]
+    assert np.isnan(attack.total_cpu_s)  # not measured is not zero
+    total = table.iloc[-1]
+    assert (total.stage, total.jobs, total.total_wall_s, total.peak_max_rss_mib) == ("total", 3, 20.25, 1024.0)
+
+
+def _roc(dataset: str = "toy") -> pd.DataFrame:
+    rows = []
+    for attack, power in [("strong", 0.3), ("weak", 0.8)]:
+        fpr = np.concatenate([[0.0], np.geomspace(1e-5, 1, 50)])
+        for repeat in range(2):
+            rows.append(pd.DataFrame({"dataset": dataset, "target_model": "mlp", "attack": attack,
+                                      "repeat": repeat, "fpr": fpr, "tpr": fpr ** (power + 0.01 * repeat)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_plot_roc_loglog_is_deterministic_png(tmp_path: Path):
+    first, second = tmp_path / "a" / "roc.png", tmp_path / "b" / "roc.png"
+    plot_roc_loglog(_roc(), first, "toy / mlp", auroc={"strong": 0.81, "weak": 0.6})
+    plot_roc_loglog(_roc(), second, "toy / mlp", auroc={"strong": 0.81, "weak": 0.6})
+    data = first.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert data == second.read_bytes()
+    assert b"Software" not in data  # matplotlib's version string would vary across installs
+    assert sorted(p.name for p in first.parent.iterdir()) == ["roc.png"]  # no temp file left
+    plot_roc_loglog(_roc(), second, "toy / mlp")
+    assert second.read_bytes() != data  # the legend changed
+
+
+def test_plot_roc_loglog_rejects_several_models(tmp_path: Path):
+    with pytest.raises(ValueError, match="one dataset"):
+        plot_roc_loglog(pd.concat([_roc(), _roc("other")]), tmp_path / "roc.png", "mixed")
