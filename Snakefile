@@ -1,0 +1,77 @@
+"""miaflow: a reproducible membership-inference benchmark.
+
+data -> splits -> training (target, reference, population models) -> signals (per-sample outputs)
+-> attacks -> metrics -> statistical tests -> tables and figures. params.yaml is the config; it is
+validated here, before any job starts. Logic lives in the `miaflow` package; rules stay thin.
+"""
+
+from snakemake.exceptions import WorkflowError
+
+from miaflow import workflow as wf
+from miaflow.config import ConfigError, validate
+
+
+configfile: "params.yaml"
+
+
+try:
+    validate(config)
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+
+EXPERIMENTS = wf.experiments(config)
+SHARDS = wf.shards(config)
+
+
+def package(*modules):
+    """Library modules a rule runs: listed as inputs so that editing one reruns the rule."""
+    return [f"miaflow/{module}.py" for module in modules]
+
+
+def per_experiment(pattern, **extra):
+    """`pattern` filled in for every (dataset, arch) experiment."""
+    return [pattern.format(dataset=d, arch=a, **extra) for d, a in EXPERIMENTS]
+
+
+def per_shard(pattern):
+    """`pattern` filled in for every experiment and training shard."""
+    return [f for shard in range(len(SHARDS)) for f in per_experiment(pattern, shard=shard)]
+
+
+wildcard_constraints:
+    dataset="[a-z0-9_]+",
+    arch="[a-z0-9_]+",
+    attack="[a-z0-9-]+",
+    shard=r"\d+",
+
+
+include: "rules/data.smk"
+include: "rules/splits.smk"
+include: "rules/training.smk"
+include: "rules/signals.smk"
+include: "rules/attacks.smk"
+include: "rules/metrics.smk"
+include: "rules/stats.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    """Everything: the paper tables, figures and the metrics contract."""
+    input:
+        rules.collect_metrics.output,
+        rules.tables.output,
+        rules.cost_table.output,
+
+
+rule prepare:
+    """DVC stage `prepare`: datasets and membership matrices."""
+    input:
+        expand(rules.prepare_dataset.output, dataset=wf.datasets(config)),
+        expand(rules.make_splits.output, dataset=wf.datasets(config)),
+
+
+rule train:
+    """DVC stage `train`: every model shard and its per-sample outputs."""
+    input:
+        per_shard(rules.train_shard.output.models),
+        per_shard(rules.compute_signals.output[0]),

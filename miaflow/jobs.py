@@ -1,0 +1,198 @@
+"""One function per workflow rule: read artifacts, call the library, write artifacts.
+
+The files in `scripts/` only unpack Snakemake's `snakemake` object into these calls, so every
+job can also be run (and tested) from plain Python.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from miaflow import io
+
+log = logging.getLogger(__name__)
+Paths = Sequence[str | Path]
+
+
+@contextmanager
+def job_log(path: str | Path | None) -> Iterator[None]:
+    """Send this job's log records (and warnings) to the rule's log file."""
+    handler: logging.Handler = logging.FileHandler(path, mode="w") if path else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    try:
+        yield
+    except Exception:
+        log.exception("job failed")
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+
+
+def read_splits(path: str | Path):
+    from miaflow.splits import Splits
+
+    return Splits.from_table(pq.read_table(path))
+
+
+def prepare_dataset(name: str, options: Mapping[str, Any], seed: int, output: str | Path) -> None:
+    from miaflow.data import load_dataset, write_dataset
+
+    dataset = load_dataset(name, options, seed)
+    log.info("%s: %s samples, %d classes, features %s", name, len(dataset.labels),
+             dataset.n_classes, dataset.features.shape[1:])
+    write_dataset(output, dataset)
+
+
+def make_splits(data: str | Path, dataset: str, params: Mapping[str, Any], seed: int,
+                output: str | Path) -> None:
+    from miaflow.data import read_dataset
+    from miaflow.splits import make_splits as draw
+
+    loaded = read_dataset(data)
+    splits = draw(len(loaded.labels), seed=seed, dataset=dataset, **params)
+    log.info("%s: |T| = %d, |A| = %d, %d models", dataset, len(splits.target_samples),
+             len(splits.auxiliary_samples), len(splits.model_ids))
+    io.write_parquet(output, splits.to_table(), metadata={"data_hash": loaded.content_hash()})
+
+
+def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], dataset: str,
+                arch_name: str, arch: Mapping[str, Any], seed: int, threads: int,
+                models_out: str | Path, records_out: str | Path) -> None:
+    from miaflow.data import read_dataset
+    from miaflow.gpu import gpu_slot
+    from miaflow.training import save_shard, train_models
+
+    with gpu_slot():
+        _limit_threads(arch, threads)
+        loaded = read_dataset(data)
+        weights, records = train_models(loaded, read_splits(splits), model_ids, arch_name, arch,
+                                        seed, threads)
+    save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
+                                     "n_classes": loaded.n_classes, "data_hash": loaded.content_hash(),
+                                     "seed": seed})
+    io.write_json(records_out, [{"dataset": dataset, "arch": arch_name, **asdict(r)} for r in records])
+
+
+def compute_signals(data: str | Path, models: str | Path, threads: int, output: str | Path) -> None:
+    from miaflow.data import read_dataset
+    from miaflow.gpu import gpu_slot
+    from miaflow.signals import outputs_table, write_signal_shard
+    from miaflow.training import load_shard, shard_logits
+
+    loaded = read_dataset(data)
+    with gpu_slot():
+        weights, metadata = load_shard(models)
+        _limit_threads(metadata["arch"], threads)
+        logits = shard_logits(weights, metadata, loaded.features)
+    table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
+    write_signal_shard(output, table, {"data_hash": loaded.content_hash(),
+                                       "models_sha256": io.sha256_file(models)})
+
+
+def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mapping[str, Any],
+                 dataset: str, arch: str, output: str | Path) -> None:
+    """Scores of one attack against every target model (repeat) of one experiment."""
+    from miaflow.attacks import attack_inputs, run_attack
+    from miaflow.signals import SignalStore
+
+    keep = read_splits(splits)
+    store = SignalStore.read(list(signals))
+    frames = []
+    for repeat in range(len(keep.models("target"))):
+        inputs, is_member = attack_inputs(store, keep, repeat, options)
+        frames.append(pd.DataFrame({
+            "dataset": dataset, "target_model": arch, "attack": attack, "repeat": repeat,
+            "sample_id": keep.target_samples, "score": run_attack(attack, inputs),
+            "is_member": is_member,
+        }))
+    io.write_parquet(output, pd.concat(frames, ignore_index=True))
+
+
+def compute_metrics(scores: Paths, fpr_levels: Sequence[float], confidence: float,
+                    metrics_out: str | Path, roc_out: str | Path) -> None:
+    from miaflow.metrics import roc_table, score_metrics
+
+    table = pd.concat([pd.read_parquet(p) for p in scores], ignore_index=True)
+    io.write_parquet(metrics_out, score_metrics(table, tuple(fpr_levels), confidence))
+    io.write_parquet(roc_out, roc_table(table))
+
+
+def collect_metrics(parts: Paths, output: str | Path, summary_out: str | Path) -> None:
+    """The `results/metrics.parquet` contract and DVC's metrics file (mean over repeats)."""
+    from miaflow.metrics import summary
+
+    metrics = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    io.write_parquet(output, metrics)
+    means = summary(metrics)
+    headline = means[means["metric"].isin(["auroc", "tpr_at_1pct_fpr"])]
+    nested: dict[str, Any] = {}
+    for row in headline.itertuples(index=False):
+        experiment = nested.setdefault(f"{row.dataset}/{row.target_model}", {})
+        experiment.setdefault(row.attack, {})[row.metric] = round(float(row.mean), 6)
+    io.write_json(summary_out, nested)
+
+
+def collect_models(records: Paths, output: str | Path) -> None:
+    rows = [row for path in records for row in io.read_json(path)]
+    io.write_parquet(output, pd.DataFrame(rows))
+
+
+def paired_tests(metrics: str | Path, metrics_tested: Sequence[str], alpha: float,
+                 output: str | Path) -> None:
+    from miaflow.stats import paired_tests as run_tests
+
+    io.write_parquet(output, run_tests(pd.read_parquet(metrics), tuple(metrics_tested), alpha))
+
+
+def make_tables(metrics: str | Path, tests: str | Path, models: str | Path, tables_dir: str | Path,
+                figures: Mapping[str, str | Path], roc: Paths) -> None:
+    """Paper tables (csv, md, tex) and one log-log ROC figure per experiment."""
+    from miaflow import tables
+    from miaflow.metrics import summary
+
+    tables_dir = Path(tables_dir)
+    means = summary(pd.read_parquet(metrics))
+    for name, table in [("auroc", tables.auroc_table(means)),
+                        ("accuracy", tables.accuracy_table(pd.read_parquet(models))),
+                        ("tests", tables.tests_table(pd.read_parquet(tests)))]:
+        tables.write_table(table, tables_dir / name, table.attrs["caption"])
+    curves = pd.concat([pd.read_parquet(p) for p in roc], ignore_index=True)
+    auroc = means[means["metric"] == "auroc"]
+    for experiment, path in figures.items():
+        dataset, arch = experiment.split("/")
+        mine = (curves["dataset"] == dataset) & (curves["target_model"] == arch)
+        chosen = auroc[(auroc["dataset"] == dataset) & (auroc["target_model"] == arch)]
+        tables.plot_roc_loglog(curves[mine], path, f"{dataset} / {arch}",
+                               auroc=dict(zip(chosen["attack"], chosen["mean"])))
+
+
+def cost_table(benchmarks: Paths, root: str | Path, output_stem: str | Path) -> None:
+    from miaflow import tables
+
+    table = tables.cost_table(tables.read_benchmarks([Path(p) for p in benchmarks], Path(root)))
+    tables.write_table(table, output_stem, table.attrs["caption"])
+
+
+def _limit_threads(arch: Mapping[str, Any], threads: int) -> None:
+    """Pin torch's intra-op threads to the job's share (only torch models import torch)."""
+    from miaflow.workflow import TORCH_KINDS
+
+    if arch["kind"] in TORCH_KINDS:
+        import torch
+
+        torch.set_num_threads(threads)

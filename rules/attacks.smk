@@ -1,0 +1,16 @@
+rule score_attack:
+    """Membership scores of one attack for every target model (higher = member)."""
+    input:
+        splits=rules.make_splits.output[0],
+        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        code=package("attacks", "signals"),
+    output:
+        "results/evaluate/scores/{dataset}/{arch}/{attack}.parquet",
+    params:
+        options=lambda w: wf.attack_options(config, w.attack),
+    log:
+        "results/evaluate/logs/score_attack/{dataset}/{arch}/{attack}.log",
+    benchmark:
+        "results/evaluate/benchmarks/score_attack/{dataset}/{arch}/{attack}.tsv"
+    script:
+        "../scripts/score_attack.py"

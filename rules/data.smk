@@ -1,0 +1,16 @@
+rule prepare_dataset:
+    """Load (or generate) a dataset in canonical order and store it as Parquet."""
+    input:
+        local=lambda w: wf.local_inputs(config, w.dataset),
+        code=package("data"),
+    output:
+        "results/prepare/data/{dataset}.parquet",
+    params:
+        options=lambda w: wf.dataset_options(config, w.dataset),
+        seed=config["seed"],
+    log:
+        "results/prepare/logs/prepare_dataset/{dataset}.log",
+    benchmark:
+        "results/prepare/benchmarks/prepare_dataset/{dataset}.tsv"
+    script:
+        "../scripts/prepare_dataset.py"

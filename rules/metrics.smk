@@ -1,0 +1,46 @@
+rule compute_metrics:
+    """All metrics per attack and target model, with Clopper-Pearson intervals and ROC curves."""
+    input:
+        scores=lambda w: expand(rules.score_attack.output[0], attack=config["attacks"], **w),
+        code=package("metrics"),
+    output:
+        metrics="results/evaluate/metrics/{dataset}/{arch}.parquet",
+        roc="results/evaluate/roc/{dataset}/{arch}.parquet",
+    params:
+        fpr_levels=config["metrics"]["fpr_levels"],
+        confidence=config["metrics"]["confidence"],
+    log:
+        "results/evaluate/logs/compute_metrics/{dataset}/{arch}.log",
+    benchmark:
+        "results/evaluate/benchmarks/compute_metrics/{dataset}/{arch}.tsv"
+    script:
+        "../scripts/compute_metrics.py"
+
+
+rule collect_metrics:
+    """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
+    input:
+        per_experiment(rules.compute_metrics.output.metrics),
+    output:
+        metrics="results/metrics.parquet",
+        summary="results/summary.json",
+    log:
+        "results/evaluate/logs/collect_metrics.log",
+    benchmark:
+        "results/evaluate/benchmarks/collect_metrics/all.tsv"
+    script:
+        "../scripts/collect_metrics.py"
+
+
+rule collect_models:
+    """Train/test accuracy of every trained model in one table."""
+    input:
+        per_shard(rules.train_shard.output.records),
+    output:
+        "results/evaluate/models.parquet",
+    log:
+        "results/evaluate/logs/collect_models.log",
+    benchmark:
+        "results/evaluate/benchmarks/collect_models/all.tsv"
+    script:
+        "../scripts/collect_models.py"

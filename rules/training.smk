@@ -1,0 +1,22 @@
+rule train_shard:
+    """Train one shard of target/reference/population models of one experiment."""
+    input:
+        data=rules.prepare_dataset.output[0],
+        splits=rules.make_splits.output[0],
+        code=package("models", "training"),
+    output:
+        models="results/train/models/{dataset}/{arch}/shard-{shard}.safetensors",
+        records="results/train/models/{dataset}/{arch}/shard-{shard}.json",
+    params:
+        model_ids=lambda w: SHARDS[int(w.shard)],
+        arch=lambda w: config["architectures"][w.arch],
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(wf.uses_torch(config, w.arch)),
+    log:
+        "results/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
+    benchmark:
+        "results/train/benchmarks/train_shard/{dataset}/{arch}/shard-{shard}.tsv"
+    script:
+        "../scripts/train_shard.py"

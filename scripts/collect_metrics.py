@@ -1,0 +1,5 @@
+"""Snakemake adapter for rule collect_metrics."""
+from miaflow import jobs
+
+with jobs.job_log(snakemake.log[0]):
+    jobs.collect_metrics(snakemake.input, snakemake.output.metrics, snakemake.output.summary)

@@ -1,0 +1,7 @@
+"""Snakemake adapter for rule score_attack."""
+from miaflow import jobs
+
+with jobs.job_log(snakemake.log[0]):
+    jobs.score_attack(snakemake.input.splits, snakemake.input.signals, snakemake.wildcards.attack,
+                      snakemake.params.options, snakemake.wildcards.dataset, snakemake.wildcards.arch,
+                      snakemake.output[0])

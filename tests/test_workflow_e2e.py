@@ -1,0 +1,155 @@
+"""End to end: the real `snakemake` and `dvc` commands on a tiny config in a temp directory.
+
+One module-scoped run is shared by the checks: contract of results/metrics.parquet, no-op reruns,
+clean `dvc status`, byte-identical artifacts from a second run, the DVC remote round trip a
+reviewer does, and bad params stopping the run before any job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from miaflow.metrics import METRIC_NAMES
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "dvc.yaml", ".dvcignore",
+                  ".gitignore"]
+TINY_ATTACKS = ["metric-loss", "metric-ment", "model-lira", "model-robust", "lira-online",
+                "lira-offline"]
+
+
+def tiny_params() -> dict:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["experiments"] = [{"dataset": "digits", "arch": "cnn"},
+                             {"dataset": "breast_cancer", "arch": "lr"}]
+    if SHARED_DATA.is_dir():  # the opt-in real-data path, read from the local copy
+        params["experiments"].append({"dataset": "location30", "arch": "lr"})
+        params["datasets"]["location30"]["path"] = str(SHARED_DATA / "location30/dataset_location.tgz")
+    params["splits"].update(repeats=3, n_reference=4, n_population=2)
+    params["training"]["models_per_job"] = 5
+    params["attacks"] = TINY_ATTACKS
+    return params
+
+
+def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and result.returncode:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def make_project(root: Path, params: dict) -> Path:
+    root.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, root / name)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(["git", "init", "-q"], root)
+    run(["git", "config", "user.email", "ci@example.org"], root)
+    run(["git", "config", "user.name", "CI"], root)
+    run(["dvc", "init", "-q"], root)
+    run(["dvc", "config", "core.analytics", "false"], root)
+    return root
+
+
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every artifact, leaving out logs, timings and the cost table (measurements)."""
+    out = {}
+    for path in sorted((root / "results").rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if path.is_file() and "/logs/" not in relative and "/benchmarks/" not in relative \
+                and "/cost." not in relative:
+            out[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = make_project(tmp_path_factory.mktemp("e2e") / "project", tiny_params())
+    run(["dvc", "repro"], root)
+    return root
+
+
+def test_metrics_contract(project):
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    assert {"dataset", "target_model", "attack", "repeat", "metric", "value"} <= set(metrics.columns)
+    assert set(metrics["metric"]) == set(METRIC_NAMES)
+    assert set(metrics["attack"]) == set(TINY_ATTACKS)
+    assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
+    auroc = metrics[metrics["metric"] == "auroc"].groupby(["dataset", "attack"])["value"].mean()
+    for dataset in metrics["dataset"].unique():
+        assert auroc[dataset].max() > 0.55, f"no attack above chance on {dataset}: {auroc[dataset]}"
+
+
+def test_tables_and_figures(project):
+    for stem in ("auroc", "accuracy", "tests", "cost"):
+        for suffix in (".csv", ".md", ".tex"):
+            assert (project / "results/tables" / f"{stem}{suffix}").stat().st_size > 0
+    figures = sorted(p.name for p in (project / "results/figures").iterdir())
+    assert figures[0] == "roc-breast_cancer-lr.png"
+    assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    auroc = pd.read_csv(project / "results/tables/auroc.csv")
+    assert "±" in auroc.to_string()
+
+
+def test_reruns_are_no_ops(project):
+    dry = run(["snakemake", "-n"], project)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    repro = run(["dvc", "repro"], project)
+    assert "didn't change, skipping" in repro.stdout and "Running stage" not in repro.stdout
+    status = run(["dvc", "status"], project)
+    assert "up to date" in status.stdout
+
+
+def test_same_seeds_give_byte_identical_artifacts(project, tmp_path):
+    second = make_project(tmp_path / "second", tiny_params())
+    run(["snakemake", "--cores", "2", "all"], second)
+    first_digests, second_digests = digests(project), digests(second)
+    assert first_digests.keys() == second_digests.keys()
+    differing = [k for k in first_digests if first_digests[k] != second_digests[k]]
+    assert not differing, f"artifacts differ between identical runs: {differing}"
+
+
+def test_reviewer_flow_through_a_dvc_remote(project, tmp_path):
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "add", "-d", "storage", str(remote)], project)
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-q", "-m", "results"], project)
+    run(["git", "tag", "v-test"], project)
+    run(["dvc", "push"], project)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    run(["git", "checkout", "-q", "v-test"], clone)
+    run(["dvc", "pull"], clone)
+    assert "up to date" in run(["dvc", "status"], clone).stdout
+    assert digests(clone) == digests(project)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("repeats", -1, "splits.repeats: -1 is less than the minimum of 1"),
+    ("n_reference", "four", "splits.n_reference: 'four' is not of type 'integer'"),
+])
+def test_bad_params_stop_before_any_job(tmp_path, key, value, message):
+    params = tiny_params()
+    params["splits"][key] = value
+    root = make_project(tmp_path / "bad", params)
+    result = run(["snakemake", "--cores", "1"], root, check=False)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert not (root / "results").exists()
