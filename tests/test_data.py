@@ -209,7 +209,7 @@ def test_students_dropout_real_file(loaded: dict[str, Dataset]) -> None:
 
 @pytest.mark.parametrize("name", sorted(LOCAL_FILES))
 def test_default_paths_point_at_shared_data_beside_repo(name: str) -> None:
-    assert (REPO / DEFAULT_PATHS[name]).resolve() == LOCAL_FILES[name]
+    assert (REPO / DEFAULT_PATHS[name]).resolve() == LOCAL_FILES[name].resolve()
 
 
 @pytest.mark.parametrize("name", sorted(LOCAL_FILES))

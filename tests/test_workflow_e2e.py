@@ -117,6 +117,18 @@ def test_reruns_are_no_ops(project):
     assert "up to date" in status.stdout
 
 
+def test_editing_a_library_module_reruns_only_the_rules_using_it(project):
+    module = project / "miaflow/stats.py"
+    original = module.read_text()
+    module.write_text(original + "\n# an edit\n")
+    try:
+        dry = run(["snakemake", "-n", "--quiet", "rules"], project).stdout
+    finally:
+        module.write_text(original)
+    assert "paired_tests" in dry and "tables" in dry
+    assert "train_shard" not in dry and "score_attack" not in dry
+
+
 def test_same_seeds_give_byte_identical_artifacts(project, tmp_path):
     second = make_project(tmp_path / "second", tiny_params())
     run(["snakemake", "--cores", "2", "all"], second)
