@@ -160,8 +160,8 @@ def paired_tests(metrics: str | Path, metrics_tested: Sequence[str], alpha: floa
 
 
 def make_tables(metrics: str | Path, tests: str | Path, models: str | Path, tables_dir: str | Path,
-                figures: Mapping[str, str | Path], roc: Paths) -> None:
-    """Paper tables (csv, md, tex) and one log-log ROC figure per experiment."""
+                figures: Mapping[tuple[str, str], str | Path], roc: Paths) -> None:
+    """Paper tables (csv, md, tex) and one log-log ROC figure per (dataset, arch) experiment."""
     from miaflow import tables
     from miaflow.metrics import summary
 
@@ -173,8 +173,7 @@ def make_tables(metrics: str | Path, tests: str | Path, models: str | Path, tabl
         tables.write_table(table, tables_dir / name, table.attrs["caption"])
     curves = pd.concat([pd.read_parquet(p) for p in roc], ignore_index=True)
     auroc = means[means["metric"] == "auroc"]
-    for experiment, path in figures.items():
-        dataset, arch = experiment.split("/")
+    for (dataset, arch), path in figures.items():
         mine = (curves["dataset"] == dataset) & (curves["target_model"] == arch)
         chosen = auroc[(auroc["dataset"] == dataset) & (auroc["target_model"] == arch)]
         tables.plot_roc_loglog(curves[mine], path, f"{dataset} / {arch}",

@@ -116,7 +116,9 @@ def tests_table(tests: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
 
 
 def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
-    """Parse Snakemake `benchmark:` TSV files laid out as `root/<stage>/<rule>/<job...>.tsv`.
+    """Parse Snakemake `benchmark:` TSV files laid out as `root/<stage>/benchmarks/<rule>/<job...>.tsv`.
+
+    (Each DVC stage keeps its benchmark files inside its own output directory.)
 
     Returns one row per benchmark record with columns stage, rule, job (the rest of the path
     without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
@@ -124,14 +126,14 @@ def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
     """
     frames = []
     for path in sorted(map(Path, paths)):
-        parts = path.relative_to(root).with_suffix("").parts
-        if len(parts) < 2:
-            raise ValueError(f"{path}: expected {root}/<stage>/<rule>/<job>.tsv")
+        stage, *parts = path.relative_to(root).with_suffix("").parts
+        if len(parts) < 2 or parts.pop(0) != "benchmarks":
+            raise ValueError(f"{path}: expected {root}/<stage>/benchmarks/<rule>/<job>.tsv")
         frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
         frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
-        frame.insert(0, "stage", parts[0])
-        frame.insert(1, "rule", parts[1])
-        frame.insert(2, "job", "/".join(parts[2:]))
+        frame.insert(0, "stage", stage)
+        frame.insert(1, "rule", parts[0])
+        frame.insert(2, "job", "/".join(parts[1:]))
         frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=["stage", "rule", "job", *BENCHMARK_COLUMNS])

@@ -14,6 +14,8 @@ rule tables:
         accuracy=multiext("results/tables/accuracy", *TABLE_FORMATS),
         tests=multiext("results/tables/tests", *TABLE_FORMATS),
         figures=per_experiment("results/figures/roc-{dataset}-{arch}.png"),
+    params:
+        experiments=EXPERIMENTS,
     log:
         "results/evaluate/logs/tables.log",
     benchmark:

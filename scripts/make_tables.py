@@ -4,6 +4,7 @@ from pathlib import Path
 from miaflow import jobs
 
 with jobs.job_log(snakemake.log[0]):
-    figures = {Path(p).stem.removeprefix("roc-").replace("-", "/", 1): p for p in snakemake.output.figures}
     jobs.make_tables(snakemake.input.metrics, snakemake.input.tests, snakemake.input.models,
-                     Path(snakemake.output.auroc[0]).parent, figures, snakemake.input.roc)
+                     Path(snakemake.output.auroc[0]).parent,
+                     dict(zip(map(tuple, snakemake.params.experiments), snakemake.output.figures)),
+                     snakemake.input.roc)

@@ -106,13 +106,13 @@ def _write_benchmark(path: Path, *records: str) -> Path:
 
 
 def test_read_benchmarks_and_cost_table(tmp_path: Path):
-    root = tmp_path / "benchmarks"
+    root = tmp_path / "results"
     paths = [
-        _write_benchmark(root / "train" / "train_target" / "toy" / "mlp-0.tsv",
+        _write_benchmark(root / "train" / "benchmarks" / "train_target" / "toy" / "mlp-0.tsv",
                          "12.5000\t0:00:12\t512.25\t900.00\t500.00\t505.00\t1.00\t2.00\t95.00\t11.90"),
-        _write_benchmark(root / "train" / "train_target" / "toy" / "mlp-1.tsv",
+        _write_benchmark(root / "train" / "benchmarks" / "train_target" / "toy" / "mlp-1.tsv",
                          "7.5000\t0:00:07\t1024.00\t1500.00\t1000.00\t1001.00\t-\t-\t90.00\t6.80"),
-        _write_benchmark(root / "attack" / "score" / "toy" / "loss.tsv",
+        _write_benchmark(root / "attack" / "benchmarks" / "score" / "toy" / "loss.tsv",
                          "0.2500\t0:00:00\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA"),
     ]
     runs = read_benchmarks(paths, root)
@@ -123,6 +123,11 @@ def test_read_benchmarks_and_cost_table(tmp_path: Path):
     assert runs["s"].tolist() == [0.25, 12.5, 7.5]
     assert np.isnan(runs.loc[0, "max_rss"]) and np.isnan(runs.loc[2, "io_in"])
     assert "h:m:s" not in runs.columns
+
+    misplaced = _write_benchmark(root / "train" / "train_target" / "x.tsv",
+                                 "1.0\t0:00:01\t1\t1\t1\t1\t1\t1\t1\t1")
+    with pytest.raises(ValueError, match="benchmarks"):
+        read_benchmarks([misplaced], root)
 
     table = cost_table(runs)
     assert table.columns.tolist() == ["stage", "rule", "jobs", "total_wall_s", "max_wall_s",

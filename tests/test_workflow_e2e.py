@@ -106,6 +106,8 @@ def test_tables_and_figures(project):
     assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     auroc = pd.read_csv(project / "results/tables/auroc.csv")
     assert "±" in auroc.to_string()
+    cost = pd.read_csv(project / "results/tables/cost.csv")
+    assert {"prepare_dataset", "train_shard", "compute_signals", "score_attack"} <= set(cost["rule"])
 
 
 def test_reruns_are_no_ops(project):

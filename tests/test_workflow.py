@@ -1,0 +1,31 @@
+"""The DAG's shape is derived from params.yaml alone."""
+
+from __future__ import annotations
+
+import copy
+
+import yaml
+
+from miaflow import workflow
+
+
+def test_shards_cover_every_model_once(repo):
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["training"]["models_per_job"] = 4
+    params["splits"].update(repeats=3, n_reference=4, n_population=2)
+    shards = workflow.shards(params)
+    assert [len(s) for s in shards] == [4, 4, 1]
+    assert sum(shards, []) == workflow.model_ids(params)
+    assert workflow.model_ids(params)[:4] == ["target-0", "target-1", "target-2", "reference-0"]
+
+
+def test_experiments_datasets_and_inputs(repo):
+    params = copy.deepcopy(yaml.safe_load((repo / "params.yaml").read_text()))
+    params["experiments"] = [{"dataset": "digits", "arch": "cnn"}, {"dataset": "location30", "arch": "lr"},
+                             {"dataset": "digits", "arch": "mlp"}]
+    assert workflow.datasets(params) == ["digits", "location30"]
+    assert workflow.local_inputs(params, "digits") == []
+    assert workflow.local_inputs(params, "location30") == [params["datasets"]["location30"]["path"]]
+    assert workflow.uses_torch(params, "cnn") and not workflow.uses_torch(params, "lr")
+    assert workflow.attack_options(params, "model-robust") == {"gamma": 2.0}
+    assert workflow.attack_options(params, "metric-loss") == {}
