@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from miaflow.io import write_text, write_with
@@ -21,7 +22,7 @@ MISSING = "–"
 BENCHMARK_COLUMNS = ("s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out",
                      "mean_load", "cpu_time")
 ROC_FPR_GRID = np.geomspace(1e-4, 1.0, 200)
-FIGURE_SIZE = (4.5, 4.5)  # inches
+FIGURE_SIZE = (7.5, 4.5)  # inches: a square plot plus the legend on its right
 FIGURE_DPI = 150
 _LATEX_SPECIALS = str.maketrans(
     {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
@@ -189,14 +190,16 @@ def plot_roc_loglog(
     # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
     figure = Figure(figsize=FIGURE_SIZE)
     axes = figure.add_subplot()
-    for attack, curves in roc.groupby("attack", sort=True):
+    colours = colormaps["tab20"].colors  # 20 distinct colours: attacks never share one
+    for k, (attack, curves) in enumerate(roc.groupby("attack", sort=True)):
         tprs = [np.interp(ROC_FPR_GRID, c["fpr"], c["tpr"]) for _, c in curves.groupby("repeat")]
         label = f"{attack} (AUROC {auroc[attack]:.3f})" if auroc and attack in auroc else str(attack)
-        axes.plot(ROC_FPR_GRID, np.mean(tprs, axis=0), label=label, linewidth=1.2)
+        axes.plot(ROC_FPR_GRID, np.mean(tprs, axis=0), label=label, linewidth=1.2,
+                  color=colours[k % len(colours)], linestyle=("-", "--", ":")[k // len(colours) % 3])
     axes.plot(ROC_FPR_GRID, ROC_FPR_GRID, "k--", linewidth=0.8, label="chance")
     axes.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1),
              xlabel="False positive rate", ylabel="True positive rate", title=title)
-    axes.legend(loc="lower right", fontsize="x-small")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
     figure.tight_layout()
     # No "Software" entry (matplotlib's version string), so only the drawing decides the bytes.
     write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
