@@ -62,22 +62,29 @@ def torch_device() -> str:
 
 # --- torch models (mlp, cnn) ------------------------------------------------------------------
 
-def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray, n_classes: int,
-                  batch_size: int = 4096) -> np.ndarray:
+def _predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+    """Logits of a torch module, always in eval mode: no dropout or batch-norm updates."""
     import torch
 
-    from miaflow.models import build_torch_model
-
-    device = torch_device()
-    model = build_torch_model(arch, features.shape[1:], n_classes)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-    model.to(device).eval()  # eval mode always: no dropout or batch-norm updates at inference
+    device = next(model.parameters()).device
+    model.eval()
     outputs = []
     with torch.no_grad():
         for start in range(0, len(features), batch_size):
             batch = torch.from_numpy(features[start:start + batch_size]).to(device)
             outputs.append(model(batch).float().cpu().numpy())
     return np.concatenate(outputs)
+
+
+def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
+                  n_classes: int) -> np.ndarray:
+    import torch
+
+    from miaflow.models import build_torch_model
+
+    model = build_torch_model(arch, features.shape[1:], n_classes)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    return _predict(model.to(torch_device()), features)
 
 
 def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
@@ -106,10 +113,6 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
 
-    def heldout_accuracy() -> float:
-        state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-        return _accuracy(_torch_logits(arch, state, x_heldout, n_classes), y_heldout)
-
     for epoch in range(1, epochs + 1):
         model.train()
         total = torch.zeros((), device=device)
@@ -122,7 +125,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
         if schedule is not None:
             schedule.step()
         if patience or epoch % report_every == 0 or epoch == epochs:
-            acc = heldout_accuracy()
+            acc = _accuracy(_predict(model, x_heldout), y_heldout)
             log.info("%s epoch %d/%d loss %.4f held-out acc %.4f", model_id, epoch, epochs,
                      total.item() / len(x), acc)
             if patience:
