@@ -16,6 +16,9 @@ import jsonschema
 import yaml
 
 
+IMAGE_ONLY_KINDS = frozenset({"cnn"})
+
+
 class ConfigError(ValueError):
     """params.yaml is invalid; the message names every offending key."""
 
@@ -48,14 +51,33 @@ def _schema_problems(config: Mapping[str, Any]) -> list[str]:
 
 
 def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
-    """Cross-key rules JSON Schema cannot express."""
+    """Cross-key rules JSON Schema cannot express (the config already matches the schema)."""
+    from miaflow.attacks import ATTACKS
+    from miaflow.data import DATASETS
+    from miaflow.metrics import metric_names
+
     problems = []
-    architectures = config.get("architectures", {})
-    for i, experiment in enumerate(config.get("experiments", [])):
-        arch = experiment.get("arch") if isinstance(experiment, Mapping) else None
-        if isinstance(arch, str) and arch not in architectures:
+    architectures = config["architectures"]
+    for i, experiment in enumerate(config["experiments"]):
+        dataset, arch = experiment["dataset"], experiment["arch"]
+        if arch not in architectures:
             problems.append(f"experiments[{i}].arch: {arch!r} is not a key of architectures "
                             f"(known: {', '.join(sorted(architectures))})")
+        elif architectures[arch]["kind"] in IMAGE_ONLY_KINDS and DATASETS[dataset].modality != "image":
+            problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
+                            f"needs image data, but {dataset!r} is {DATASETS[dataset].modality}")
+    available = {"reference": config["splits"]["n_reference"],
+                 "population": config["splits"]["n_population"]}
+    for i, attack in enumerate(config["attacks"]):
+        for need in sorted(ATTACKS[attack].needs):
+            if not available[need]:
+                problems.append(f"attacks[{i}]: {attack!r} needs {need} models, "
+                                f"but splits.n_{need} is 0")
+    known = metric_names(config["metrics"]["fpr_levels"])
+    for i, metric in enumerate(config["stats"]["metrics"]):
+        if metric not in known:
+            problems.append(f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
+                            f"(known with metrics.fpr_levels: {', '.join(known)})")
     return problems
 
 

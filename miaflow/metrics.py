@@ -1,5 +1,8 @@
 """Attack metrics from per-sample membership scores (ALGORITHMS.md, Section 6).
 
+scikit-learn and scipy.stats are imported inside the functions that use them: params validation
+imports this module for the metric names, and should stay fast.
+
 Every score is "higher = member". The ROC is sklearn's with `drop_intermediate=False`, so every
 distinct score is a threshold and a sample counts as a predicted member iff its score is >= the
 threshold. Metrics are computed per (dataset, target model, attack, repeat); `summary` aggregates
@@ -12,12 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import beta
-from sklearn.metrics import auc, roc_curve
 
 FPR_LEVELS = (0.001, 0.01, 0.1)
 # Metrics at the operating threshold tau* (see `attack_metrics`).
-TAU_STAR_METRICS = ("precision", "recall", "f1", "accuracy", "fpr", "fnr", "advantage")
+TAU_STAR_METRICS = ("precision", "recall", "f1", "accuracy", "plain_accuracy", "fpr", "fnr",
+                    "advantage")
 METRIC_NAMES = ("auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr", *TAU_STAR_METRICS)
 RUN_KEYS = ["dataset", "target_model", "attack", "repeat"]
 METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "ci_low", "ci_high"]
@@ -42,6 +44,8 @@ def metric_names(fpr_levels: Sequence[float] = FPR_LEVELS) -> tuple[str, ...]:
 
 def roc(is_member: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fpr, tpr, thresholds) with every distinct score kept, so low-FPR points are never dropped."""
+    from sklearn.metrics import roc_curve
+
     member = np.asarray(is_member, dtype=bool)
     if member.all() or not member.any():
         raise ValueError("a ROC needs both members and non-members")
@@ -60,7 +64,7 @@ def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:
 def attack_metrics(
     is_member: np.ndarray, scores: np.ndarray, fpr_levels: Sequence[float] = FPR_LEVELS
 ) -> dict[str, float]:
-    """All of `metric_names(fpr_levels)`, plus `plain_accuracy`, for one attack on one target model.
+    """All of `metric_names(fpr_levels)` for one attack on one target model.
 
     The operating threshold tau* maximises balanced accuracy (TDDBench); the first maximiser in
     sklearn order is the highest threshold among ties. Counts at tau* are exact (TDDBench's
@@ -68,6 +72,8 @@ def attack_metrics(
     `plain_accuracy` is (TP + TN) / n at tau*, which differs when members and non-members are
     unbalanced.
     """
+    from sklearn.metrics import auc
+
     member = np.asarray(is_member, dtype=bool)
     scores = np.asarray(scores, dtype=np.float64)
     fpr, tpr, thresholds = roc(member, scores)
@@ -101,6 +107,8 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     """Exact (Clopper–Pearson) interval for a binomial proportion, from Beta quantiles."""
     if trials < 1 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
+    from scipy.stats import beta
+
     alpha = 1 - confidence
     low = beta.ppf(alpha / 2, successes, trials - successes + 1) if successes > 0 else 0.0
     high = beta.ppf(1 - alpha / 2, successes + 1, trials - successes) if successes < trials else 1.0

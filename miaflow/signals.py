@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from scipy.special import logsumexp
-from scipy.stats import entropy
 
 from miaflow.io import write_parquet
 
@@ -32,6 +31,8 @@ def signals_from_logits(logits: np.ndarray, labels: np.ndarray) -> dict[str, np.
     -inf entries are made finite. Everything is computed in float64 from the log-softmax, so that
     phi and the loss neither saturate nor overflow for extremely confident models.
     """
+    from scipy.stats import entropy  # imported here: scipy.stats is slow to import
+
     z = np.asarray(logits, dtype=np.float64)
     z = np.where(np.isneginf(z), LOG_ZERO_PROB, z)
     z = z - z.max(axis=-1, keepdims=True)

@@ -28,7 +28,7 @@ def test_shipped_params_are_valid(repo):
 @pytest.mark.parametrize(("mutate", "expected"), [
     (lambda p: p["splits"].update(repeats=-1), "splits.repeats: -1 is less than the minimum of 1"),
     (lambda p: p["splits"].update(n_reference=3), "splits.n_reference: 3 is not a multiple of 2"),
-    (lambda p: p["attacks"].append("no-such-attack"), "attacks[14]: 'no-such-attack' is not one of"),
+    (lambda p: p["attacks"].append("no-such-attack"), "attacks[15]: 'no-such-attack' is not one of"),
     (lambda p: p["experiments"].append({"dataset": "imagenet", "arch": "mlp"}),
      "experiments[3].dataset: 'imagenet' is not one of"),
     (lambda p: p["architectures"]["mlp"].update(epochs="ten"), "architectures.mlp.epochs: 'ten' is not of type 'integer'"),
@@ -37,11 +37,24 @@ def test_shipped_params_are_valid(repo):
     (lambda p: p["experiments"].append({"dataset": "digits", "arch": "vit"}),
      "experiments[3].arch: 'vit' is not a key of architectures"),
     (lambda p: p["architectures"].update(big={"kind": "mlp"}), "architectures.big: 'hidden' is a required property"),
+    (lambda p: p["experiments"].append({"dataset": "purchase", "arch": "cnn"}),
+     "experiments[3]: architecture 'cnn' (cnn) needs image data, but 'purchase' is tabular"),
+    (lambda p: p["splits"].update(n_reference=0), "attacks[5]: 'model-loss' needs reference models, but splits.n_reference is 0"),
+    (lambda p: p["splits"].update(n_population=0), "'model-robust' needs population models, but splits.n_population is 0"),
+    (lambda p: p["metrics"].update(fpr_levels=[0.05]), "stats.metrics[1]: 'tpr_at_0.1pct_fpr' is not a metric of this run"),
+    (lambda p: p["stats"].update(metrics=["auroc", "tpr_at_5pct_fpr"]), "stats.metrics[1]: 'tpr_at_5pct_fpr' is not a metric"),
 ])
 def test_bad_values_name_the_key(params, mutate, expected):
     bad = copy.deepcopy(params)
     mutate(bad)
     assert expected in problems_of(bad)
+
+
+def test_metric_names_follow_the_fpr_levels(params):
+    ok = copy.deepcopy(params)
+    ok["metrics"]["fpr_levels"] = [0.05]
+    ok["stats"]["metrics"] = ["auroc", "tpr_at_5pct_fpr"]
+    assert config.validate(ok)["stats"]["metrics"] == ["auroc", "tpr_at_5pct_fpr"]
 
 
 def test_every_problem_is_reported_at_once(params):
@@ -55,10 +68,8 @@ def test_every_problem_is_reported_at_once(params):
 def test_schema_names_match_registries():
     from miaflow.attacks import ATTACKS
     from miaflow.data import DATASETS
-    from miaflow.metrics import METRIC_NAMES
 
     defs = config.schema()["$defs"]
     assert set(defs["attack_name"]["enum"]) == set(ATTACKS)
     assert set(defs["dataset_name"]["enum"]) == set(DATASETS)
     assert set(config.schema()["properties"]["datasets"]["properties"]) == set(DATASETS)
-    assert tuple(defs["metric_name"]["enum"]) == tuple(METRIC_NAMES)

@@ -30,7 +30,7 @@ HAND_SCORES = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.3, 0.2, 0.1, 0.05])
 def test_metric_names_contract():
     assert METRIC_NAMES == (
         "auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr", "precision",
-        "recall", "f1", "accuracy", "fpr", "fnr", "advantage",
+        "recall", "f1", "accuracy", "plain_accuracy", "fpr", "fnr", "advantage",
     )
     assert metric_names() == METRIC_NAMES
 
