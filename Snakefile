@@ -24,8 +24,9 @@ SHARDS = wf.shards(config)
 
 
 def package(*modules):
-    """Library modules a rule runs: listed as inputs so that editing one reruns the rule."""
-    return [f"miaflow/{module}.py" for module in modules]
+    """Library modules a rule runs, always with the job glue (`jobs`, `io`): listed as inputs so
+    that editing one reruns the rule (Snakemake compares their checksums, not just times)."""
+    return [f"miaflow/{module}.py" for module in ("jobs", "io", *modules)]
 
 
 def per_experiment(pattern, **extra):

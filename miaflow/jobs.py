@@ -7,6 +7,7 @@ job can also be run (and tested) from plain Python.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -74,12 +75,10 @@ def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], 
                 arch_name: str, arch: Mapping[str, Any], seed: int, threads: int,
                 models_out: str | Path, records_out: str | Path) -> None:
     from miaflow.data import read_dataset
-    from miaflow.gpu import gpu_slot
     from miaflow.training import save_shard, train_models
 
-    with gpu_slot():
-        _limit_threads(arch, threads)
-        loaded = read_dataset(data)
+    loaded = read_dataset(data)
+    with _compute_session(arch, threads):
         weights, records = train_models(loaded, read_splits(splits), model_ids, arch_name, arch,
                                         seed, threads)
     save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
@@ -90,14 +89,12 @@ def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], 
 
 def compute_signals(data: str | Path, models: str | Path, threads: int, output: str | Path) -> None:
     from miaflow.data import read_dataset
-    from miaflow.gpu import gpu_slot
     from miaflow.signals import outputs_table, write_signal_shard
     from miaflow.training import load_shard, shard_logits
 
     loaded = read_dataset(data)
-    with gpu_slot():
-        weights, metadata = load_shard(models)
-        _limit_threads(metadata["arch"], threads)
+    weights, metadata = load_shard(models)
+    with _compute_session(metadata["arch"], threads):
         logits = shard_logits(weights, metadata, loaded.features)
     table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
     write_signal_shard(output, table, {"data_hash": loaded.content_hash(),
@@ -110,6 +107,10 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
     from miaflow.attacks import attack_inputs, run_attack
     from miaflow.signals import SignalStore
 
+    expected = io.read_parquet_metadata(splits)["data_hash"]
+    for path in signals:
+        if io.read_parquet_metadata(path)["data_hash"] != expected:
+            raise ValueError(f"{path} was computed on other data than the splits {splits}")
     keep = read_splits(splits)
     store = SignalStore.read(list(signals))
     frames = []
@@ -187,11 +188,24 @@ def cost_table(benchmarks: Paths, root: str | Path, output_stem: str | Path) -> 
     tables.write_table(table, output_stem, table.attrs["caption"])
 
 
-def _limit_threads(arch: Mapping[str, Any], threads: int) -> None:
-    """Pin torch's intra-op threads to the job's share (only torch models import torch)."""
+@contextmanager
+def _compute_session(arch: Mapping[str, Any], threads: int) -> Iterator[None]:
+    """For torch models: hold a free GPU (if any), use the job's threads, stay deterministic.
+
+    Other kinds (LR, CatBoost) run on CPU and never take a GPU slot.
+    """
     from miaflow.workflow import TORCH_KINDS
 
-    if arch["kind"] in TORCH_KINDS:
+    if arch["kind"] not in TORCH_KINDS:
+        yield
+        return
+    from miaflow.gpu import gpu_slot
+
+    with gpu_slot():
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # needed by deterministic cuBLAS
         import torch
 
         torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+        yield

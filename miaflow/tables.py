@@ -108,10 +108,13 @@ def tests_table(tests: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
         "sig": [("*" if t else "") + ("†" if p else "")
                 for t, p in zip(rows["reject_ttest"], rows["reject_perm"])],
     }).reset_index(drop=True)
+    pairs = int(rows["n_pairs"].min()) if len(rows) else 0
     table.attrs["caption"] = (
         f"One-sided paired tests of H1: attack A > attack B on {metric}, paired over target models; "
-        "p-values Benjamini–Yekutieli-adjusted over all comparisons; "
-        "* t-test rejects H0, † permutation test rejects H0."
+        f"p-values Benjamini–Yekutieli-adjusted over all {len(tests)} comparisons; "
+        "* t-test rejects H0, † permutation test rejects H0. "
+        f"With {pairs} paired repeats the exact permutation p-value is at least 1/2^{pairs}"
+        f" = {2.0 ** -pairs:.3g} before adjustment."
     )
     return table
 

@@ -41,7 +41,9 @@ def dataset_options(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
 
 def local_inputs(config: Mapping[str, Any], dataset: str) -> list[str]:
     """Files a dataset is read from (none for the embedded, offline datasets)."""
-    path = dataset_options(config, dataset).get("path")
+    from miaflow.data import DATASETS
+
+    path = dataset_options(config, dataset).get("path", DATASETS[dataset].defaults.get("path"))
     return [path] if path else []
 
 

@@ -3,7 +3,7 @@ rule score_attack:
     input:
         splits=rules.make_splits.output[0],
         signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
-        code=package("attacks", "signals"),
+        code=package("splits", "signals", "attacks"),
     output:
         "results/evaluate/scores/{dataset}/{arch}/{attack}.parquet",
     params:

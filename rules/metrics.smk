@@ -20,7 +20,8 @@ rule compute_metrics:
 rule collect_metrics:
     """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
     input:
-        per_experiment(rules.compute_metrics.output.metrics),
+        metrics=per_experiment(rules.compute_metrics.output.metrics),
+        code=package("metrics"),
     output:
         metrics="results/metrics.parquet",
         summary="results/summary.json",
@@ -35,7 +36,8 @@ rule collect_metrics:
 rule collect_models:
     """Train/test accuracy of every trained model in one table."""
     input:
-        per_shard(rules.train_shard.output.records),
+        records=per_shard(rules.train_shard.output.records),
+        code=package(),
     output:
         "results/evaluate/models.parquet",
     log:

@@ -2,7 +2,7 @@ rule make_splits:
     """Target/auxiliary pools and the membership matrix of every model (TDDBench protocol)."""
     input:
         data=rules.prepare_dataset.output[0],
-        code=package("splits"),
+        code=package("data", "splits", "seeding"),
     output:
         "results/prepare/splits/{dataset}.parquet",
     params:

@@ -8,7 +8,7 @@ rule tables:
         tests=rules.paired_tests.output[0],
         models=rules.collect_models.output[0],
         roc=per_experiment(rules.compute_metrics.output.roc),
-        code=package("tables"),
+        code=package("metrics", "tables"),
     output:
         auroc=multiext("results/tables/auroc", *TABLE_FORMATS),
         accuracy=multiext("results/tables/accuracy", *TABLE_FORMATS),
@@ -27,16 +27,19 @@ rule tables:
 rule cost_table:
     """Time and peak memory per stage and rule, from every job's benchmark file."""
     input:
-        expand(rules.prepare_dataset.benchmark, dataset=wf.datasets(config)),
-        expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
-        per_shard(rules.train_shard.benchmark),
-        per_shard(rules.compute_signals.benchmark),
-        [f for attack in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=attack)],
-        per_experiment(rules.compute_metrics.benchmark),
-        rules.collect_metrics.benchmark,
-        rules.collect_models.benchmark,
-        rules.paired_tests.benchmark,
-        rules.tables.benchmark,
+        benchmarks=[
+            *expand(rules.prepare_dataset.benchmark, dataset=wf.datasets(config)),
+            *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
+            *per_shard(rules.train_shard.benchmark),
+            *per_shard(rules.compute_signals.benchmark),
+            *[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
+            *per_experiment(rules.compute_metrics.benchmark),
+            rules.collect_metrics.benchmark,
+            rules.collect_models.benchmark,
+            rules.paired_tests.benchmark,
+            rules.tables.benchmark,
+        ],
+        code=package("tables"),
     output:
         multiext("results/tables/cost", *TABLE_FORMATS),
     log:

@@ -2,4 +2,4 @@
 from miaflow import jobs
 
 with jobs.job_log(snakemake.log[0]):
-    jobs.collect_metrics(snakemake.input, snakemake.output.metrics, snakemake.output.summary)
+    jobs.collect_metrics(snakemake.input.metrics, snakemake.output.metrics, snakemake.output.summary)

@@ -2,4 +2,4 @@
 from miaflow import jobs
 
 with jobs.job_log(snakemake.log[0]):
-    jobs.collect_models(snakemake.input, snakemake.output[0])
+    jobs.collect_models(snakemake.input.records, snakemake.output[0])

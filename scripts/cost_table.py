@@ -4,4 +4,4 @@ from pathlib import Path
 from miaflow import jobs
 
 with jobs.job_log(snakemake.log[0]):
-    jobs.cost_table(snakemake.input, "results", Path(snakemake.output[0]).with_suffix(""))
+    jobs.cost_table(snakemake.input.benchmarks, "results", Path(snakemake.output[0]).with_suffix(""))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from miaflow.data import Dataset
-from miaflow.splits import make_splits
+from miaflow.splits import Splits, make_splits
 from miaflow.training import load_shard, save_shard, shard_logits, train_models
 
 ARCHS = {
@@ -67,8 +67,11 @@ def test_mlp_memorises_its_members():
 
 
 def test_different_models_get_different_seeds():
+    """Two models with the same training set still differ: each has its own named seed."""
     dataset = toy_dataset(image=False)
-    splits = make_splits(240, seed=1, dataset="toy", repeats=2, n_reference=0, n_population=0)
+    members = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=0,
+                          n_population=0).members("target-0")
+    splits = Splits(("target-0", "target-1"), np.stack([members, members]), np.ones(240, bool))
     weights, _ = train_models(dataset, splits, ["target-0", "target-1"], "mlp", ARCHS["mlp"], seed=3)
     first, second = (weights[m]["net.1.weight"] for m in ("target-0", "target-1"))
     assert not np.array_equal(first, second)
