@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from miaflow.signals import SignalStore
 from miaflow.splits import Splits
@@ -135,6 +134,7 @@ class SideStats:
     mean: np.ndarray  # (n,)
     std: np.ndarray  # (n,), ddof 0
     pooled_std: float  # std of all values of this side over samples and models (uncentred)
+    residual_std: float  # std of (value - its sample's median), pooled over samples and models
 
 
 def in_out_stats(values: np.ndarray, keep: np.ndarray) -> tuple[SideStats, SideStats]:
@@ -152,17 +152,26 @@ def _side(values: np.ndarray) -> SideStats:
 
     with warnings.catch_warnings():  # all-NaN columns are expected: `fill` replaces them
         warnings.simplefilter("ignore", RuntimeWarning)
-        return SideStats(median=fill(np.nanmedian(values, axis=0)),
+        median = fill(np.nanmedian(values, axis=0))
+        return SideStats(median=median,
                          mean=fill(np.nanmean(values, axis=0)),
                          std=fill(np.nanstd(values, axis=0)),
-                         pooled_std=float(np.nanstd(values)))
+                         pooled_std=float(np.nanstd(values)),
+                         residual_std=float(np.nanstd(values - median)))
+
+
+def _norm():
+    """scipy.stats.norm, imported on first use: params validation imports this registry cheaply."""
+    from scipy.stats import norm
+
+    return norm
 
 
 def _log_likelihood_ratio(x: np.ndarray, mu_in: np.ndarray, sd_in: np.ndarray | float,
                           mu_out: np.ndarray, sd_out: np.ndarray | float) -> np.ndarray:
     """log N(x; IN) − log N(x; OUT): LiRA's online score, positive for members."""
-    return (norm.logpdf(x, mu_in, np.add(sd_in, STD_EPS))
-            - norm.logpdf(x, mu_out, np.add(sd_out, STD_EPS)))
+    return (_norm().logpdf(x, mu_in, np.add(sd_in, STD_EPS))
+            - _norm().logpdf(x, mu_out, np.add(sd_out, STD_EPS)))
 
 
 # --- Metric family: target model only (ALGORITHMS.md 3.1) -------------------------------------
@@ -258,22 +267,30 @@ def lira_online_fixvar(inputs: AttackInputs) -> np.ndarray:
                                  phi_out.median, phi_in.pooled_std)
 
 
+@register("lira-online-residual", "lira", needs=("reference",))
+def lira_online_residual(inputs: AttackInputs) -> np.ndarray:
+    """Online LiRA with TF-Privacy's fixed variance: spreads of phi around each sample's median."""
+    phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
+    return _log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.residual_std,
+                                 phi_out.median, phi_out.residual_std)
+
+
 @register("lira-offline", "lira", needs=("reference",))
 def lira_offline(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA (two-sided pdf form): −log N(phi; OUT median, per-example OUT std)."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return -norm.logpdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
+    return -_norm().logpdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
 
 
 @register("lira-offline-fixvar", "lira", needs=("reference",))
 def lira_offline_fixvar(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA (two-sided pdf form) with one global OUT std."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return -norm.logpdf(inputs.target["phi"], phi_out.median, phi_out.pooled_std + STD_EPS)
+    return -_norm().logpdf(inputs.target["phi"], phi_out.median, phi_out.pooled_std + STD_EPS)
 
 
 @register("lira-offline-onesided", "lira", needs=("reference",))
 def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA, one-sided test of the paper: Phi((phi − OUT median) / per-example OUT std)."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return norm.cdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
+    return _norm().cdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)

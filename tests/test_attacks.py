@@ -138,6 +138,17 @@ def test_model_lira_keeps_separate_in_and_out_spreads():
     np.testing.assert_allclose(run_attack("lira-online-fixvar", inputs), carlini)
 
 
+def test_lira_online_residual_variance():
+    inputs = _inputs({"phi": [2.0, 4.0]}, {"phi": REFERENCE})
+    # Every value lies 1 from its sample's median on each side, so both residual spreads are 1
+    # and the score equals the per-example one: ((φ − μ_out)² − (φ − μ_in)²) / 2 = [2, −2].
+    np.testing.assert_allclose(run_attack("lira-online-residual", inputs), [2.0, -2.0])
+    out_spread_3 = np.where(KEEP, REFERENCE, 3 * REFERENCE)  # OUT residuals ±3
+    expected = (norm.logpdf([2, 4], [2, 6], 1.0) - norm.logpdf([2, 4], [0, 12], 3.0))
+    np.testing.assert_allclose(run_attack("lira-online-residual",
+                                          _inputs({"phi": [2.0, 4.0]}, {"phi": out_spread_3})), expected)
+
+
 def test_lira_online_per_example_variance():
     inputs = _inputs({"phi": [2.0, 4.0]}, {"phi": REFERENCE})
     # Every per-sample std is 1: S = ((φ − μ_out)² − (φ − μ_in)²) / 2 = [2, −2].
