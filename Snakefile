@@ -5,6 +5,8 @@ data -> splits -> training (target, reference, population models) -> signals (pe
 validated here, before any job starts. Logic lives in the `miaflow` package; rules stay thin.
 """
 
+from pathlib import Path
+
 from snakemake.exceptions import WorkflowError
 
 from miaflow import workflow as wf
@@ -24,9 +26,11 @@ SHARDS = wf.shards(config)
 
 
 def package(*modules):
-    """Library modules a rule runs, always with the job glue (`jobs`, `io`): listed as inputs so
-    that editing one reruns the rule (Snakemake compares their checksums, not just times)."""
-    return [f"miaflow/{module}.py" for module in ("jobs", "io", *modules)]
+    """Library modules (or subpackages) a rule runs, always with the job glue (`jobs`, `io`):
+    listed as inputs so that editing one reruns the rule (Snakemake compares their checksums)."""
+    return [str(path) for module in ("jobs", "io", *modules)
+            for path in (sorted(Path("miaflow", module).glob("*.py"))
+                         if Path("miaflow", module).is_dir() else [Path(f"miaflow/{module}.py")])]
 
 
 def per_experiment(pattern, **extra):

@@ -102,9 +102,10 @@ def compute_signals(data: str | Path, models: str | Path, threads: int, output: 
 
 
 def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mapping[str, Any],
-                 dataset: str, arch: str, output: str | Path) -> None:
+                 dataset: str, arch: str, seed: int, output: str | Path) -> None:
     """Scores of one attack against every target model (repeat) of one experiment."""
     from miaflow.attacks import attack_inputs, run_attack
+    from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore
 
     expected = io.read_parquet_metadata(splits)["data_hash"]
@@ -115,7 +116,8 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
     store = SignalStore.read(list(signals))
     frames = []
     for repeat in range(len(keep.models("target"))):
-        inputs, is_member = attack_inputs(store, keep, repeat, options)
+        inputs, is_member = attack_inputs(
+            store, keep, repeat, options, seed=derive_seed(seed, "attack", dataset, arch, attack, repeat))
         frames.append(pd.DataFrame({
             "dataset": dataset, "target_model": arch, "attack": attack, "repeat": repeat,
             "sample_id": keep.target_samples, "score": run_attack(attack, inputs),

@@ -138,6 +138,11 @@ class SignalStore:
     def model_ids(self) -> tuple[str, ...]:
         return tuple(self._index)
 
+    @property
+    def signals(self) -> tuple[str, ...]:
+        """Names of the per-sample columns `matrix` serves (signals, `logits`, `label`)."""
+        return tuple(sorted(self._available - {"model_id", "sample_id"}))
+
     def matrix(self, model_ids: Sequence[str], signal: str, sample_ids: np.ndarray) -> np.ndarray:
         """Values of `signal`, shape (len(model_ids), len(sample_ids)), float64.
 

@@ -8,6 +8,7 @@ rule score_attack:
         "results/evaluate/scores/{dataset}/{arch}/{attack}.parquet",
     params:
         options=lambda w: wf.attack_options(config, w.attack),
+        seed=config["seed"],
     log:
         "results/evaluate/logs/score_attack/{dataset}/{arch}/{attack}.log",
     benchmark:

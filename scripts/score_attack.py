@@ -4,4 +4,4 @@ from miaflow import jobs
 with jobs.job_log(snakemake.log[0]):
     jobs.score_attack(snakemake.input.splits, snakemake.input.signals, snakemake.wildcards.attack,
                       snakemake.params.options, snakemake.wildcards.dataset, snakemake.wildcards.arch,
-                      snakemake.output[0])
+                      snakemake.params.seed, snakemake.output[0])

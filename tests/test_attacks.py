@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from miaflow.attacks import ATTACKS, Attack, AttackInputs, attack_inputs, run_attack
+from miaflow.attacks import ATTACKS, FAMILIES, Attack, AttackInputs, attack_inputs, run_attack
 from miaflow.signals import SignalStore, outputs_table, write_signal_shard
 from miaflow.splits import make_splits
 
@@ -54,7 +54,7 @@ def test_registry_entries_are_documented():
     for name, attack in ATTACKS.items():
         assert attack.name == name
         assert attack.doc, f"{name} has no docstring"
-        assert attack.family in {"metric", "model", "lira"}, name
+        assert attack.family in FAMILIES, name
         assert attack.needs <= {"reference", "population"}, name
 
 
@@ -77,6 +77,10 @@ def test_attack_inputs_shapes_and_ground_truth(toy):
     assert inputs.target_on_population["confidence"].shape == (n_aux,)
     assert inputs.population["confidence"].shape == inputs.population_keep.shape == (16, n_aux)
     np.testing.assert_array_equal(inputs.reference_keep.sum(axis=0), 8)  # paired design
+    # Logits and labels are served too (learning-based attacks read them), read on first use.
+    assert inputs.reference["logits"].shape == (16, n, 2)
+    assert inputs.target["label"].dtype == np.int64 and inputs.target["label"].shape == (n,)
+    assert set(inputs.target) >= {"loss", "phi", "logits", "label"}
 
 
 # --- known answers on hand-made arrays -----------------------------------------------------------

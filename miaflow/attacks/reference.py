@@ -1,127 +1,17 @@
-"""Attack registry and the score-based attacks (ALGORITHMS.md 3.1, 3.3, 4.1).
-
-An attack is a function from `AttackInputs` (signals of the target and of reference/population
-models, never the models themselves) to one score per evaluated sample, **higher = more likely a
-member** (ALGORITHMS.md 1.2). Attacks register themselves with `register`; the workflow runs them
-by name through `run_attack`, which checks their needs and sanitises their scores.
+"""Attacks that calibrate the target by reference models: TDDBench's model-based family
+(ALGORITHMS.md 3.3) and the LiRA variants of the literature (ALGORITHMS.md 4.1), all with Q = 1.
 """
 
 from __future__ import annotations
 
-import logging
 import warnings
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from miaflow.signals import SignalStore
-from miaflow.splits import Splits
+from miaflow.attacks.registry import AttackInputs, register
 
-log = logging.getLogger(__name__)
-
-NEEDS = frozenset({"reference", "population"})
-LOADED_SIGNALS = ("loss", "confidence", "phi", "correct", "entropy", "mentr")
 STD_EPS = 1e-30  # added to every Gaussian standard deviation, as the reference code does
-
-
-@dataclass(frozen=True)
-class AttackInputs:
-    """Everything an attack may read for one target model: signals, never models."""
-
-    target: Mapping[str, np.ndarray]  # signal -> (n,) target model on evaluated samples (pool T)
-    reference: Mapping[str, np.ndarray]  # signal -> (M, n) reference models on the same samples
-    reference_keep: np.ndarray  # bool (M, n): reference m trained on sample i
-    target_on_population: Mapping[str, np.ndarray]  # signal -> (n_aux,) target on auxiliary pool A
-    population: Mapping[str, np.ndarray]  # signal -> (Mp, n_aux) population models on A
-    population_keep: np.ndarray  # bool (Mp, n_aux)
-    options: Mapping[str, Any]  # this attack's options from params.yaml (may be empty)
-
-
-ScoreFn = Callable[[AttackInputs], np.ndarray]
-
-
-@dataclass(frozen=True)
-class Attack:
-    name: str
-    family: str
-    needs: frozenset[str]  # subset of NEEDS: model sets that must be non-empty
-    score: ScoreFn
-
-    @property
-    def doc(self) -> str:
-        """First line of the score function's docstring: the one-line description in reports."""
-        lines = (self.score.__doc__ or "").strip().splitlines()
-        return lines[0] if lines else ""
-
-
-ATTACKS: dict[str, Attack] = {}
-
-
-def register(name: str, family: str, needs: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
-    """Decorator adding a score function to ATTACKS under `name`."""
-    if not NEEDS.issuperset(needs):
-        raise ValueError(f"attack {name!r}: unknown needs {set(needs) - NEEDS}")
-
-    def decorate(score: ScoreFn) -> ScoreFn:
-        if name in ATTACKS:
-            raise ValueError(f"attack {name!r} is registered twice")
-        ATTACKS[name] = Attack(name, family, frozenset(needs), score)
-        return score
-
-    return decorate
-
-
-def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
-    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4)."""
-    attack = ATTACKS[name]
-    n_models = {"reference": inputs.reference_keep.shape[0],
-                "population": inputs.population_keep.shape[0]}
-    missing = sorted(need for need in attack.needs if n_models[need] == 0)
-    if missing:
-        lacking = ", ".join(f"no {need} models" for need in missing)
-        raise ValueError(f"attack {name!r} cannot run: its inputs have {lacking}")
-    scores = np.array(attack.score(inputs), dtype=np.float64)
-    bad = ~np.isfinite(scores)
-    if bad.any():
-        finite = scores[~bad]
-        high, low = (finite.max(), finite.min()) if finite.size else (0.0, 0.0)
-        scores[np.isposinf(scores)] = high + 1e-6
-        scores[np.isneginf(scores)] = low - 1e-6
-        scores[np.isnan(scores)] = 0.0
-        log.warning("attack %s: replaced %d non-finite scores of %d", name, bad.sum(), scores.size)
-    return scores
-
-
-def attack_inputs(store: SignalStore, splits: Splits, repeat: int,
-                  options: Mapping[str, Any]) -> tuple[AttackInputs, np.ndarray]:
-    """Inputs for target model `target-<repeat>` and the ground truth `is_member` over pool T.
-
-    References are evaluated on the target pool T, population models (and the target, for RMIA's
-    population side) on the auxiliary pool A. Missing model sets give (0, n) arrays.
-    """
-    target = f"target-{repeat}"
-    evaluated, auxiliary = splits.target_samples, splits.auxiliary_samples
-    references, population = splits.models("reference"), splits.models("population")
-
-    def signals(models: list[str], samples: np.ndarray) -> dict[str, np.ndarray]:
-        return {s: store.matrix(models, s, samples) for s in LOADED_SIGNALS}
-
-    def keep(models: list[str], samples: np.ndarray) -> np.ndarray:
-        rows = np.array([splits.model_ids.index(m) for m in models], dtype=np.intp)
-        return splits.keep[rows][:, samples]
-
-    inputs = AttackInputs(
-        target={s: v[0] for s, v in signals([target], evaluated).items()},
-        reference=signals(references, evaluated),
-        reference_keep=keep(references, evaluated),
-        target_on_population={s: v[0] for s, v in signals([target], auxiliary).items()},
-        population=signals(population, auxiliary),
-        population_keep=keep(population, auxiliary),
-        options=dict(options),
-    )
-    return inputs, splits.members(target)[evaluated]
 
 
 # --- IN/OUT statistics over the reference-model axis (ALGORITHMS.md 1.5, 4.1) -----------------
@@ -172,38 +62,6 @@ def _log_likelihood_ratio(x: np.ndarray, mu_in: np.ndarray, sd_in: np.ndarray | 
     """log N(x; IN) − log N(x; OUT): LiRA's online score, positive for members."""
     return (_norm().logpdf(x, mu_in, np.add(sd_in, STD_EPS))
             - _norm().logpdf(x, mu_out, np.add(sd_out, STD_EPS)))
-
-
-# --- Metric family: target model only (ALGORITHMS.md 3.1) -------------------------------------
-
-@register("metric-loss", "metric")
-def metric_loss(inputs: AttackInputs) -> np.ndarray:
-    """Negative cross-entropy loss of the target model."""
-    return -inputs.target["loss"]
-
-
-@register("metric-conf", "metric")
-def metric_conf(inputs: AttackInputs) -> np.ndarray:
-    """Target model's true-label probability p_y."""
-    return inputs.target["confidence"]
-
-
-@register("metric-corr", "metric")
-def metric_corr(inputs: AttackInputs) -> np.ndarray:
-    """1 if the target model classifies the sample correctly, else 0."""
-    return inputs.target["correct"]
-
-
-@register("metric-ent", "metric")
-def metric_ent(inputs: AttackInputs) -> np.ndarray:
-    """Negative prediction entropy (base 2) of the target model."""
-    return -inputs.target["entropy"]
-
-
-@register("metric-ment", "metric")
-def metric_ment(inputs: AttackInputs) -> np.ndarray:
-    """Negative modified entropy (Song & Mittal) of the target model."""
-    return -inputs.target["mentr"]
 
 
 # --- Model family: target calibrated by reference models (ALGORITHMS.md 3.3) ------------------

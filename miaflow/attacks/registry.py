@@ -1,0 +1,158 @@
+"""The attack registry: what an attack reads (`AttackInputs`), how it is registered and run.
+
+An attack is a function from `AttackInputs` (signals of the target and of reference/population
+models, never the models themselves) to one score per evaluated sample, **higher = more likely a
+member** (ALGORITHMS.md 1.2). Attacks register themselves with `register`; the workflow runs them
+by name through `run_attack`, which checks their needs and sanitises their scores.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from miaflow.signals import SignalStore
+from miaflow.splits import Splits
+
+log = logging.getLogger("miaflow.attacks")
+
+NEEDS = frozenset({"reference", "population"})
+FAMILIES = ("metric", "learning", "model", "query", "lira", "song-mittal")
+
+
+@dataclass(frozen=True)
+class AttackInputs:
+    """Everything an attack may read for one target model: signals, never models.
+
+    Signal mappings are keyed by signal name (`miaflow.signals.SIGNALS`, plus `logits` and
+    `label`). Reference index 0 is the shadow model of learning-based attacks (ALGORITHMS.md 2.2).
+    """
+
+    target: Mapping[str, np.ndarray]  # signal -> (n,) target model on evaluated samples (pool T)
+    reference: Mapping[str, np.ndarray]  # signal -> (M, n) reference models on the same samples
+    reference_keep: np.ndarray  # bool (M, n): reference m trained on sample i
+    target_on_population: Mapping[str, np.ndarray]  # signal -> (n_aux,) target on auxiliary pool A
+    population: Mapping[str, np.ndarray]  # signal -> (Mp, n_aux) population models on A
+    population_keep: np.ndarray  # bool (Mp, n_aux)
+    options: Mapping[str, Any]  # this attack's options from params.yaml (may be empty)
+    seed: int = 0  # named seed of this (experiment, attack, target model), for attacks that draw
+    extra: Mapping[str, Any] = field(default_factory=dict)  # attack-specific cached artifacts
+
+
+ScoreFn = Callable[[AttackInputs], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    family: str
+    needs: frozenset[str]  # subset of NEEDS: model sets that must be non-empty
+    score: ScoreFn
+
+    @property
+    def doc(self) -> str:
+        """First line of the score function's docstring: the one-line description in reports."""
+        lines = (self.score.__doc__ or "").strip().splitlines()
+        return lines[0] if lines else ""
+
+
+ATTACKS: dict[str, Attack] = {}
+
+
+def register(name: str, family: str, needs: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
+    """Decorator adding a score function to ATTACKS under `name`."""
+    if not NEEDS.issuperset(needs):
+        raise ValueError(f"attack {name!r}: unknown needs {set(needs) - NEEDS}")
+    if family not in FAMILIES:
+        raise ValueError(f"attack {name!r}: unknown family {family!r}")
+
+    def decorate(score: ScoreFn) -> ScoreFn:
+        if name in ATTACKS:
+            raise ValueError(f"attack {name!r} is registered twice")
+        ATTACKS[name] = Attack(name, family, frozenset(needs), score)
+        return score
+
+    return decorate
+
+
+def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
+    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4)."""
+    attack = ATTACKS[name]
+    n_models = {"reference": inputs.reference_keep.shape[0],
+                "population": inputs.population_keep.shape[0]}
+    missing = sorted(need for need in attack.needs if n_models[need] == 0)
+    if missing:
+        lacking = ", ".join(f"no {need} models" for need in missing)
+        raise ValueError(f"attack {name!r} cannot run: its inputs have {lacking}")
+    scores = np.array(attack.score(inputs), dtype=np.float64)
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        finite = scores[~bad]
+        high, low = (finite.max(), finite.min()) if finite.size else (0.0, 0.0)
+        scores[np.isposinf(scores)] = high + 1e-6
+        scores[np.isneginf(scores)] = low - 1e-6
+        scores[np.isnan(scores)] = 0.0
+        log.warning("attack %s: replaced %d non-finite scores of %d", name, bad.sum(), scores.size)
+    return scores
+
+
+class StoredSignals(Mapping[str, np.ndarray]):
+    """Signals of some models on some samples, read from the store when first asked for.
+
+    Attacks read a few signals each; loading lazily keeps e.g. full logits of every reference
+    model out of memory for the attacks that never look at them. With `single=True` (one model)
+    values have the model axis removed.
+    """
+
+    def __init__(self, store: SignalStore, models: Sequence[str], samples: np.ndarray,
+                 single: bool = False) -> None:
+        self._store, self._models, self._samples, self._single = store, list(models), samples, single
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, signal: str) -> np.ndarray:
+        if signal not in self._cache:
+            values = self._store.matrix(self._models, signal, self._samples)
+            if signal == "label":
+                values = values.astype(np.int64)
+            self._cache[signal] = values[0] if self._single else values
+        return self._cache[signal]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.signals)
+
+    def __len__(self) -> int:
+        return len(self._store.signals)
+
+
+def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapping[str, Any],
+                  seed: int = 0, extra: Mapping[str, Any] | None = None
+                  ) -> tuple[AttackInputs, np.ndarray]:
+    """Inputs for target model `target-<repeat>` and the ground truth `is_member` over pool T.
+
+    References are evaluated on the target pool T, population models (and the target, for RMIA's
+    population side) on the auxiliary pool A. Missing model sets give (0, n) arrays.
+    """
+    target = f"target-{repeat}"
+    evaluated, auxiliary = splits.target_samples, splits.auxiliary_samples
+    references, population = splits.models("reference"), splits.models("population")
+
+    def keep(models: list[str], samples: np.ndarray) -> np.ndarray:
+        rows = np.array([splits.model_ids.index(m) for m in models], dtype=np.intp)
+        return splits.keep[rows][:, samples]
+
+    inputs = AttackInputs(
+        target=StoredSignals(store, [target], evaluated, single=True),
+        reference=StoredSignals(store, references, evaluated),
+        reference_keep=keep(references, evaluated),
+        target_on_population=StoredSignals(store, [target], auxiliary, single=True),
+        population=StoredSignals(store, population, auxiliary),
+        population_keep=keep(population, auxiliary),
+        options=dict(options),
+        seed=seed,
+        extra=dict(extra or {}),
+    )
+    return inputs, splits.members(target)[evaluated]
