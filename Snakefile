@@ -23,6 +23,9 @@ except ConfigError as error:
 
 EXPERIMENTS = wf.experiments(config)
 SHARDS = wf.shards(config)
+# Artifacts an attack reads beside the signal store, by attack id: {name: path pattern with
+# {dataset} and {arch}}. The rule files of attack-specific stages (e.g. queries) add to it.
+ATTACK_ARTIFACTS = {}
 
 
 def package(*modules):

@@ -102,8 +102,12 @@ def compute_signals(data: str | Path, models: str | Path, threads: int, output: 
 
 
 def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mapping[str, Any],
-                 dataset: str, arch: str, seed: int, output: str | Path) -> None:
-    """Scores of one attack against every target model (repeat) of one experiment."""
+                 dataset: str, arch: str, seed: int, output: str | Path,
+                 artifacts: Mapping[str, str | Path] | None = None) -> None:
+    """Scores of one attack against every target model (repeat) of one experiment.
+
+    `artifacts` names the files beyond the signal store that this attack reads (queries, ...).
+    """
     from miaflow.attacks import attack_inputs, run_attack
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore
@@ -117,7 +121,8 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
     frames = []
     for repeat in range(len(keep.models("target"))):
         inputs, is_member = attack_inputs(
-            store, keep, repeat, options, seed=derive_seed(seed, "attack", dataset, arch, attack, repeat))
+            store, keep, repeat, options, seed=derive_seed(seed, "attack", dataset, arch, attack, repeat),
+            extra=artifacts)
         frames.append(pd.DataFrame({
             "dataset": dataset, "target_model": arch, "attack": attack, "repeat": repeat,
             "sample_id": keep.target_samples, "score": run_attack(attack, inputs),

@@ -3,12 +3,14 @@ rule score_attack:
     input:
         splits=rules.make_splits.output[0],
         signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        artifacts=lambda w: [pattern.format(**w) for pattern in ATTACK_ARTIFACTS.get(w.attack, {}).values()],
         code=package("splits", "signals", "attacks"),
     output:
         "results/evaluate/scores/{dataset}/{arch}/{attack}.parquet",
     params:
         options=lambda w: wf.attack_options(config, w.attack),
         seed=config["seed"],
+        artifact_names=lambda w: list(ATTACK_ARTIFACTS.get(w.attack, {})),
     log:
         "results/evaluate/logs/score_attack/{dataset}/{arch}/{attack}.log",
     benchmark:

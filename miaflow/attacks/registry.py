@@ -40,7 +40,8 @@ class AttackInputs:
     population_keep: np.ndarray  # bool (Mp, n_aux)
     options: Mapping[str, Any]  # this attack's options from params.yaml (may be empty)
     seed: int = 0  # named seed of this (experiment, attack, target model), for attacks that draw
-    extra: Mapping[str, Any] = field(default_factory=dict)  # attack-specific cached artifacts
+    target_model: str = "target-0"  # model id of the target, to pick its rows in `extra` artifacts
+    extra: Mapping[str, Any] = field(default_factory=dict)  # attack-specific artifacts (paths)
 
 
 ScoreFn = Callable[[AttackInputs], np.ndarray]
@@ -153,6 +154,7 @@ def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapp
         population_keep=keep(population, auxiliary),
         options=dict(options),
         seed=seed,
+        target_model=target,
         extra=dict(extra or {}),
     )
     return inputs, splits.members(target)[evaluated]
