@@ -51,7 +51,7 @@ class Dataset:
 
     name: str
     modality: str  # "image" | "tabular" | "text"
-    # float32: tabular (N, F); image (N, C, H, W); embedded text (N, D). Raw text: object (N,) of str.
+    # float32: tabular (N, F), image (N, C, H, W), embedded text (N, D); raw text: object (N,) str
     features: np.ndarray
     labels: np.ndarray  # int64 (N,), classes 0..n_classes-1
     n_classes: int
@@ -179,11 +179,12 @@ def _existing_sources(name: str, options: Mapping[str, Any]) -> list[Path]:
     if missing:
         remotes = _spec(name).files(dataset_options(name, options))
         raw = " ".join(str(RAW_DIR / name / remote.name) for remote in remotes)
+        names = ", ".join(remote.name for remote in remotes)
         raise FileNotFoundError(
             f"{name}: data file(s) not found: {', '.join(missing)} (working directory "
             f"{Path.cwd()}). Download with `snakemake --cores 1 {raw}` (from "
             f"{', '.join(remote.url for remote in remotes)}), or place a copy there, or set the "
-            f"dataset option `path` to a local copy ({'the file' if len(remotes) == 1 else 'a directory holding ' + ', '.join(r.name for r in remotes)})."
+            f"dataset option `path` to a local copy (the file, or a directory holding {names})."
         )
     return paths
 
@@ -207,14 +208,15 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, *, retries: 
     import http.client
     import time
     import urllib.error
-    import urllib.request
 
     from miaflow.io import atomic_path
 
-    for attempt in range(retries + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             with atomic_path(dest) as tmp:
-                actual = _fetch(urllib.request, url, tmp, timeout)
+                actual = _fetch(url, tmp, timeout)
                 if sha256 is not None and actual != sha256:
                     raise ChecksumError(f"{url}: sha256 {actual}, expected {sha256}; "
                                         f"nothing written to {dest}")
@@ -222,26 +224,25 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, *, retries: 
                 log.warning("%s: no published sha256 to check; got %s", url, actual)
             return actual
         except urllib.error.HTTPError as error:
-            if (error.code < 500 and error.code != 429) or attempt == retries:
-                raise DownloadError(_download_failure(url, dest, attempt + 1, error)) from error
+            if (error.code < 500 and error.code != 429) or attempt > retries:
+                raise DownloadError(_download_failure(url, dest, attempt, error)) from error
             failure: Exception = error
         except (OSError, http.client.HTTPException) as error:  # URLError, timeouts, truncation
-            if attempt == retries:
-                raise DownloadError(_download_failure(url, dest, attempt + 1, error)) from error
+            if attempt > retries:
+                raise DownloadError(_download_failure(url, dest, attempt, error)) from error
             failure = error
-        delay = backoff * 2 ** attempt
-        log.warning("%s: attempt %d failed (%s); retrying in %.1f s", url, attempt + 1, failure,
-                    delay)
+        delay = backoff * 2 ** (attempt - 1)
+        log.warning("%s: attempt %d failed (%s); retrying in %.1f s", url, attempt, failure, delay)
         time.sleep(delay)
-    raise AssertionError("unreachable")
 
 
-def _fetch(urllib_request: Any, url: str, target: Path, timeout: float) -> str:
+def _fetch(url: str, target: Path, timeout: float) -> str:
     """Stream one response into `target`, hashing as it goes; a short body is an error."""
     import http.client
+    import urllib.request
 
     digest, size = hashlib.sha256(), 0
-    with urllib_request.urlopen(url, timeout=timeout) as response, open(target, "wb") as out:
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(target, "wb") as out:
         for block in iter(lambda: response.read(1 << 20), b""):
             digest.update(block)
             out.write(block)
@@ -404,9 +405,9 @@ def _load_adult(options: Mapping[str, Any], seed: int) -> Dataset:
     import pandas as pd
 
     train, test = _existing_sources("adult", options)
+    # adult.test opens with the line `|1x3 Cross validator`
     frames = [pd.read_csv(path, header=None, names=ADULT_COLUMNS, skipinitialspace=True,
-                          na_values="?", skiprows=skip)  # adult.test opens with `|1x3 Cross validator`
-              for path, skip in ((train, 0), (test, 1))]
+                          na_values="?", skiprows=skip) for path, skip in ((train, 0), (test, 1))]
     frame = pd.concat(frames, ignore_index=True)
     income = frame["income"].str.rstrip(".")  # test labels end with '.'
     labels = income.map({"<=50K": 0, ">50K": 1})
@@ -445,7 +446,8 @@ def _load_texas100(options: Mapping[str, Any], seed: int) -> Dataset:
     return Dataset("texas100", "tabular", features, labels - 1, 100)
 
 
-def _cifar_records(data: bytes, label_bytes: int, label_index: int) -> tuple[np.ndarray, np.ndarray]:
+def _cifar_records(data: bytes, label_bytes: int,
+                   label_index: int) -> tuple[np.ndarray, np.ndarray]:
     """CIFAR binary records: `label_bytes` label bytes, then 3072 pixel bytes (R, G, B planes of
     32x32, row-major) -> uint8 (N, 3, 32, 32) and the label at `label_index`."""
     record = label_bytes + 3 * 32 * 32
@@ -712,7 +714,8 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "CIFAR-10: 60000 32x32 colour images, 10 classes (Krizhevsky 2009)",
                 _load_cifar10, offline=False, defaults={"path": None},
                 files=_fixed(RemoteFile(
-                    "cifar-10-binary.tar.gz", "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
+                    "cifar-10-binary.tar.gz",
+                    "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
                     "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd"))),
     DatasetSpec("cifar100", "image",
                 "CIFAR-100: 60000 32x32 colour images, 100 fine classes (Krizhevsky 2009)",
