@@ -40,11 +40,11 @@ def dataset_options(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
 
 
 def local_inputs(config: Mapping[str, Any], dataset: str) -> list[str]:
-    """Files a dataset is read from (none for the embedded, offline datasets)."""
-    from miaflow.data import DATASETS
+    """Files a dataset is read from (none for the embedded, offline datasets): below its `path`
+    option, else below data/raw/<dataset>/, where rule download_dataset fetches them."""
+    from miaflow.data import source_paths
 
-    path = dataset_options(config, dataset).get("path", DATASETS[dataset].defaults.get("path"))
-    return [path] if path else []
+    return [str(path) for path in source_paths(dataset, dataset_options(config, dataset))]
 
 
 def uses_torch(config: Mapping[str, Any], arch: str) -> bool:

@@ -1,3 +1,19 @@
+rule download_dataset:
+    """Fetch one upstream file of a dataset (retries, sha256 check, atomic write). Runs only when
+    prepare_dataset needs a data/raw file that is missing; `path` options bypass it."""
+    output:
+        "data/raw/{dataset}/{filename}",
+    wildcard_constraints:
+        filename=".+",
+    params:
+        options=lambda w: wf.dataset_options(config, w.dataset),
+    log:
+        "results/prepare/logs/download_dataset/{dataset}/{filename}.log",
+    localrule: True
+    script:
+        "../scripts/download_dataset.py"
+
+
 rule prepare_dataset:
     """Load (or generate) a dataset in canonical order and store it as Parquet."""
     input:
