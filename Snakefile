@@ -68,6 +68,7 @@ rule all:
     input:
         rules.collect_metrics.output,
         rules.tables.output,
+        rules.study_tables.output,
         rules.cost_table.output,
 
 

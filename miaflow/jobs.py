@@ -131,6 +131,32 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
 
 
+def reference_sweep(splits: str | Path, signals: Paths, attacks: Sequence[str],
+                    counts: Sequence[int], options: Mapping[str, Mapping[str, Any]], dataset: str,
+                    arch: str, seed: int, output: str | Path) -> None:
+    """AUROC of reference-based attacks using only the first k reference models, per k and
+    target model (TDDBench Fig. 4: how much the attacks gain from more reference models)."""
+    from sklearn.metrics import roc_auc_score
+
+    from miaflow.attacks import attack_inputs, run_attack
+    from miaflow.seeding import derive_seed
+    from miaflow.signals import SignalStore
+
+    keep = read_splits(splits)
+    store = SignalStore.read(list(signals))
+    rows = []
+    for repeat in range(len(keep.models("target"))):
+        for count in counts:
+            for attack in attacks:
+                inputs, is_member = attack_inputs(
+                    store, keep, repeat, options.get(attack, {}), n_reference=count,
+                    seed=derive_seed(seed, "attack", dataset, arch, attack, repeat))
+                auroc = roc_auc_score(is_member, run_attack(attack, inputs))
+                rows.append((dataset, arch, attack, repeat, count, float(auroc)))
+    io.write_parquet(output, pd.DataFrame(rows, columns=["dataset", "target_model", "attack",
+                                                         "repeat", "n_reference", "auroc"]))
+
+
 def compute_metrics(scores: Paths, fpr_levels: Sequence[float], confidence: float,
                     metrics_out: str | Path, roc_out: str | Path) -> None:
     from miaflow.metrics import roc_table, score_metrics
@@ -186,6 +212,31 @@ def make_tables(metrics: str | Path, tests: str | Path, models: str | Path, tabl
         chosen = auroc[(auroc["dataset"] == dataset) & (auroc["target_model"] == arch)]
         tables.plot_roc_loglog(curves[mine], path, f"{dataset} / {arch}",
                                auroc=dict(zip(chosen["attack"], chosen["mean"])))
+
+
+def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, scoring_benchmarks: Paths,
+                 tables_dir: str | Path, experiments: Sequence[tuple[str, str]],
+                 gap_figure: str | Path, sweep_figures: Paths) -> None:
+    """TDDBench's further tables and figures: AUROC across architectures (Table 5), attack
+    families with cost (Table 7), all metrics per experiment (Tables 14–16), AUROC against the
+    generalisation gap (Fig. 2) and against the number of reference models (Fig. 4)."""
+    from miaflow import tables
+    from miaflow.attacks import ATTACKS
+    from miaflow.metrics import summary
+
+    tables_dir = Path(tables_dir)
+    long = pd.read_parquet(metrics)
+    means = summary(long)
+    families = {name: attack.family for name, attack in ATTACKS.items()}
+    benchmarks = tables.read_benchmarks([Path(p) for p in scoring_benchmarks], Path("results"))
+    named = [("by_architecture", tables.auroc_by_architecture(means)),
+             ("families", tables.family_table(means, benchmarks, families)),
+             *[(f"metrics-{d}-{a}", tables.all_metrics_table(means, d, a)) for d, a in experiments]]
+    for name, table in named:
+        tables.write_table(table, tables_dir / name, table.attrs["caption"])
+    tables.plot_auroc_vs_gap(long, pd.read_parquet(models), families, gap_figure)
+    for (dataset, arch), sweep, figure in zip(experiments, sweeps, sweep_figures):
+        tables.plot_reference_sweep(pd.read_parquet(sweep), figure, f"{dataset} / {arch}")
 
 
 def cost_table(benchmarks: Paths, root: str | Path, output_stem: str | Path) -> None:

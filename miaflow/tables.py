@@ -17,6 +17,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from miaflow.io import write_text, write_with
+from miaflow.metrics import METRIC_NAMES
 
 MISSING = "–"
 BENCHMARK_COLUMNS = ("s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out",
@@ -119,6 +120,71 @@ def tests_table(tests: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
     return table
 
 
+def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:
+    """TDDBench Table-5 layout: per dataset, AUROC of each attack (rows) across target
+    architectures (columns), "mean ± std" over repeats; datasets with one architecture included."""
+    auroc = summary[summary["metric"] == "auroc"]
+    cells = auroc.assign(cell=[format_mean_std(m, s) for m, s in zip(auroc["mean"], auroc["std"])])
+    table = cells.pivot(index=["dataset", "attack"], columns="target_model", values="cell")
+    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        "AUROC of each attack per dataset (rows) across target-model architectures (columns): "
+        f"mean ± standard deviation over {_count_text(auroc['n_repeats'])} target models, ddof = 1."
+    )
+    return table
+
+
+def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) -> pd.DataFrame:
+    """TDDBench Tables 14–16 layout: every metric (columns) of every attack (rows) on one
+    dataset and target architecture, "mean ± std" over repeats."""
+    rows = summary[(summary["dataset"] == dataset) & (summary["target_model"] == target_model)]
+    cells = rows.assign(cell=[format_mean_std(m, s) for m, s in zip(rows["mean"], rows["std"])])
+    order = sorted(set(rows["metric"]), key=lambda m: (m not in METRIC_NAMES,
+                                                     METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
+    table = cells.pivot(index="attack", columns="metric", values="cell").reindex(columns=order)
+    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        f"All metrics of every attack on {dataset} / {target_model}: mean ± standard deviation "
+        f"over {_count_text(rows['n_repeats'])} target models (ddof = 1); precision, recall, F1, "
+        "accuracy (balanced), FPR, FNR and advantage at the threshold maximising balanced accuracy."
+    )
+    return table
+
+
+def family_table(summary: pd.DataFrame, benchmarks: pd.DataFrame,
+                 families: Mapping[str, str]) -> pd.DataFrame:
+    """TDDBench Table-7 layout: per attack family, average and best AUROC over its attacks and
+    all experiments, and the largest wall time and memory of one of its scoring jobs.
+
+    `benchmarks` are `read_benchmarks` rows; scoring jobs are named `<dataset>/<arch>/<attack>`.
+    The training of shared reference models is reported separately by the cost table.
+    """
+    auroc = summary[summary["metric"] == "auroc"].assign(family=lambda d: d["attack"].map(families))
+    scoring = benchmarks[benchmarks["rule"] == "score_attack"]
+    scoring = scoring.assign(attack=scoring["job"].str.rsplit("/", n=1).str[-1])
+    scoring = scoring.assign(family=scoring["attack"].map(families))
+    rows = []
+    for family, group in auroc.groupby("family", sort=True):
+        best = group.loc[group["mean"].idxmax()]
+        cost = scoring[scoring["family"] == family]
+        rows.append({
+            "family": family,
+            "attacks": group["attack"].nunique(),
+            "average_auroc": f"{group['mean'].mean():.3f}",
+            "best_auroc": f"{best['mean']:.3f} ({best['attack']}, {best['dataset']}/{best['target_model']})",
+            "max_wall_s": f"{cost['s'].max():.1f}" if len(cost) else MISSING,
+            "max_rss_mib": f"{cost['max_rss'].max():.0f}" if len(cost) else MISSING,
+        })
+    table = pd.DataFrame(rows, columns=["family", "attacks", "average_auroc", "best_auroc",
+                                        "max_wall_s", "max_rss_mib"])
+    table.attrs["caption"] = (
+        "Attack families: mean AUROC over their attacks and experiments, the best attack, and the "
+        "largest wall time and peak memory of one scoring job (reference-model training is shared "
+        "and reported in the cost table)."
+    )
+    return table
+
+
 def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
     """Parse Snakemake `benchmark:` TSV files laid out as `root/<stage>/benchmarks/<rule>/<job...>.tsv`.
 
@@ -203,7 +269,53 @@ def plot_roc_loglog(
     axes.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1),
              xlabel="False positive rate", ylabel="True positive rate", title=title)
     axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+    _save_png(figure, path)
+
+
+def _save_png(figure: Figure, path: str | Path) -> None:
+    """Write a PNG atomically, without the "Software" entry (matplotlib's version string), so
+    only the drawing decides the bytes."""
     figure.tight_layout()
-    # No "Software" entry (matplotlib's version string), so only the drawing decides the bytes.
     write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
                                                 metadata={"Software": None}))
+
+
+def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
+                      families: Mapping[str, str], path: str | Path) -> None:
+    """TDDBench Fig. 2: AUROC of each target model against its train − test accuracy gap, one
+    point per (experiment, attack, repeat), coloured by attack family."""
+    targets = models[models["role"] == "target"]
+    gaps = pd.DataFrame({"dataset": targets["dataset"], "target_model": targets["arch"],
+                         "repeat": targets["model_id"].str.rsplit("-", n=1).str[-1].astype(int),
+                         "gap": targets["train_acc"] - targets["test_acc"]})
+    auroc = metrics[metrics["metric"] == "auroc"].merge(gaps, on=["dataset", "target_model", "repeat"])
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes = figure.add_subplot()
+    colours = colormaps["tab10"].colors
+    for k, (family, points) in enumerate(auroc.groupby(auroc["attack"].map(families), sort=True)):
+        axes.scatter(points["gap"], points["value"], s=10, alpha=0.6, label=family,
+                     color=colours[k % len(colours)])
+    axes.axhline(0.5, color="k", linestyle="--", linewidth=0.8)
+    axes.set(xlabel="Target train − test accuracy", ylabel="AUROC",
+             title="Attack AUROC against the target's generalisation gap")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    _save_png(figure, path)
+
+
+def plot_reference_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
+    """TDDBench Fig. 4: AUROC (mean ± std over target models) against the number of reference
+    models, one line per reference-based attack."""
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes = figure.add_subplot()
+    colours = colormaps["tab20"].colors
+    for k, (attack, rows) in enumerate(sweep.groupby("attack", sort=True)):
+        stats = rows.groupby("n_reference")["auroc"].agg(["mean", "std"]).reset_index()
+        axes.errorbar(stats["n_reference"], stats["mean"], yerr=stats["std"].fillna(0.0),
+                      label=attack, color=colours[k % len(colours)], marker="o", markersize=3,
+                      linewidth=1.2, capsize=2)
+    axes.set(xscale="log", xlabel="Number of reference models", ylabel="AUROC", title=title)
+    counts = sorted(sweep["n_reference"].unique())
+    axes.set_xticks(counts, labels=[str(k) for k in counts])
+    axes.minorticks_off()
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+    _save_png(figure, path)

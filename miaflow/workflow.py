@@ -53,3 +53,20 @@ def uses_torch(config: Mapping[str, Any], arch: str) -> bool:
 
 def attack_options(config: Mapping[str, Any], attack: str) -> dict[str, Any]:
     return dict(config.get("attack_options", {}).get(attack, {}))
+
+
+def reference_counts(config: Mapping[str, Any]) -> list[int]:
+    """Numbers of reference models for the scaling study: whole pairs, doubling up to all."""
+    total, counts, count = config["splits"]["n_reference"], [], 2
+    while count < total:
+        counts.append(count)
+        count *= 2
+    return counts + [total] if total else []
+
+
+def swept_attacks(config: Mapping[str, Any]) -> list[str]:
+    """The configured attacks whose scores depend on how many reference models calibrate them."""
+    from miaflow.attacks import ATTACKS
+
+    return [a for a in config["attacks"] if ATTACKS[a].family in ("model", "lira")
+            and "reference" in ATTACKS[a].needs]

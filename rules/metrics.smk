@@ -46,3 +46,24 @@ rule collect_models:
         "results/evaluate/benchmarks/collect_models/all.tsv"
     script:
         "../scripts/collect_models.py"
+
+
+rule reference_sweep:
+    """AUROC of the reference-based attacks with 2, 4, … up to all reference models."""
+    input:
+        splits=rules.make_splits.output[0],
+        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        code=package("splits", "signals", "attacks"),
+    output:
+        "results/evaluate/sweep/{dataset}/{arch}.parquet",
+    params:
+        attacks=wf.swept_attacks(config),
+        counts=wf.reference_counts(config),
+        options=config.get("attack_options", {}),
+        seed=config["seed"],
+    log:
+        "results/evaluate/logs/reference_sweep/{dataset}/{arch}.log",
+    benchmark:
+        "results/evaluate/benchmarks/reference_sweep/{dataset}/{arch}.tsv"
+    script:
+        "../scripts/reference_sweep.py"

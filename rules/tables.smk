@@ -24,6 +24,30 @@ rule tables:
         "../scripts/make_tables.py"
 
 
+rule study_tables:
+    """TDDBench Tables 5, 7, 14–16 and Figures 2 and 4 (AUROC vs gap, vs number of references)."""
+    input:
+        metrics=rules.collect_metrics.output.metrics,
+        models=rules.collect_models.output[0],
+        sweeps=per_experiment(rules.reference_sweep.output[0]),
+        scoring=[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
+        code=package("metrics", "tables", "attacks"),
+    output:
+        by_architecture=multiext("results/tables/by_architecture", *TABLE_FORMATS),
+        families=multiext("results/tables/families", *TABLE_FORMATS),
+        per_experiment=[f for suffix in TABLE_FORMATS for f in per_experiment(f"results/tables/metrics-{{dataset}}-{{arch}}{suffix}")],
+        gap="results/figures/auroc-vs-gap.png",
+        sweeps=per_experiment("results/figures/reference-sweep-{dataset}-{arch}.png"),
+    params:
+        experiments=EXPERIMENTS,
+    log:
+        "results/evaluate/logs/study_tables.log",
+    benchmark:
+        "results/evaluate/benchmarks/study_tables/all.tsv"
+    script:
+        "../scripts/study_tables.py"
+
+
 rule cost_table:
     """Time and peak memory per stage and rule, from every job's benchmark file."""
     input:
@@ -34,6 +58,8 @@ rule cost_table:
             *per_shard(rules.compute_signals.benchmark),
             *[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
             *per_experiment(rules.compute_metrics.benchmark),
+            *per_experiment(rules.reference_sweep.benchmark),
+            rules.study_tables.benchmark,
             rules.collect_metrics.benchmark,
             rules.collect_models.benchmark,
             rules.paired_tests.benchmark,

@@ -235,3 +235,10 @@ def test_model_robust_without_population_raises():
     inputs = _inputs({"confidence": [0.5, 0.5]}, {"confidence": np.full((4, 2), 0.5)})
     with pytest.raises(ValueError, match="no population models"):
         run_attack("model-robust", inputs)
+
+
+def test_reference_subset_keeps_the_first_whole_pairs(tmp_path):
+    store, splits = _write_toy_store(tmp_path)
+    inputs, _ = attack_inputs(store, splits, repeat=0, options={}, n_reference=4)
+    assert inputs.reference["phi"].shape[0] == inputs.reference_keep.shape[0] == 4
+    np.testing.assert_array_equal(inputs.reference_keep.sum(axis=0), 2)  # two complementary pairs

@@ -167,3 +167,53 @@ def test_plot_roc_loglog_is_deterministic_png(tmp_path: Path):
 def test_plot_roc_loglog_rejects_several_models(tmp_path: Path):
     with pytest.raises(ValueError, match="one dataset"):
         plot_roc_loglog(pd.concat([_roc(), _roc("other")]), tmp_path / "roc.png", "mixed")
+
+
+# --- TDDBench Tables 5, 7, 14–16 and Figures 2, 4 ------------------------------------------------
+
+def _summary_rows() -> pd.DataFrame:
+    rows = [("d1", "mlp", "metric-loss", "auroc", 0.6, 0.01), ("d1", "cnn", "metric-loss", "auroc", 0.7, 0.02),
+            ("d1", "mlp", "model-loss", "auroc", 0.8, 0.03), ("d1", "mlp", "model-loss", "fpr", 0.2, 0.1),
+            ("d1", "mlp", "model-loss", "tpr_at_1pct_fpr", 0.05, 0.01)]
+    frame = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"])
+    return frame.assign(n_repeats=5)
+
+
+def test_auroc_by_architecture_puts_architectures_in_columns():
+    table = tables.auroc_by_architecture(_summary_rows())
+    assert list(table.columns) == ["dataset", "attack", "cnn", "mlp"]
+    loss = table[table["attack"] == "metric-loss"].iloc[0]
+    assert loss["cnn"] == "0.700 ± 0.020" and loss["mlp"] == "0.600 ± 0.010"
+    assert table[table["attack"] == "model-loss"].iloc[0]["cnn"] == tables.MISSING
+
+
+def test_all_metrics_table_orders_metrics_as_reported():
+    table = tables.all_metrics_table(_summary_rows(), "d1", "mlp")
+    assert list(table.columns) == ["attack", "auroc", "tpr_at_1pct_fpr", "fpr"]
+    assert table.set_index("attack").loc["metric-loss", "fpr"] == tables.MISSING
+
+
+def test_family_table_averages_auroc_and_takes_the_costliest_scoring_job():
+    benchmarks = pd.DataFrame({"stage": "evaluate", "rule": "score_attack",
+                               "job": ["d1/mlp/metric-loss", "d1/mlp/model-loss", "d1/cnn/metric-loss"],
+                               "s": [1.0, 5.0, 3.0], "max_rss": [100.0, 300.0, 200.0]})
+    families = {"metric-loss": "metric", "model-loss": "model"}
+    table = tables.family_table(_summary_rows(), benchmarks, families).set_index("family")
+    assert table.loc["metric", "average_auroc"] == "0.650"
+    assert table.loc["metric", "best_auroc"].startswith("0.700 (metric-loss, d1/cnn)")
+    assert table.loc["metric", "max_wall_s"] == "3.0" and table.loc["model", "max_rss_mib"] == "300"
+
+
+def test_study_figures_are_deterministic_pngs(tmp_path):
+    metrics = pd.DataFrame({"dataset": "d1", "target_model": "mlp", "attack": ["metric-loss"] * 2,
+                            "repeat": [0, 1], "metric": "auroc", "value": [0.6, 0.7]})
+    models = pd.DataFrame({"dataset": "d1", "arch": "mlp", "model_id": ["target-0", "target-1"],
+                           "role": "target", "train_acc": [1.0, 0.9], "test_acc": [0.7, 0.8]})
+    sweep = pd.DataFrame({"attack": "model-loss", "n_reference": [2, 2, 4, 4], "repeat": [0, 1, 0, 1],
+                          "auroc": [0.6, 0.62, 0.7, 0.71]})
+    for name in ("a", "b"):
+        tables.plot_auroc_vs_gap(metrics, models, {"metric-loss": "metric"}, tmp_path / f"gap-{name}.png")
+        tables.plot_reference_sweep(sweep, tmp_path / f"sweep-{name}.png", "d1 / mlp")
+    for stem in ("gap", "sweep"):
+        first = (tmp_path / f"{stem}-a.png").read_bytes()
+        assert first[:8] == PNG_MAGIC and first == (tmp_path / f"{stem}-b.png").read_bytes()

@@ -29,3 +29,11 @@ def test_experiments_datasets_and_inputs(repo):
     assert workflow.uses_torch(params, "cnn") and not workflow.uses_torch(params, "lr")
     assert workflow.attack_options(params, "model-robust") == {"gamma": 2.0}
     assert workflow.attack_options(params, "metric-loss") == {}
+
+
+def test_reference_counts_double_up_to_all_reference_models():
+    from miaflow.workflow import reference_counts
+
+    assert reference_counts({"splits": {"n_reference": 16}}) == [2, 4, 8, 16]
+    assert reference_counts({"splits": {"n_reference": 6}}) == [2, 4, 6]
+    assert reference_counts({"splits": {"n_reference": 0}}) == []

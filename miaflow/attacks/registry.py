@@ -130,16 +130,18 @@ class StoredSignals(Mapping[str, np.ndarray]):
 
 
 def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapping[str, Any],
-                  seed: int = 0, extra: Mapping[str, Any] | None = None
-                  ) -> tuple[AttackInputs, np.ndarray]:
+                  seed: int = 0, extra: Mapping[str, Any] | None = None,
+                  n_reference: int | None = None) -> tuple[AttackInputs, np.ndarray]:
     """Inputs for target model `target-<repeat>` and the ground truth `is_member` over pool T.
 
     References are evaluated on the target pool T, population models (and the target, for RMIA's
     population side) on the auxiliary pool A. Missing model sets give (0, n) arrays.
+    `n_reference` keeps only the first references (whole complementary pairs when even), for
+    studies of how attacks scale with the number of reference models.
     """
     target = f"target-{repeat}"
     evaluated, auxiliary = splits.target_samples, splits.auxiliary_samples
-    references, population = splits.models("reference"), splits.models("population")
+    references, population = splits.models("reference")[:n_reference], splits.models("population")
 
     def keep(models: list[str], samples: np.ndarray) -> np.ndarray:
         rows = np.array([splits.model_ids.index(m) for m in models], dtype=np.intp)
