@@ -168,6 +168,7 @@ def risk_histograms(train_values: np.ndarray, test_values: np.ndarray, bins: int
         return np.array([low, high]), np.ones(1), np.ones(1)
     if log_bins:
         edges = np.logspace(np.log10(low), np.log10(high), bins + 1)
+        edges[[0, -1]] = low, high  # 10**log10(v) can miss v by an ulp and drop it from the counts
     else:
         edges = np.linspace(low, high, bins + 1)
     return (edges, np.histogram(train, edges)[0] / len(train),
@@ -206,8 +207,6 @@ def risk_scores(train_values: np.ndarray, test_values: np.ndarray, values: np.nd
 
 def risk_signal(signals: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     """The one-dimensional output O (loss-like: lower for members); entropy in natural log."""
-    if name not in RISK_SIGNALS:
-        raise ValueError(f"risk-score signal must be one of {RISK_SIGNALS}, not {name!r}")
     values = np.asarray(signals[name], dtype=np.float64)
     return LN_2 * values if name == "entropy" else values
 
@@ -218,6 +217,8 @@ def privacy_risk(inputs: AttackInputs, bins: int = 5, log_bins: bool = True, pri
 
     A class without shadow members or non-members uses histograms over all classes (logged).
     """
+    if signal not in RISK_SIGNALS:
+        raise ValueError(f"risk-score signal must be one of {RISK_SIGNALS}, not {signal!r}")
     shadow_raw, shadow_labels, shadow_member = _shadow(inputs, signal)
     shadow_values = risk_signal({signal: shadow_raw}, signal)
     values = risk_signal(inputs.target, signal)
