@@ -69,6 +69,7 @@ rule all:
         rules.collect_metrics.output,
         rules.tables.output,
         rules.cost_table.output,
+        SONG_MITTAL_OUTPUTS,  # Song & Mittal tables and risk figures, when their attacks run
 
 
 rule prepare:

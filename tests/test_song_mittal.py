@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 from test_attacks import _write_toy_store
 
+from miaflow import tables
 from miaflow.attacks import AttackInputs, attack_inputs, run_attack
 from miaflow.attacks import song_mittal as sm
 
@@ -218,3 +220,59 @@ def test_song_mittal_attack_detects_members_of_a_memorising_target(toy, name):
         assert sm.decision_accuracy(name, scores, is_member) > 0.7
     else:
         assert np.all((scores >= 0) & (scores <= 1))
+
+
+# --- tables and figures ----------------------------------------------------------------------------
+
+def _score_rows(attack: str, repeat: int, scores, is_member, dataset: str = "toy") -> pd.DataFrame:
+    return pd.DataFrame({"dataset": dataset, "target_model": "mlp", "attack": attack,
+                         "repeat": repeat, "sample_id": np.arange(len(scores)),
+                         "score": np.asarray(scores, dtype=float), "is_member": is_member})
+
+
+def test_song_mittal_table_compares_class_dependent_and_global_accuracy():
+    member = np.array([True, True, False, False])
+    scores = pd.concat([
+        # sm-conf decides right on everything in repeat 0, misses one member in repeat 1.
+        _score_rows("sm-conf", 0, [0.1, 0.0, -0.1, -0.2], member),
+        _score_rows("sm-conf", 1, [0.1, -0.1, -0.1, -0.2], member),
+        # Global: ½(½ + ½) in both repeats.
+        _score_rows("sm-conf-global", 0, [0.1, -0.1, 0.0, -0.2], member),
+        _score_rows("sm-conf-global", 1, [0.1, -0.1, 0.0, -0.2], member),
+        # Correctness: member iff score ≥ 1: ½(1 + ½).
+        _score_rows("sm-corr", 0, [1, 1, 1, 0], member),
+        _score_rows("metric-loss", 0, [1, 1, 1, 0], member),  # other attacks are ignored
+    ])
+    table = tables.song_mittal_table(scores)
+    assert list(table["attack"]) == ["sm-conf", "sm-corr"]
+    conf, corr = table.iloc[0], table.iloc[1]
+    assert conf["class_dependent"] == tables.format_mean_std(0.875, np.std([1, 0.75], ddof=1))
+    assert conf["class_independent"] == "0.500 ± 0.000"
+    assert conf["n_repeats"] == 2
+    assert corr["class_dependent"] == "0.750" and corr["class_independent"] == tables.MISSING
+
+
+def test_risk_precision_table_and_cdf_figure(tmp_path):
+    member = np.array([True, True, False, False])
+    scores = pd.concat([_score_rows("sm-risk", 0, [1.0, 0.6, 0.6, 0.2], member),
+                        _score_rows("sm-risk", 1, [0.9, 0.4, 0.2, 0.1], member)])
+    table = tables.risk_precision_table(scores)
+    assert list(table["threshold"]) == [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
+    at_1, at_06 = table.iloc[0], table.iloc[4]
+    # τ = 1: repeat 0 predicts {1.0} (precision 1, recall ½), repeat 1 predicts nothing
+    # (precision skipped, recall 0).
+    assert at_1["precision"] == "1.000" and at_1["recall"] == tables.format_mean_std(
+        0.25, np.std([0.5, 0.0], ddof=1))
+    # τ = 0.6: repeat 0 predicts 3 samples (2 members), repeat 1 one member.
+    assert at_06["precision"] == tables.format_mean_std(5 / 6, np.std([2 / 3, 1.0], ddof=1))
+
+    stem = tmp_path / "risk_precision"
+    figures = {("toy", "mlp"): tmp_path / "risk-cdf-toy-mlp.png"}
+    paths = [tmp_path / "scores.parquet"]
+    scores.to_parquet(paths[0])
+    tables.write_risk_report(paths, stem, figures)
+    assert (tmp_path / "risk_precision.md").read_text().startswith("Privacy risk score")
+    first = figures[("toy", "mlp")].read_bytes()
+    assert first.startswith(b"\x89PNG")
+    tables.write_risk_report(paths, stem, figures)
+    assert figures[("toy", "mlp")].read_bytes() == first  # deterministic bytes
