@@ -70,6 +70,7 @@ rule all:
         rules.tables.output,
         rules.study_tables.output,
         rules.cost_table.output,
+        SONG_MITTAL_OUTPUTS,  # Song & Mittal tables and risk figures, when their attacks run
 
 
 rule prepare:

@@ -319,3 +319,124 @@ def plot_reference_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> N
     axes.minorticks_off()
     axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
     _save_png(figure, path)
+
+
+# --- Song & Mittal: threshold attacks and privacy risk scores (ALGORITHMS.md 5) -----------------
+
+def _mean_std_cells(values: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
+    """Per group of `keys`: "mean ± std" (ddof = 1, NaN values skipped) of each column, and the
+    number of repeats."""
+    grouped = values.groupby(keys, sort=True)
+    cells = grouped[columns].agg(["mean", "std"])
+    table = pd.DataFrame({column: [format_mean_std(m, s) for m, s in
+                                   zip(cells[(column, "mean")], cells[(column, "std")])]
+                          for column in columns}, index=cells.index)
+    table["n_repeats"] = grouped.size()
+    return table.reset_index()
+
+
+def song_mittal_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Decision accuracy ½(TPR + TNR) of Song & Mittal's threshold attacks at their learned
+    thresholds: class-dependent (rows) beside the class-independent version, per dataset/model.
+
+    `scores` holds score-file rows of sm-* threshold attacks (decision: score ≥ the attack's
+    `DECISION_THRESHOLDS` entry).
+    """
+    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS, GLOBAL_COUNTERPART, decision_accuracy
+
+    mine = scores[scores["attack"].isin(list(DECISION_THRESHOLDS))]
+    per_repeat = pd.DataFrame(
+        [(*key, decision_accuracy(key[2], group["score"].to_numpy(), group["is_member"].to_numpy()))
+         for key, group in mine.groupby(["dataset", "target_model", "attack", "repeat"], sort=True)],
+        columns=["dataset", "target_model", "attack", "repeat", "accuracy"])
+    stats = per_repeat.groupby(["dataset", "target_model", "attack"], sort=True)["accuracy"].agg(
+        ["mean", "std", "size"])
+
+    def cell(key: tuple[str, str, str | None]) -> str:
+        if key not in stats.index:
+            return MISSING
+        return format_mean_std(stats.at[key, "mean"], stats.at[key, "std"])
+
+    rows = [{"dataset": dataset, "target_model": model, "attack": attack,
+             "class_dependent": cell((dataset, model, attack)),
+             "class_independent": cell((dataset, model, GLOBAL_COUNTERPART[attack])),
+             "n_repeats": int(stats.at[(dataset, model, attack), "size"])}
+            for dataset, model, attack in stats.index if attack in GLOBAL_COUNTERPART]
+    table = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "class_dependent",
+                                        "class_independent", "n_repeats"])
+    table.attrs["caption"] = (
+        "Song & Mittal threshold attacks: attack accuracy ½(TPR + TNR) at the thresholds learned "
+        "on the shadow model (reference 0), per-class thresholds (class_dependent) vs one threshold "
+        "over all classes (class_independent, the -global attacks; none for correctness); mean ± "
+        "standard deviation (ddof = 1) over target models."
+    )
+    return table
+
+
+def risk_precision_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Precision and recall of "member iff privacy risk r ≥ τ" for τ = 1.0 … 0.5, per
+    dataset/target model, mean ± std over repeats (precision undefined where nothing is predicted:
+    those repeats are left out of its mean)."""
+    from miaflow.attacks.song_mittal import risk_precision_recall
+
+    risk = scores[scores["attack"] == "sm-risk"]
+    rows = [{"dataset": dataset, "target_model": model, "repeat": repeat, "threshold": tau,
+             "precision": precision, "recall": recall}
+            for (dataset, model, repeat), group in risk.groupby(
+                ["dataset", "target_model", "repeat"], sort=True)
+            for tau, precision, recall in risk_precision_recall(group["score"].to_numpy(),
+                                                                group["is_member"].to_numpy())]
+    values = pd.DataFrame(rows, columns=["dataset", "target_model", "repeat", "threshold",
+                                         "precision", "recall"])
+    table = _mean_std_cells(values, ["dataset", "target_model", "threshold"],
+                            ["precision", "recall"])
+    table = table.sort_values(["dataset", "target_model", "threshold"],
+                              ascending=[True, True, False], ignore_index=True)
+    table.attrs["caption"] = (
+        "Privacy risk score (Song & Mittal, per-class shadow histograms): precision and recall of "
+        "predicting member iff risk ≥ threshold on the target's pool, mean ± standard deviation "
+        "(ddof = 1) over target models; precision skips repeats where no sample reaches the "
+        "threshold."
+    )
+    return table
+
+
+def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
+    """Empirical CDF of privacy risk scores over the target's members and non-members (pooled
+    over repeats) of one dataset/target model: the further apart, the more members stand out."""
+    from miaflow.attacks.song_mittal import risk_cdf
+
+    risk = scores[scores["attack"] == "sm-risk"]
+    if len(risk[["dataset", "target_model"]].drop_duplicates()) > 1:
+        raise ValueError("plot_risk_cdf draws one dataset/target model; filter `scores` first")
+    figure = Figure(figsize=(5.0, 4.0))
+    axes = figure.add_subplot()
+    for is_member, label, colour in [(True, "members", "tab:red"),
+                                     (False, "non-members", "tab:blue")]:
+        values, cdf = risk_cdf(risk.loc[risk["is_member"] == is_member, "score"].to_numpy())
+        axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
+                  where="post", label=f"{label} (n = {len(values)})", color=colour)
+    axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score", ylabel="Cumulative fraction",
+             title=title)
+    axes.legend(loc="upper left", fontsize="small")
+    figure.tight_layout()
+    write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
+                                                metadata={"Software": None}))
+
+
+def write_song_mittal_table(scores: list[str | Path], stem: str | Path) -> None:
+    """`stem`.{csv,md,tex} from the score files of the Song & Mittal threshold attacks."""
+    table = song_mittal_table(pd.concat([pd.read_parquet(p) for p in scores], ignore_index=True))
+    write_table(table, stem, table.attrs["caption"])
+
+
+def write_risk_report(scores: list[str | Path], stem: str | Path,
+                      figures: Mapping[tuple[str, str], str | Path]) -> None:
+    """Precision/recall table at `stem` and one risk-CDF figure per (dataset, arch) experiment,
+    from the sm-risk score files."""
+    risk = pd.concat([pd.read_parquet(p) for p in scores], ignore_index=True)
+    table = risk_precision_table(risk)
+    write_table(table, stem, table.attrs["caption"])
+    for (dataset, arch), path in figures.items():
+        mine = (risk["dataset"] == dataset) & (risk["target_model"] == arch)
+        plot_risk_cdf(risk[mine], path, f"Privacy risk: {dataset} / {arch}")

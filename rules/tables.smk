@@ -72,3 +72,48 @@ rule cost_table:
         "results/evaluate/logs/cost_table.log",
     script:
         "../scripts/cost_table.py"
+
+
+# Song & Mittal analyses (ALGORITHMS.md 5), built only when their attacks are configured.
+SONG_MITTAL_THRESHOLD_ATTACKS = [a for a in config["attacks"] if a.startswith("sm-") and a != "sm-risk"]
+
+
+rule song_mittal_table:
+    """Song & Mittal attack accuracy at learned thresholds: class-dependent vs global."""
+    input:
+        scores=[f for a in SONG_MITTAL_THRESHOLD_ATTACKS
+                for f in per_experiment(rules.score_attack.output[0], attack=a)],
+        code=package("tables", "attacks"),
+    output:
+        multiext("results/tables/song_mittal", *TABLE_FORMATS),
+    log:
+        "results/evaluate/logs/song_mittal_table.log",
+    benchmark:
+        "results/evaluate/benchmarks/song_mittal_table/all.tsv"
+    script:
+        "../scripts/song_mittal_table.py"
+
+
+rule risk_score_report:
+    """Privacy risk score: precision/recall of r ≥ τ and risk CDFs of members vs non-members."""
+    input:
+        scores=per_experiment(rules.score_attack.output[0], attack="sm-risk"),
+        code=package("tables", "attacks"),
+    output:
+        table=multiext("results/tables/risk_precision", *TABLE_FORMATS),
+        figures=per_experiment("results/figures/risk-cdf-{dataset}-{arch}.png"),
+    params:
+        experiments=EXPERIMENTS,
+    log:
+        "results/evaluate/logs/risk_score_report.log",
+    benchmark:
+        "results/evaluate/benchmarks/risk_score_report/all.tsv"
+    script:
+        "../scripts/risk_score_report.py"
+
+
+# Targets of rule `all`.
+SONG_MITTAL_OUTPUTS = [
+    *(rules.song_mittal_table.output if SONG_MITTAL_THRESHOLD_ATTACKS else []),
+    *(rules.risk_score_report.output if "sm-risk" in config["attacks"] else []),
+]

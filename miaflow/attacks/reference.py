@@ -152,3 +152,43 @@ def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA, one-sided test of the paper: Phi((phi − OUT median) / per-example OUT std)."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
     return _norm().cdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
+
+
+# --- Model-fpr and offline RMIA (ALGORITHMS.md 3.3) --------------------------------------------
+
+@register("model-fpr", "model", needs=("reference",))
+def model_fpr(inputs: AttackInputs) -> np.ndarray:
+    """Ye et al. Attack R, parametric: Phi((phi − OUT median) / OUT std), the target's percentile.
+
+    Thresholding at 1 − α puts a per-sample threshold at the OUT models' (1 − α)-quantile of phi.
+    """
+    _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
+    return _norm().cdf((inputs.target["phi"] - phi_out.median) / (phi_out.std + STD_EPS))
+
+
+# TDDBench's per-dataset `a` of offline RMIA (benchmark code); other datasets use the default.
+RMIA_OFFLINE_A = {"cifar10": 0.3, "cinic10": 0.3, "cifar100": 0.6, "imagenet": 1.0,
+                  "purchase100": 0.2}
+RMIA_OFFLINE_DEFAULT_A = 0.4
+
+
+def offline_reference_mean(values: np.ndarray, keep: np.ndarray, a: float) -> np.ndarray:
+    """RMIA's offline estimate of the IN+OUT mean from OUT models: ½((1 + a)·mean_OUT + (1 − a))."""
+    _, out = in_out_stats(values, keep)
+    return 0.5 * ((1.0 + a) * out.mean + (1.0 - a))
+
+
+@register("rmia-offline", "model", needs=("reference", "population"))
+def rmia_offline(inputs: AttackInputs) -> np.ndarray:
+    """RMIA offline (corrected): as model-robust, with p̄ from OUT models only, for x and for z.
+
+    Options: `a` (default 0.4; TDDBench's per-dataset values are RMIA_OFFLINE_A), `gamma` (2).
+    Unlike TDDBench, the linear correction is applied to positive probabilities on both sides.
+    """
+    a = float(inputs.options.get("a", RMIA_OFFLINE_DEFAULT_A))
+    gamma = float(inputs.options.get("gamma", 2.0))
+    r_x = inputs.target["confidence"] / offline_reference_mean(
+        inputs.reference["confidence"], inputs.reference_keep, a)
+    r_z = inputs.target_on_population["confidence"] / offline_reference_mean(
+        inputs.population["confidence"], inputs.population_keep, a)
+    return np.searchsorted(np.sort(r_z), r_x / gamma, side="left") / r_z.size
