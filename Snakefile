@@ -17,9 +17,11 @@ configfile: "params.yaml"
 
 
 try:
-    validate(config)
+    effective = validate(config)  # the selected profile applied (`--config profile=NAME` works too)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+config.clear()
+config.update(effective)
 
 EXPERIMENTS = wf.experiments(config)
 SHARDS = wf.shards(config)

@@ -19,6 +19,9 @@ import yaml
 IMAGE_ONLY_KINDS = frozenset({"cnn"})
 
 
+DEFAULT_PROFILE = "default"
+
+
 class ConfigError(ValueError):
     """params.yaml is invalid; the message names every offending key."""
 
@@ -81,14 +84,48 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def validate(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the config unchanged if valid; raise ConfigError naming every bad key otherwise."""
-    problems = _schema_problems(config)
+def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied: mappings merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def resolve(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The effective config: the top-level settings with the selected profile's overrides.
+
+    `profile` names an entry of `profiles` (or `default`: the top-level settings as they are);
+    the effective config keeps `profile` and drops the `profiles` catalogue.
+    """
+    name = params.get("profile", DEFAULT_PROFILE)
+    catalogue = params.get("profiles") or {}
+    if name != DEFAULT_PROFILE and name not in catalogue:
+        known = ", ".join([DEFAULT_PROFILE, *sorted(catalogue)])
+        raise ConfigError(f"invalid params.yaml:\n  - profile: {name!r} is not a profile (known: {known})")
+    base = {key: value for key, value in params.items() if key != "profiles"}
+    return _merged(base, catalogue.get(name, {}))
+
+
+def validate(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The effective config (`resolve`) if valid; ConfigError naming every bad key otherwise.
+
+    With a profile other than `default`, the problems are those of the effective config, and the
+    message says which profile was applied.
+    """
+    problems = _schema_problems(params)  # the top-level settings and the catalogue's shape
+    config = dict(params)
     if not problems:
-        problems = _semantic_problems(config)
+        config = resolve(params)
+        problems = _schema_problems(config) or _semantic_problems(config)
     if problems:
-        raise ConfigError("invalid params.yaml:\n" + "\n".join(f"  - {p}" for p in problems))
-    return dict(config)
+        profile = config.get("profile", DEFAULT_PROFILE)
+        where = "params.yaml" if profile == DEFAULT_PROFILE else f"params.yaml (profile {profile!r})"
+        raise ConfigError(f"invalid {where}:\n" + "\n".join(f"  - {p}" for p in problems))
+    return config
 
 
 def load(path: str | Path = "params.yaml") -> dict[str, Any]:

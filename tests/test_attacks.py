@@ -242,3 +242,13 @@ def test_reference_subset_keeps_the_first_whole_pairs(tmp_path):
     inputs, _ = attack_inputs(store, splits, repeat=0, options={}, n_reference=4)
     assert inputs.reference["phi"].shape[0] == inputs.reference_keep.shape[0] == 4
     np.testing.assert_array_equal(inputs.reference_keep.sum(axis=0), 2)  # two complementary pairs
+
+
+def test_metric_attacks_negate_loss_like_signals():
+    target = {"loss": [0.1, 2.0], "confidence": [0.9, 0.2], "correct": [1.0, 0.0],
+              "entropy": [0.3, 1.5], "mentr": [0.2, 3.0]}
+    inputs = _inputs(target, {})
+    expected = {"metric-loss": [-0.1, -2.0], "metric-conf": [0.9, 0.2], "metric-corr": [1.0, 0.0],
+                "metric-ent": [-0.3, -1.5], "metric-ment": [-0.2, -3.0]}
+    for name, scores in expected.items():
+        np.testing.assert_allclose(run_attack(name, inputs), scores)

@@ -73,3 +73,38 @@ def test_schema_names_match_registries():
     assert set(defs["attack_name"]["enum"]) == set(ATTACKS)
     assert set(defs["dataset_name"]["enum"]) == set(DATASETS)
     assert set(config.schema()["properties"]["datasets"]["properties"]) == set(DATASETS)
+
+
+# --- profiles ------------------------------------------------------------------------------------
+
+def test_a_profile_overrides_the_top_level_settings(params):
+    params = copy.deepcopy(params)
+    params["profiles"] = {"small": {"splits": {"repeats": 2}, "attacks": ["metric-loss"]}}
+    params["profile"] = "small"
+    effective = config.validate(params)
+    assert effective["profile"] == "small" and "profiles" not in effective
+    assert effective["splits"]["repeats"] == 2  # merged into the mapping ...
+    assert effective["splits"]["n_reference"] == params["splits"]["n_reference"]  # ... keeping the rest
+    assert effective["attacks"] == ["metric-loss"]  # lists are replaced whole
+    params["profile"] = "default"
+    assert config.validate(params)["splits"]["repeats"] == params["splits"]["repeats"]
+
+
+def test_an_unknown_profile_is_named(params):
+    params = copy.deepcopy(params)
+    params["profile"] = "huge"
+    assert "profile: 'huge' is not a profile (known: default" in problems_of(params)
+
+
+def test_problems_of_a_profile_name_the_key_and_the_profile(params):
+    params = copy.deepcopy(params)
+    params["profiles"] = {"bad": {"splits": {"repeats": 0}}}
+    params["profile"] = "bad"
+    message = problems_of(params)
+    assert "profile 'bad'" in message and "splits.repeats: 0 is less than the minimum of 1" in message
+
+
+def test_every_shipped_profile_is_valid(params):
+    for name in params.get("profiles", {}):
+        selected = dict(params, profile=name)
+        assert config.validate(selected)["profile"] == name
