@@ -160,7 +160,8 @@ def fit_transformer(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.nd
     model = _classifier(arch["model"], n_classes, pretrained=True).to(device)
     tokenizer = _tokenizer(resolve_model(arch["model"]))
     epochs, batch_size, patience = arch["epochs"], arch["batch_size"], arch["patience"]
-    optimizer = torch.optim.AdamW(_parameter_groups(model, arch["weight_decay"]), lr=arch["lr"])
+    # fused: the same AdamW update in one kernel per step, several times faster on CPU and GPU
+    optimizer = torch.optim.AdamW(_parameter_groups(model, arch["weight_decay"]), lr=arch["lr"], fused=True)
     schedule = get_linear_schedule_with_warmup(optimizer, 0, epochs * ceil(len(x_train) / batch_size))
     labels = torch.from_numpy(y_train).to(device)
     shuffle = torch.Generator().manual_seed(seed)
