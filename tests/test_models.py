@@ -86,8 +86,8 @@ def test_augmentation_is_seeded():
     assert not torch.equal(first, augment_images(x, torch.Generator().manual_seed(8)))
 
 
-def test_training_with_augmentation_is_deterministic_and_differs_from_plain():
-    from miaflow.training import LEARNERS
+def test_training_with_augmentation_is_deterministic_and_differs_from_plain(tmp_path):
+    from miaflow.training import LEARNERS, load_shard, save_shard, shard_logits
 
     generator = np.random.default_rng(0)
     x = generator.normal(size=(32, 3, 8, 8)).astype(np.float32)
@@ -101,6 +101,11 @@ def test_training_with_augmentation_is_deterministic_and_differs_from_plain():
     name = "layers.0.weight"
     assert np.array_equal(first[name], second[name])
     assert not np.array_equal(first[name], plain[name])
+
+    save_shard(tmp_path / "shard.safetensors", {"m": first}, {"arch": arch, "n_classes": 3})
+    [logits] = shard_logits(*load_shard(tmp_path / "shard.safetensors"), x)
+    assert logits.shape == (32, 3)
+    assert np.array_equal(logits, LEARNERS["wrn28_2"].logits(arch, first, x, 3))
 
 
 # --- params.yaml: the new kinds are validated like the others --------------------------------
