@@ -16,7 +16,8 @@ import jsonschema
 import yaml
 
 
-IMAGE_ONLY_KINDS = frozenset({"cnn"})
+IMAGE_ONLY_KINDS = frozenset({"cnn", "wrn28_2", "resnet18", "vgg11", "mobilenetv2"})
+TEXT_ONLY_KINDS = frozenset({"transformer"})
 
 
 DEFAULT_PROFILE = "default"
@@ -69,6 +70,9 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
         elif architectures[arch]["kind"] in IMAGE_ONLY_KINDS and DATASETS[dataset].modality != "image":
             problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
                             f"needs image data, but {dataset!r} is {DATASETS[dataset].modality}")
+        elif architectures[arch]["kind"] in TEXT_ONLY_KINDS and DATASETS[dataset].modality != "text":
+            problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
+                            f"needs text data, but {dataset!r} is {DATASETS[dataset].modality}")
     available = {"reference": config["splits"]["n_reference"],
                  "population": config["splits"]["n_population"]}
     for i, attack in enumerate(config["attacks"]):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from miaflow import io
+from miaflow import io, text
 from miaflow.data import Dataset
 from miaflow.seeding import derive_seed
 from miaflow.splits import Splits, role_of
@@ -94,7 +94,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     import torch
     import torch.nn.functional as F
 
-    from miaflow.models import build_torch_model
+    from miaflow.models import augment_images, build_torch_model
 
     device = torch_device()
     torch.manual_seed(seed)
@@ -109,6 +109,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     x = torch.from_numpy(x_train).to(device)
     y = torch.from_numpy(y_train).to(device)
     shuffle = torch.Generator().manual_seed(seed)
+    augmenter = torch.Generator().manual_seed(derive_seed(seed, "augment")) if arch.get("augment") else None
     best_acc, best_state, stale = -1.0, None, 0
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
@@ -117,7 +118,8 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
         model.train()
         total = torch.zeros((), device=device)
         for batch in torch.randperm(len(x), generator=shuffle).to(device).split(arch["batch_size"]):
-            loss = F.cross_entropy(model(x[batch]), y[batch])
+            inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
+            loss = F.cross_entropy(model(inputs), y[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -211,6 +213,11 @@ def _catboost_logits(arch: Mapping[str, Any], weights: Weights, features: np.nda
 LEARNERS: dict[str, Learner] = {
     "mlp": Learner(_fit_torch, _torch_logits),
     "cnn": Learner(_fit_torch, _torch_logits),
+    "wrn28_2": Learner(_fit_torch, _torch_logits),
+    "resnet18": Learner(_fit_torch, _torch_logits),
+    "vgg11": Learner(_fit_torch, _torch_logits),
+    "mobilenetv2": Learner(_fit_torch, _torch_logits),
+    "transformer": Learner(text.fit_transformer, text.transformer_logits),
     "lr": Learner(_fit_lr, _lr_logits),
     "catboost": Learner(_fit_catboost, _catboost_logits),
 }

@@ -11,7 +11,7 @@ from typing import Any
 
 from miaflow.splits import planned_model_ids
 
-TORCH_KINDS = frozenset({"mlp", "cnn"})
+TORCH_KINDS = frozenset({"mlp", "cnn", "wrn28_2", "resnet18", "vgg11", "mobilenetv2", "transformer"})
 
 
 def experiments(config: Mapping[str, Any]) -> list[tuple[str, str]]:
