@@ -57,7 +57,7 @@ def _schema_problems(config: Mapping[str, Any]) -> list[str]:
 def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     """Cross-key rules JSON Schema cannot express (the config already matches the schema)."""
     from miaflow.attacks import ATTACKS
-    from miaflow.data import DATASETS
+    from miaflow.data import DATASETS, dataset_options
     from miaflow.metrics import metric_names
 
     problems = []
@@ -73,6 +73,13 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
         elif architectures[arch]["kind"] in TEXT_ONLY_KINDS and DATASETS[dataset].modality != "text":
             problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
                             f"needs text data, but {dataset!r} is {DATASETS[dataset].modality}")
+        elif DATASETS[dataset].modality == "text":
+            options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
+            wanted = "text" if architectures[arch]["kind"] in TEXT_ONLY_KINDS else "embedding"
+            if options["representation"] != wanted:
+                problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
+                                f"reads {dataset!r} as {wanted}: set datasets.{dataset}.representation "
+                                f"to {wanted!r}")
     available = {"reference": config["splits"]["n_reference"],
                  "population": config["splits"]["n_population"]}
     for i, attack in enumerate(config["attacks"]):

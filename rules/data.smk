@@ -18,7 +18,7 @@ rule prepare_dataset:
     """Load (or generate) a dataset in canonical order and store it as Parquet."""
     input:
         local=lambda w: wf.local_inputs(config, w.dataset),
-        code=package("data", "seeding"),
+        code=package("data", "seeding", "text"),
     output:
         "results/prepare/data/{dataset}.parquet",
     params:

