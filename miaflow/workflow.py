@@ -53,3 +53,12 @@ def uses_torch(config: Mapping[str, Any], arch: str) -> bool:
 
 def attack_options(config: Mapping[str, Any], attack: str) -> dict[str, Any]:
     return dict(config.get("attack_options", {}).get(attack, {}))
+
+
+def attacks_for(config: Mapping[str, Any], dataset: str) -> list[str]:
+    """The configured attacks that apply to `dataset`'s modality (e.g. Query-ref: images only)."""
+    from miaflow.attacks import ATTACKS
+    from miaflow.data import DATASETS
+
+    modality = DATASETS[dataset].modality
+    return [a for a in config["attacks"] if modality in ATTACKS[a].modalities]

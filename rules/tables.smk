@@ -32,7 +32,9 @@ rule cost_table:
             *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
             *per_shard(rules.train_shard.benchmark),
             *per_shard(rules.compute_signals.benchmark),
-            *[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
+            *query_model_benchmarks(),
+            *[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
+              for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d)],
             *per_experiment(rules.compute_metrics.benchmark),
             rules.collect_metrics.benchmark,
             rules.collect_models.benchmark,
