@@ -281,7 +281,7 @@ def query_ref(data: str | Path, splits: str | Path, models: Paths, arch_name: st
     """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
     writes phi of every canary under every reference and every target model."""
     from miaflow.data import read_dataset
-    from miaflow.query_models import (REF_DEFAULTS, canary_table, evaluated_points,
+    from miaflow.query_models import (REF_DEFAULTS, canary_anchors, canary_table, evaluated_points,
                                       optimise_canaries, options_with_defaults, torch_models)
     from miaflow.seeding import derive_seed, rng
     from miaflow.training import load_shard
@@ -299,10 +299,11 @@ def query_ref(data: str | Path, splits: str | Path, models: Paths, arch_name: st
     with _compute_session(arch, threads):
         modules = torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
         reference_keep = np.stack([keep.members(m)[points] for m in references])
-        canaries = optimise_canaries([modules[m] for m in references], reference_keep,
-                                     loaded.features[points], loaded.labels[points],
-                                     int(options["n_canaries"]), int(options["steps"]),
-                                     rng(named_seed, "canaries"))
+        anchors = canary_anchors(loaded.features[points], int(options["n_canaries"]),
+                                 rng(named_seed, "augmentations"))
+        canaries = optimise_canaries([modules[m] for m in references], reference_keep, anchors,
+                                     loaded.labels[points], int(options["steps"]),
+                                     rng(named_seed, "reference-draws"))
         ids = references + targets
         table = canary_table(ids, [modules[m] for m in ids], canaries, points, loaded.labels[points])
     log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))

@@ -179,12 +179,20 @@ def crop_and_flip(images: Any, generator: np.random.Generator, padding: int = CR
                        crops.flip(-1), crops)
 
 
-def optimise_canaries(references: Sequence[Any], keep: np.ndarray, images: np.ndarray,
-                      labels: np.ndarray, n_canaries: int, steps: int,
-                      generator: np.random.Generator) -> np.ndarray:
-    """(n, K, C, H, W) canaries per image (Wen et al.): K augmentations of it, pushed by AdamW
+def canary_anchors(images: np.ndarray, n_canaries: int, generator: np.random.Generator) -> np.ndarray:
+    """(n, K, C, H, W) independent train-time augmentations of each image: the canaries' start
+    points and the centres of their epsilon balls."""
+    import torch
+
+    start = torch.from_numpy(images).repeat_interleave(n_canaries, dim=0)
+    return crop_and_flip(start, generator).numpy().reshape(len(images), n_canaries, *images.shape[1:])
+
+
+def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.ndarray,
+                      labels: np.ndarray, steps: int, generator: np.random.Generator) -> np.ndarray:
+    """Canaries (Wen et al.) from `anchors` (n, K, C, H, W): AdamW pushes each image's K canaries
     towards true-class logit 10 on one random IN and 0 on one random OUT reference per step,
-    kept within the L-inf ball CANARY_EPSILON around their start and within [-1, 1].
+    keeping them within the L-inf ball CANARY_EPSILON around their anchor and within [-1, 1].
 
     `keep` (M, n) says which references trained on each image. The loss sums independent
     per-image losses and AdamW updates every coordinate on its own, so optimising all images
@@ -193,12 +201,11 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, images: np.nd
     import torch
 
     device = next(references[0].parameters()).device
-    n = len(images)
+    n, n_canaries = anchors.shape[:2]
     picks = {"in": _pick_models(keep, steps, generator),
              "out": _pick_models(~keep, steps, generator)}
-    start = torch.from_numpy(images).to(device).repeat_interleave(n_canaries, dim=0)
-    anchors = crop_and_flip(start, generator)
-    canaries = anchors.clone().requires_grad_(True)
+    anchors_flat = torch.from_numpy(anchors.reshape(n * n_canaries, *anchors.shape[2:])).to(device)
+    canaries = anchors_flat.clone().requires_grad_(True)
     y = torch.from_numpy(labels).to(device).repeat_interleave(n_canaries)
     optimizer = torch.optim.AdamW([canaries], lr=CANARY_LR, weight_decay=CANARY_WEIGHT_DECAY)
     goal = {"in": CANARY_IN_LOGIT, "out": CANARY_OUT_LOGIT}
@@ -214,11 +221,11 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, images: np.nd
         loss.backward()
         optimizer.step()
         with torch.no_grad():
-            canaries.copy_(torch.maximum(torch.minimum(canaries, anchors + CANARY_EPSILON),
-                                         anchors - CANARY_EPSILON).clamp_(-1.0, 1.0))
+            canaries.copy_(torch.maximum(torch.minimum(canaries, anchors_flat + CANARY_EPSILON),
+                                         anchors_flat - CANARY_EPSILON).clamp_(-1.0, 1.0))
         if step == 0 or step == steps - 1:
             log.info("canary step %d/%d loss per image %.4f", step + 1, steps, loss.item() / n)
-    return canaries.detach().cpu().numpy().reshape(n, n_canaries, *images.shape[1:])
+    return canaries.detach().cpu().numpy().reshape(anchors.shape)
 
 
 def _pick_models(eligible: np.ndarray, steps: int, generator: np.random.Generator) -> np.ndarray:
