@@ -133,8 +133,11 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
         if val_loss < best_loss:
             best_loss = val_loss
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        log.info("qrm epoch %d/%d validation NLL %.4f", epoch, epochs, val_loss)
-    model.load_state_dict(best_state)
+        if epoch % max(1, epochs // 5) == 0 or epoch == epochs:
+            log.info("qrm epoch %d/%d validation NLL %.4f (best %.4f)", epoch, epochs, val_loss,
+                     best_loss)
+    if best_state is not None:  # None only if every validation loss was NaN
+        model.load_state_dict(best_state)
     output = _predict(model, x_eval).astype(np.float64)
     return output[:, 0], output[:, 1]
 

@@ -147,6 +147,17 @@ def test_query_qrm_detects_members(qrm_toy, arch):
     assert read_parquet_metadata(output)["signal"] == query_models.QRM_SIGNAL[arch["kind"]]
 
 
+def test_query_qrm_catboost_is_reproducible(qrm_toy):
+    root, (data, splits_path, signals, _), _ = qrm_toy
+    first, second = root / "cb-1.parquet", root / "cb-2.parquet"
+    for path in (first, second):
+        jobs.query_qrm(data, splits_path, [signals], "catboost", CATBOOST,
+                       {"catboost_iterations": 30}, 0, 1, path)
+    assert _digest(first) == _digest(second)
+    table = pd.read_parquet(first)
+    assert np.isfinite(table[["mu", "log_sigma"]].to_numpy()).all()
+
+
 def test_query_qrm_linear_path_known_answer(qrm_toy):
     """LR path: mu = least-squares fit of phi on A, sigma = std of phi over A."""
     root, (data, splits_path, signals, splits), features = qrm_toy
