@@ -43,6 +43,13 @@ def per_experiment(pattern, **extra):
     return [pattern.format(dataset=d, arch=a, **extra) for d, a in EXPERIMENTS]
 
 
+def attack_artifacts(prefix):
+    """Artifacts under `prefix` read by the configured attacks, for every experiment they apply to."""
+    return sorted({pattern.format(dataset=d, arch=a) for d, a in EXPERIMENTS
+                   for attack in wf.attacks_for(config, d)
+                   for pattern in ATTACK_ARTIFACTS.get(attack, {}).values() if pattern.startswith(prefix)})
+
+
 def per_shard(pattern):
     """`pattern` filled in for every experiment and training shard."""
     return [f for shard in range(len(SHARDS)) for f in per_experiment(pattern, shard=shard)]
@@ -59,6 +66,7 @@ include: "rules/data.smk"
 include: "rules/splits.smk"
 include: "rules/training.smk"
 include: "rules/signals.smk"
+include: "rules/query_models.smk"
 include: "rules/attacks.smk"
 include: "rules/metrics.smk"
 include: "rules/stats.smk"
@@ -83,7 +91,8 @@ rule prepare:
 
 
 rule train:
-    """DVC stage `train`: every model shard and its per-sample outputs."""
+    """DVC stage `train`: every model shard, its per-sample outputs and the attacks' own models."""
     input:
         per_shard(rules.train_shard.output.models),
         per_shard(rules.compute_signals.output[0]),
+        attack_artifacts("results/train/"),

@@ -107,8 +107,9 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
     """Scores of one attack against every target model (repeat) of one experiment.
 
     `artifacts` names the files beyond the signal store that this attack reads (queries, ...).
+    Samples a `subset` attack did not evaluate (NaN scores) are left out of the table.
     """
-    from miaflow.attacks import attack_inputs, run_attack
+    from miaflow.attacks import ATTACKS, attack_inputs, run_attack
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore
 
@@ -123,10 +124,12 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
         inputs, is_member = attack_inputs(
             store, keep, repeat, options, seed=derive_seed(seed, "attack", dataset, arch, attack, repeat),
             extra=artifacts)
+        scores = run_attack(attack, inputs)
+        evaluated = ~np.isnan(scores) if ATTACKS[attack].subset else np.ones(len(scores), bool)
         frames.append(pd.DataFrame({
             "dataset": dataset, "target_model": arch, "attack": attack, "repeat": repeat,
-            "sample_id": keep.target_samples, "score": run_attack(attack, inputs),
-            "is_member": is_member,
+            "sample_id": keep.target_samples[evaluated], "score": scores[evaluated],
+            "is_member": is_member[evaluated],
         }))
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
 
@@ -267,3 +270,92 @@ def _compute_session(arch: Mapping[str, Any], threads: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
         yield
+
+
+# --- query attacks that train models or optimise inputs (miaflow.query_models) ----------------
+
+def query_transfer(data: str | Path, splits: str | Path, signals: Paths, arch_name: str,
+                   arch: Mapping[str, Any], options: Mapping[str, Any], seed: int, threads: int,
+                   output: str | Path) -> None:
+    """Query-transfer: per target, a surrogate trained on pool T relabelled by the target's
+    predictions (argmax of its cached logits); writes the surrogates' outputs on T."""
+    from miaflow.data import read_dataset
+    from miaflow.query_models import TRANSFER_DEFAULTS, options_with_defaults, surrogate_logits
+    from miaflow.seeding import derive_seed
+    from miaflow.signals import SignalStore, outputs_table
+
+    options = options_with_defaults(options, TRANSFER_DEFAULTS)
+    loaded, keep = read_dataset(data), read_splits(splits)
+    pool, targets = keep.target_samples, keep.models("target")
+    predicted = SignalStore.read(list(signals)).matrix(targets, "logits", pool).argmax(axis=-1)
+    with _compute_session(arch, threads):
+        logits = np.stack([
+            surrogate_logits(arch, loaded.features[pool], predicted[t], loaded.n_classes,
+                             options["val_ratio"],
+                             derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
+                             threads, f"surrogate-of-{target}")
+            for t, target in enumerate(targets)])
+    io.write_parquet(output, outputs_table(targets, pool, loaded.labels[pool], logits),
+                     {"data_hash": loaded.content_hash()})
+
+
+def query_qrm(data: str | Path, splits: str | Path, signals: Paths, arch_name: str,
+              arch: Mapping[str, Any], options: Mapping[str, Any], seed: int, threads: int,
+              output: str | Path) -> None:
+    """Query-qrm: per target, a Gaussian regressor of its score on the auxiliary pool A (known
+    non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed."""
+    from miaflow.data import read_dataset
+    from miaflow.query_models import QRM_DEFAULTS, QRM_SIGNAL, options_with_defaults, quantile_regression
+    from miaflow.seeding import derive_seed
+    from miaflow.signals import SignalStore
+
+    options = options_with_defaults(options, QRM_DEFAULTS)
+    loaded, keep = read_dataset(data), read_splits(splits)
+    pool, auxiliary, targets = keep.target_samples, keep.auxiliary_samples, keep.models("target")
+    signal = QRM_SIGNAL[arch["kind"]]
+    scores = SignalStore.read(list(signals)).matrix(targets, signal, auxiliary)
+    frames = []
+    with _compute_session(arch, threads):
+        for target, score in zip(targets, scores):
+            mu, log_sigma = quantile_regression(
+                arch, loaded.features[auxiliary], score, loaded.features[pool], options,
+                derive_seed(seed, "query-qrm", loaded.name, arch_name, target), threads)
+            frames.append(pd.DataFrame({"model_id": target, "sample_id": pool,
+                                        "mu": mu.astype(np.float64),
+                                        "log_sigma": log_sigma.astype(np.float64)}))
+    io.write_parquet(output, pd.concat(frames, ignore_index=True),
+                     {"data_hash": loaded.content_hash(), "signal": signal})
+
+
+def query_ref(data: str | Path, splits: str | Path, models: Paths, arch_name: str,
+              options: Mapping[str, Any], seed: int, threads: int, output: str | Path) -> None:
+    """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
+    writes phi of every canary under every reference and every target model."""
+    from miaflow.data import read_dataset
+    from miaflow.query_models import (REF_DEFAULTS, canary_anchors, canary_table, evaluated_points,
+                                      optimise_canaries, options_with_defaults, torch_models)
+    from miaflow.seeding import derive_seed, rng
+    from miaflow.training import load_shard
+
+    options = options_with_defaults(options, REF_DEFAULTS)
+    loaded, keep = read_dataset(data), read_splits(splits)
+    named_seed = derive_seed(seed, "query-ref", loaded.name, arch_name)
+    points = evaluated_points(keep.target_samples, int(options["boundary_eva_num"]), named_seed)
+    references, targets = keep.models("reference"), keep.models("target")
+    weights, arch = {}, None
+    for path in models:
+        shard, metadata = load_shard(path)
+        weights.update({m: w for m, w in shard.items() if m in references + targets})
+        arch = metadata["arch"]
+    with _compute_session(arch, threads):
+        modules = torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
+        reference_keep = np.stack([keep.members(m)[points] for m in references])
+        anchors = canary_anchors(loaded.features[points], int(options["n_canaries"]),
+                                 rng(named_seed, "augmentations"))
+        canaries = optimise_canaries([modules[m] for m in references], reference_keep, anchors,
+                                     loaded.labels[points], int(options["steps"]),
+                                     rng(named_seed, "reference-draws"))
+        ids = references + targets
+        table = canary_table(ids, [modules[m] for m in ids], canaries, points, loaded.labels[points])
+    log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))
+    io.write_parquet(output, table, {"data_hash": loaded.content_hash()})

@@ -70,3 +70,12 @@ def swept_attacks(config: Mapping[str, Any]) -> list[str]:
 
     return [a for a in config["attacks"] if ATTACKS[a].family in ("model", "lira")
             and "reference" in ATTACKS[a].needs]
+
+
+def attacks_for(config: Mapping[str, Any], dataset: str) -> list[str]:
+    """The configured attacks that apply to `dataset`'s modality (e.g. Query-ref: images only)."""
+    from miaflow.attacks import ATTACKS
+    from miaflow.data import DATASETS
+
+    modality = DATASETS[dataset].modality
+    return [a for a in config["attacks"] if modality in ATTACKS[a].modalities]

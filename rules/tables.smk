@@ -30,7 +30,8 @@ rule study_tables:
         metrics=rules.collect_metrics.output.metrics,
         models=rules.collect_models.output[0],
         sweeps=per_experiment(rules.reference_sweep.output[0]),
-        scoring=[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
+        scoring=[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
+                 for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d)],
         code=package("metrics", "tables", "attacks"),
     output:
         by_architecture=multiext("results/tables/by_architecture", *TABLE_FORMATS),
@@ -56,7 +57,9 @@ rule cost_table:
             *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
             *per_shard(rules.train_shard.benchmark),
             *per_shard(rules.compute_signals.benchmark),
-            *[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
+            *query_model_benchmarks(),
+            *[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
+              for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d)],
             *per_experiment(rules.compute_metrics.benchmark),
             *per_experiment(rules.reference_sweep.benchmark),
             rules.study_tables.benchmark,

@@ -4,7 +4,13 @@ Importing this package registers every attack: `ATTACKS` maps each id (ALGORITHM
 its score function; `run_attack` runs one on `AttackInputs` (signals only, higher = member).
 """
 
-from miaflow.attacks import learning, metric, reference, song_mittal  # noqa: F401  (registers them)
+from miaflow.attacks import (  # noqa: F401  (importing registers the attacks)
+    learning,
+    metric,
+    query_models,
+    reference,
+    song_mittal,
+)
 from miaflow.attacks.registry import (
     ATTACKS,
     FAMILIES,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from miaflow.data import MODALITIES
 from miaflow.signals import SignalStore
 from miaflow.splits import Splits
 
@@ -42,6 +43,8 @@ class AttackInputs:
     seed: int = 0  # named seed of this (experiment, attack, target model), for attacks that draw
     target_model: str = "target-0"  # model id of the target, to pick its rows in `extra` artifacts
     extra: Mapping[str, Any] = field(default_factory=dict)  # attack-specific artifacts (paths)
+    # sample ids of pool T in the order of every (n,) array, to align rows of `extra` artifacts
+    sample_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 ScoreFn = Callable[[AttackInputs], np.ndarray]
@@ -53,6 +56,8 @@ class Attack:
     family: str
     needs: frozenset[str]  # subset of NEEDS: model sets that must be non-empty
     score: ScoreFn
+    subset: bool = False  # scores only some samples: NaN marks the others, dropped from the table
+    modalities: frozenset[str] = frozenset(MODALITIES)  # data it applies to; others skip it
 
     @property
     def doc(self) -> str:
@@ -64,24 +69,35 @@ class Attack:
 ATTACKS: dict[str, Attack] = {}
 
 
-def register(name: str, family: str, needs: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
-    """Decorator adding a score function to ATTACKS under `name`."""
+def register(name: str, family: str, needs: tuple[str, ...] = (), subset: bool = False,
+             modalities: tuple[str, ...] = MODALITIES) -> Callable[[ScoreFn], ScoreFn]:
+    """Decorator adding a score function to ATTACKS under `name`.
+
+    `subset=True`: the attack evaluates only some samples and returns NaN for the rest, which
+    the score table leaves out. `modalities`: the data modalities it applies to; the workflow
+    does not run it on other datasets, so their metrics have no row for it.
+    """
     if not NEEDS.issuperset(needs):
         raise ValueError(f"attack {name!r}: unknown needs {set(needs) - NEEDS}")
     if family not in FAMILIES:
         raise ValueError(f"attack {name!r}: unknown family {family!r}")
+    if not modalities or not set(modalities) <= set(MODALITIES):
+        raise ValueError(f"attack {name!r}: modalities must be a non-empty subset of {MODALITIES}")
 
     def decorate(score: ScoreFn) -> ScoreFn:
         if name in ATTACKS:
             raise ValueError(f"attack {name!r} is registered twice")
-        ATTACKS[name] = Attack(name, family, frozenset(needs), score)
+        ATTACKS[name] = Attack(name, family, frozenset(needs), score, subset, frozenset(modalities))
         return score
 
     return decorate
 
 
 def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
-    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4)."""
+    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4).
+
+    For a `subset` attack NaN means "not evaluated" and stays NaN.
+    """
     attack = ATTACKS[name]
     n_models = {"reference": inputs.reference_keep.shape[0],
                 "population": inputs.population_keep.shape[0]}
@@ -90,13 +106,14 @@ def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
         lacking = ", ".join(f"no {need} models" for need in missing)
         raise ValueError(f"attack {name!r} cannot run: its inputs have {lacking}")
     scores = np.array(attack.score(inputs), dtype=np.float64)
-    bad = ~np.isfinite(scores)
+    bad = np.isinf(scores) if attack.subset else ~np.isfinite(scores)
     if bad.any():
-        finite = scores[~bad]
+        finite = scores[np.isfinite(scores)]
         high, low = (finite.max(), finite.min()) if finite.size else (0.0, 0.0)
         scores[np.isposinf(scores)] = high + 1e-6
         scores[np.isneginf(scores)] = low - 1e-6
-        scores[np.isnan(scores)] = 0.0
+        if not attack.subset:
+            scores[np.isnan(scores)] = 0.0
         log.warning("attack %s: replaced %d non-finite scores of %d", name, bad.sum(), scores.size)
     return scores
 
@@ -158,5 +175,6 @@ def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapp
         seed=seed,
         target_model=target,
         extra=dict(extra or {}),
+        sample_ids=evaluated,
     )
     return inputs, splits.members(target)[evaluated]

@@ -1,0 +1,42 @@
+"""The query-model rules through the real `snakemake` on a tiny config: the DVC `train` target
+builds their artifacts, scores read them, and Query-ref has metrics rows on images only."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from test_workflow_e2e import make_project, run, tiny_params
+
+pytestmark = pytest.mark.e2e
+
+
+def test_query_model_attacks_run_through_snakemake(tmp_path):
+    params = tiny_params()
+    params["experiments"] = [{"dataset": "digits", "arch": "cnn"},
+                             {"dataset": "breast_cancer", "arch": "lr"}]
+    params["splits"].update(repeats=2, n_reference=2, n_population=0)
+    params["architectures"]["cnn"]["epochs"] = 3
+    params["attacks"] = ["metric-loss", "query-transfer", "query-qrm", "query-ref"]
+    params["attack_options"] = {"query-qrm": {"epochs": 2},
+                                "query-ref": {"boundary_eva_num": 20, "n_canaries": 2, "steps": 2}}
+    root = make_project(tmp_path / "project", params)
+
+    run(["snakemake", "prepare", "--cores", "2"], root)
+    # The DVC train stage's command: only its own rules, and it must build the query artifacts.
+    run(["snakemake", "train", "--cores", "2", "--allowed-rules", "train", "train_shard",
+         "compute_signals", "query_transfer", "query_qrm", "query_ref"], root)
+    queries = sorted(p.relative_to(root / "results/train/queries").as_posix()
+                     for p in (root / "results/train/queries").rglob("*.parquet"))
+    assert queries == ["qrm/breast_cancer/lr.parquet", "qrm/digits/cnn.parquet",
+                       "ref/digits/cnn.parquet", "transfer/breast_cancer/lr.parquet",
+                       "transfer/digits/cnn.parquet"]
+
+    run(["snakemake", "collect_metrics", "--cores", "2", "--allowed-rules", "collect_metrics",
+         "compute_metrics", "score_attack"], root)
+    metrics = pd.read_parquet(root / "results/metrics.parquet")
+    attacks = metrics.groupby("dataset")["attack"].unique().map(sorted).to_dict()
+    assert attacks == {"digits": ["metric-loss", "query-qrm", "query-ref", "query-transfer"],
+                       "breast_cancer": ["metric-loss", "query-qrm", "query-transfer"]}
+    ref_scores = pd.read_parquet(root / "results/evaluate/scores/digits/cnn/query-ref.parquet")
+    assert len(ref_scores) == 2 * 20 and ref_scores["score"].notna().all()
