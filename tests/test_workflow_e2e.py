@@ -69,12 +69,13 @@ def make_project(root: Path, params: dict) -> Path:
 
 
 def digests(root: Path) -> dict[str, str]:
-    """sha256 of every artifact, leaving out logs, timings and the cost table (measurements)."""
+    """sha256 of every artifact, leaving out logs, timings and the tables of measured cost
+    (cost, families)."""
     out = {}
     for path in sorted((root / "results").rglob("*")):
         relative = path.relative_to(root).as_posix()
         if path.is_file() and "/logs/" not in relative and "/benchmarks/" not in relative \
-                and "/cost." not in relative:
+                and "/cost." not in relative and "/families." not in relative:
             out[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
