@@ -57,6 +57,7 @@ include: "rules/data.smk"
 include: "rules/splits.smk"
 include: "rules/training.smk"
 include: "rules/signals.smk"
+include: "rules/queries.smk"
 include: "rules/attacks.smk"
 include: "rules/metrics.smk"
 include: "rules/stats.smk"
@@ -79,7 +80,9 @@ rule prepare:
 
 
 rule train:
-    """DVC stage `train`: every model shard and its per-sample outputs."""
+    """DVC stage `train`: every model shard, its per-sample outputs and the attacks' artifacts."""
     input:
         per_shard(rules.train_shard.output.models),
         per_shard(rules.compute_signals.output[0]),
+        [path for attack in config["attacks"] for pattern in ATTACK_ARTIFACTS.get(attack, {}).values()
+         for path in per_experiment(pattern)],

@@ -53,3 +53,10 @@ def uses_torch(config: Mapping[str, Any], arch: str) -> bool:
 
 def attack_options(config: Mapping[str, Any], attack: str) -> dict[str, Any]:
     return dict(config.get("attack_options", {}).get(attack, {}))
+
+
+def modality(dataset: str) -> str:
+    """'image' or 'tabular', from the dataset registry (known before any data is loaded)."""
+    from miaflow.data import DATASETS
+
+    return DATASETS[dataset].modality

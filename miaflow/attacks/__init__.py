@@ -4,7 +4,7 @@ Importing this package registers every attack: `ATTACKS` maps each id (ALGORITHM
 its score function; `run_attack` runs one on `AttackInputs` (signals only, higher = member).
 """
 
-from miaflow.attacks import metric, reference  # noqa: F401  (importing registers the attacks)
+from miaflow.attacks import metric, query, reference  # noqa: F401  (importing registers the attacks)
 from miaflow.attacks.registry import (
     ATTACKS,
     FAMILIES,

@@ -42,6 +42,8 @@ class AttackInputs:
     seed: int = 0  # named seed of this (experiment, attack, target model), for attacks that draw
     target_model: str = "target-0"  # model id of the target, to pick its rows in `extra` artifacts
     extra: Mapping[str, Any] = field(default_factory=dict)  # attack-specific artifacts (paths)
+    sample_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # of pool T, to
+    # align the rows of `extra` artifacts with the evaluated samples
 
 
 ScoreFn = Callable[[AttackInputs], np.ndarray]
@@ -53,6 +55,7 @@ class Attack:
     family: str
     needs: frozenset[str]  # subset of NEEDS: model sets that must be non-empty
     score: ScoreFn
+    subset: bool = False  # scores only some samples (NaN elsewhere); those rows are dropped
 
     @property
     def doc(self) -> str:
@@ -64,8 +67,13 @@ class Attack:
 ATTACKS: dict[str, Attack] = {}
 
 
-def register(name: str, family: str, needs: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
-    """Decorator adding a score function to ATTACKS under `name`."""
+def register(name: str, family: str, needs: tuple[str, ...] = (),
+             subset: bool = False) -> Callable[[ScoreFn], ScoreFn]:
+    """Decorator adding a score function to ATTACKS under `name`.
+
+    `subset=True`: the attack evaluates only some samples (e.g. the first `boundary_eva_num` of
+    a shuffled T) and returns NaN for the others; NaN then means "not evaluated", not a failure.
+    """
     if not NEEDS.issuperset(needs):
         raise ValueError(f"attack {name!r}: unknown needs {set(needs) - NEEDS}")
     if family not in FAMILIES:
@@ -74,14 +82,17 @@ def register(name: str, family: str, needs: tuple[str, ...] = ()) -> Callable[[S
     def decorate(score: ScoreFn) -> ScoreFn:
         if name in ATTACKS:
             raise ValueError(f"attack {name!r} is registered twice")
-        ATTACKS[name] = Attack(name, family, frozenset(needs), score)
+        ATTACKS[name] = Attack(name, family, frozenset(needs), score, subset)
         return score
 
     return decorate
 
 
 def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
-    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4)."""
+    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4).
+
+    NaN scores of a `subset` attack mark unevaluated samples and stay NaN.
+    """
     attack = ATTACKS[name]
     n_models = {"reference": inputs.reference_keep.shape[0],
                 "population": inputs.population_keep.shape[0]}
@@ -90,9 +101,9 @@ def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
         lacking = ", ".join(f"no {need} models" for need in missing)
         raise ValueError(f"attack {name!r} cannot run: its inputs have {lacking}")
     scores = np.array(attack.score(inputs), dtype=np.float64)
-    bad = ~np.isfinite(scores)
+    bad = np.isinf(scores) if attack.subset else ~np.isfinite(scores)
     if bad.any():
-        finite = scores[~bad]
+        finite = scores[np.isfinite(scores)]
         high, low = (finite.max(), finite.min()) if finite.size else (0.0, 0.0)
         scores[np.isposinf(scores)] = high + 1e-6
         scores[np.isneginf(scores)] = low - 1e-6
@@ -156,5 +167,6 @@ def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapp
         seed=seed,
         target_model=target,
         extra=dict(extra or {}),
+        sample_ids=evaluated,
     )
     return inputs, splits.members(target)[evaluated]
