@@ -28,7 +28,7 @@ def test_shipped_params_are_valid(repo):
 @pytest.mark.parametrize(("mutate", "expected"), [
     (lambda p: p["splits"].update(repeats=-1), "splits.repeats: -1 is less than the minimum of 1"),
     (lambda p: p["splits"].update(n_reference=3), "splits.n_reference: 3 is not a multiple of 2"),
-    (lambda p: p["attacks"].append("no-such-attack"), "attacks[15]: 'no-such-attack' is not one of"),
+    (lambda p: p["attacks"].insert(0, "no-such-attack"), "attacks[0]: 'no-such-attack' is not one of"),
     (lambda p: p["experiments"].append({"dataset": "imagenet", "arch": "mlp"}),
      "experiments[3].dataset: 'imagenet' is not one of"),
     (lambda p: p["architectures"]["mlp"].update(epochs="ten"), "architectures.mlp.epochs: 'ten' is not of type 'integer'"),
