@@ -111,10 +111,6 @@ def gaussian_neighbours(features: np.ndarray, scale: float | np.ndarray, n_queri
 def neighbours(features: np.ndarray, modality: str, n_queries: int, magnitude: float,
                generator: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
     """Noisy neighbours of the evaluated pool (in order; the first row is the first T point)."""
-    if modality == "text" and features.dtype.kind not in "f":
-        raise ValueError("raw-text neighbours need BERT masked-LM substitutions with "
-                         "bert-base-uncased, which is not available offline; store the text "
-                         "dataset as float32 embeddings (N, D) to use Gaussian neighbours")
     if modality == "image":
         scale = image_noise_scale(features[0])
         return (gaussian_neighbours(features, scale, n_queries, magnitude, generator),
@@ -196,6 +192,10 @@ def make_queries(features: np.ndarray, sample_ids: np.ndarray, modality: str, se
     target and shadow (the spec's corrected default). With `compat: true` the shadow gets its own
     draw (kind `augment-shadow`), as TDDBench calls the augmentation once per pool.
     """
+    if modality == "text" and np.asarray(features).dtype.kind != "f":
+        raise ValueError("raw-text neighbours need BERT masked-LM substitutions with "
+                         "bert-base-uncased, which is not available offline; store the text "
+                         "dataset as float32 embeddings (N, D) to use Gaussian neighbours")
     near_opts = {**NEIGHBOUR_DEFAULTS, **(neighbour or {})}
     aug_opts = {**AUGMENT_DEFAULTS, **(augment or {})}
     pool = np.asarray(features, dtype=np.float32)

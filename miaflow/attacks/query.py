@@ -95,8 +95,21 @@ def attack_classifier(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarr
 
     F → 64 → ReLU → 32 → ReLU → 2, no feature scaling; 10% validation drawn without replacement;
     Adam (lr 1e-3), batch 128, at most 500 epochs, stop after 31 epochs without a strict gain in
-    validation accuracy and restore the best weights.
+    validation accuracy and restore the best weights. Runs on one CPU thread: the network is so
+    small that more threads only add synchronisation.
     """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _fit_and_score(train_x, train_y, test_x, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_and_score(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray,
+                   seed: int) -> np.ndarray:
     import torch
     from torch import nn
 
