@@ -72,3 +72,11 @@ ATTACK_ARTIFACTS["query-neighbor"] = {"queries": rules.query_signals.output[0]}
 ATTACK_ARTIFACTS["query-augment"] = {"queries": rules.query_signals.output[0]}
 ATTACK_ARTIFACTS["query-adv"] = {"queries": rules.query_signals.output[0],
                                  "distances": rules.hsj_distances.output[0]}
+
+# Benchmark files of the query jobs this run builds (the cost table reads them).
+_QUERY_ATTACKS = [a for a in config["attacks"] if a in ("query-neighbor", "query-augment", "query-adv")]
+QUERY_BENCHMARKS = [
+    *(expand(rules.make_queries.benchmark, dataset=wf.datasets(config)) if _QUERY_ATTACKS else []),
+    *(per_experiment(rules.query_signals.benchmark) if _QUERY_ATTACKS else []),
+    *(per_experiment(rules.hsj_distances.benchmark) if "query-adv" in _QUERY_ATTACKS else []),
+]

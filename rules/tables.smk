@@ -32,6 +32,7 @@ rule cost_table:
             *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
             *per_shard(rules.train_shard.benchmark),
             *per_shard(rules.compute_signals.benchmark),
+            *QUERY_BENCHMARKS,
             *[f for a in config["attacks"] for f in per_experiment(rules.score_attack.benchmark, attack=a)],
             *per_experiment(rules.compute_metrics.benchmark),
             rules.collect_metrics.benchmark,
