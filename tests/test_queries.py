@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -386,3 +388,47 @@ def test_query_augment_learns_from_the_shadow_membership(tmp_path, shadow_kind):
     assert roc_auc_score(target_members, run_attack("query-augment", inputs)) > 0.9
     flipped = AttackInputs(**{**inputs.__dict__, "reference_keep": ~shadow_members[None]})
     assert roc_auc_score(target_members, run_attack("query-augment", flipped)) < 0.1
+
+
+# --- the rules, through the real snakemake ---------------------------------------------------------
+
+def test_query_rules_run_through_snakemake(tmp_path, repo):
+    """The hook end to end: score_attack of each query attack pulls its artifacts from the rules."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pandas as pd
+    import yaml
+
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ["Snakefile", "rules", "scripts", "miaflow", "profiles"]:
+        source = repo / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, root / name)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["experiments"] = [{"dataset": "digits", "arch": "lr"}]
+    params["splits"].update(repeats=2, n_reference=2, n_population=2)
+    params["training"]["models_per_job"] = 6
+    params["attacks"] = ["query-neighbor", "query-augment", "query-adv"]
+    params["attack_options"]["query-adv"] = {"max_iter": 2, "max_eval": 100, "init_eval": 20,
+                                             "boundary_eva_num": 40}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    scores = [f"results/evaluate/scores/digits/lr/{a}.parquet" for a in params["attacks"]]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(["snakemake", *scores, "--cores", "2"], cwd=root, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    queries = pd.read_parquet(root / "results/train/queries/digits/queries.parquet")
+    assert set(queries["query_kind"]) == {ORIG, NEIGHBOUR, AUGMENT}
+    outputs = pd.read_parquet(root / "results/train/queries/digits/lr/outputs.parquet",
+                              columns=["model_id"])
+    assert set(outputs["model_id"]) == {"target-0", "target-1", "reference-0"}
+    adv = pd.read_parquet(root / scores[2])
+    assert len(adv) == 2 * 40 and adv["score"].notna().all()
+    for path in scores[:2]:
+        assert len(pd.read_parquet(root / path)) == 2 * 898  # |T| of digits
