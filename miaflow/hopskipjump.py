@@ -22,6 +22,8 @@ MAX_HALVINGS = 40  # guard of the step-size search (ART loops until success)
 
 @dataclass(frozen=True)
 class Budget:
+    """Query budget of one HopSkipJump run (defaults: the paper's, i.e. ART's)."""
+
     max_iter: int = 50
     max_eval: int = 10000
     init_eval: int = 100
@@ -65,7 +67,7 @@ def hopskipjump(is_adversarial: Callable, x, clip: tuple[float, float], budget: 
                                         (low, high), generator)
         distance = torch.linalg.vector_norm(current_live - origin, dim=1)
         current_live = _step(is_adversarial, current_live, live, direction,
-                             2.0 * distance / np.sqrt(k + 1)).clamp(low, high)
+                             2.0 * distance / np.sqrt(k + 1), (low, high))
 
     current[live] = current_live
     success = torch.zeros(batch, dtype=torch.bool)
@@ -104,8 +106,8 @@ def _gradient_direction(is_adversarial, current, rows, delta, n_eval: int, clip,
     return grad / torch.linalg.vector_norm(grad, dim=1, keepdim=True).clamp_min(1e-30)
 
 
-def _step(is_adversarial, current, rows, direction, epsilon):
-    """Halve ε (before every trial) until current + ε·direction is adversarial."""
+def _step(is_adversarial, current, rows, direction, epsilon, clip):
+    """Halve ε (before every trial) until the clipped current + ε·direction is adversarial."""
     import torch
 
     epsilon = epsilon.clone()
@@ -114,7 +116,7 @@ def _step(is_adversarial, current, rows, direction, epsilon):
     for _ in range(MAX_HALVINGS):
         epsilon[pending] /= 2.0
         index = torch.nonzero(pending).flatten()
-        trial = current[index] + epsilon[index, None] * direction[index]
+        trial = (current[index] + epsilon[index, None] * direction[index]).clamp(*clip)
         hit = is_adversarial(trial, rows[index])
         result[index[hit]] = trial[hit]
         pending[index[hit]] = False

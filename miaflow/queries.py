@@ -16,7 +16,7 @@ features; query index 0 is the original sample (kind `orig`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,7 +220,8 @@ def info_metadata(info: Mapping[str, Any]) -> dict[str, str]:
 # --- model outputs on the queries ----------------------------------------------------------------
 
 def query_outputs(blocks: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]],
-                  labels: np.ndarray, model_ids: Sequence[str], logits_of: Any) -> pa.Table:
+                  labels: np.ndarray, model_ids: Sequence[str],
+                  logits_of: Callable[[np.ndarray], np.ndarray]) -> pa.Table:
     """Logits and signals of every model on every query block, long format (ALGORITHMS.md 9.1).
 
     `logits_of(features)` returns (len(model_ids), n, C) logits; it is called once on all queries.
