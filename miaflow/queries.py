@@ -57,7 +57,10 @@ class QuerySet:
         return pa.concat_tables(blocks)
 
 
-def read_queries(table: pa.Table, feature_shape: Sequence[int]) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+Blocks = dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]  # (kind, index) -> (ids, features)
+
+
+def read_queries(table: pa.Table, feature_shape: Sequence[int]) -> Blocks:
     """(kind, index) -> (sample ids, features (n, *feature_shape)) from a queries table."""
     kinds = table.column("query_kind").to_numpy(zero_copy_only=False)
     index = table.column("query_index").to_numpy()
@@ -219,8 +222,7 @@ def info_metadata(info: Mapping[str, Any]) -> dict[str, str]:
 
 # --- model outputs on the queries ----------------------------------------------------------------
 
-def query_outputs(blocks: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]],
-                  labels: np.ndarray, model_ids: Sequence[str],
+def query_outputs(blocks: Blocks, labels: np.ndarray, model_ids: Sequence[str],
                   logits_of: Callable[[np.ndarray], np.ndarray]) -> pa.Table:
     """Logits and signals of every model on every query block, long format (ALGORITHMS.md 9.1).
 
