@@ -6,6 +6,7 @@ job can also be run (and tested) from plain Python.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -359,3 +360,111 @@ def query_ref(data: str | Path, splits: str | Path, models: Paths, arch_name: st
         table = canary_table(ids, [modules[m] for m in ids], canaries, points, loaded.labels[points])
     log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))
     io.write_parquet(output, table, {"data_hash": loaded.content_hash()})
+
+
+# --- query-based attacks -------------------------------------------------------------------------
+
+def make_queries(data: str | Path, splits: str | Path, dataset: str,
+                 neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int,
+                 output: str | Path) -> None:
+    """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
+    from miaflow.data import read_dataset
+    from miaflow.queries import info_metadata
+    from miaflow.queries import make_queries as generate
+
+    loaded = read_dataset(data)
+    pool = read_splits(splits).target_samples
+    queries = generate(loaded.features[pool], pool, loaded.modality, seed, dataset,
+                       neighbour, augment)
+    log.info("%s: %s queries over %d samples", dataset,
+             {kind: len(v) for kind, v in queries.features.items()}, len(pool))
+    io.write_parquet(output, queries.to_table(),
+                     {"data_hash": loaded.content_hash(), **info_metadata(queries.info)})
+
+
+def query_signals(data: str | Path, queries: str | Path, models: Paths, threads: int,
+                  output: str | Path) -> None:
+    """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
+    from miaflow.data import read_dataset
+    from miaflow.queries import query_outputs, read_queries
+    from miaflow.splits import role_of
+    from miaflow.training import load_shard, shard_logits
+
+    loaded = read_dataset(data)
+    meta = io.read_parquet_metadata(queries)
+    if meta["data_hash"] != loaded.content_hash():
+        raise ValueError(f"{queries} was generated from other data than {data}")
+    blocks = read_queries(pq.read_table(queries), loaded.feature_shape)
+    shards = [load_shard(path) for path in models]
+    wanted = [(weights, {**metadata, "model_ids": [m for m in metadata["model_ids"]
+                                                    if role_of(m) == "target" or m == "reference-0"]})
+              for weights, metadata in shards]
+    model_ids = [m for _, metadata in wanted for m in metadata["model_ids"]]
+
+    def logits_of(features: np.ndarray) -> np.ndarray:
+        return np.concatenate([shard_logits(w, m, features) for w, m in wanted if m["model_ids"]])
+
+    with _compute_session(shards[0][1]["arch"], threads):
+        table = query_outputs(blocks, loaded.labels, model_ids, logits_of)
+    log.info("%d models x %d query blocks", len(model_ids), len(blocks))
+    io.write_parquet(output, table, {"data_hash": meta["data_hash"], "queries": meta["queries"]})
+
+
+def hsj_distances(data: str | Path, splits: str | Path, models: Paths, dataset: str, arch: str,
+                  options: Mapping[str, Any], seed: int, threads: int, output: str | Path) -> None:
+    """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset.
+
+    Other modalities need no distances (Query-adv is mean correctness under noise there): the
+    table is written empty so that the rule's output exists for every experiment.
+    """
+    from miaflow.data import read_dataset
+    from miaflow.hopskipjump import PAPER, Budget, boundary_distances
+    from miaflow.queries import evaluated_subset
+    from miaflow.seeding import derive_seed
+    from miaflow.splits import role_of
+    from miaflow.training import load_shard
+
+    loaded = read_dataset(data)
+    opts = {**PAPER, **options}
+    frames = [pd.DataFrame({"model_id": pd.Series(dtype=str), "sample_id": pd.Series(dtype=np.int64),
+                            "distance": pd.Series(dtype=np.float64),
+                            "success": pd.Series(dtype=bool)})]
+    if loaded.modality == "image":
+        subset = np.sort(evaluated_subset(read_splits(splits).target_samples,
+                                          int(opts["boundary_eva_num"]), seed, dataset))
+        budget = Budget(*(int(opts[k]) for k in ("max_iter", "max_eval", "init_eval", "init_size")))
+        for path in models:
+            weights, metadata = load_shard(path)
+            with _compute_session(metadata["arch"], threads):
+                for model in (m for m in metadata["model_ids"] if role_of(m) == "target"):
+                    logits_of = _torch_classifier(metadata, weights[model], loaded.feature_shape)
+                    distance, success = boundary_distances(
+                        logits_of, loaded.features[subset], loaded.labels[subset], budget,
+                        int(opts["batch_size"]), derive_seed(seed, "queries", dataset, arch, "hsj", model))
+                    log.info("%s: %d points, %d attacks succeeded, mean distance %.4f", model,
+                             len(subset), success.sum(), distance.mean())
+                    frames.append(pd.DataFrame({"model_id": model, "sample_id": subset,
+                                                "distance": distance, "success": success}))
+    io.write_parquet(output, pd.concat(frames, ignore_index=True),
+                     {"data_hash": loaded.content_hash(), "hsj": json.dumps(opts, sort_keys=True)})
+
+
+def _torch_classifier(metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray],
+                      feature_shape: tuple[int, ...]):
+    """A function from a torch batch to logits, for any model kind (torch modules built once)."""
+    import torch
+
+    from miaflow.training import LEARNERS, torch_device
+    from miaflow.workflow import TORCH_KINDS
+
+    arch, n_classes = metadata["arch"], metadata["n_classes"]
+    if arch["kind"] not in TORCH_KINDS:
+        learner = LEARNERS[arch["kind"]]
+        return lambda x: torch.from_numpy(learner.logits(arch, weights, x.numpy(), n_classes))
+    from miaflow.models import build_torch_model
+
+    device = torch_device()
+    model = build_torch_model(arch, feature_shape, n_classes)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    model = model.to(device).eval()
+    return lambda x: model(x.to(device)).float().cpu()

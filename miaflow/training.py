@@ -71,7 +71,7 @@ def _predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.nda
     outputs = []
     with torch.no_grad():
         for start in range(0, len(features), batch_size):
-            batch = torch.from_numpy(features[start:start + batch_size]).to(device)
+            batch = torch.tensor(features[start:start + batch_size]).to(device)  # a copy: inputs may be read-only
             outputs.append(model(batch).float().cpu().numpy())
     return np.concatenate(outputs)
 

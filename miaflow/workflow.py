@@ -79,3 +79,10 @@ def attacks_for(config: Mapping[str, Any], dataset: str) -> list[str]:
 
     modality = DATASETS[dataset].modality
     return [a for a in config["attacks"] if modality in ATTACKS[a].modalities]
+
+
+def modality(dataset: str) -> str:
+    """'image' or 'tabular', from the dataset registry (known before any data is loaded)."""
+    from miaflow.data import DATASETS
+
+    return DATASETS[dataset].modality

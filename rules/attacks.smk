@@ -4,7 +4,7 @@ rule score_attack:
         splits=rules.make_splits.output[0],
         signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
         artifacts=lambda w: [pattern.format(**w) for pattern in ATTACK_ARTIFACTS.get(w.attack, {}).values()],
-        code=package("splits", "signals", "attacks"),
+        code=package("splits", "signals", "queries", "attacks"),
     output:
         "results/evaluate/scores/{dataset}/{arch}/{attack}.parquet",
     params:

@@ -58,6 +58,7 @@ rule cost_table:
             *per_shard(rules.train_shard.benchmark),
             *per_shard(rules.compute_signals.benchmark),
             *query_model_benchmarks(),
+            *QUERY_BENCHMARKS,
             *[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
               for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d)],
             *per_experiment(rules.compute_metrics.benchmark),

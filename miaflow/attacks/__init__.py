@@ -7,6 +7,7 @@ its score function; `run_attack` runs one on `AttackInputs` (signals only, highe
 from miaflow.attacks import (  # noqa: F401  (importing registers the attacks)
     learning,
     metric,
+    query,
     query_models,
     reference,
     song_mittal,
