@@ -96,10 +96,13 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
 
 
 def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `overrides` applied: mappings merge key by key, anything else is replaced."""
+    """`base` with `overrides` applied: mappings merge key by key, anything else is replaced,
+    and None removes the key (e.g. a local `path`, so that a profile downloads instead)."""
     merged = dict(base)
     for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
             merged[key] = _merged(merged[key], value)
         else:
             merged[key] = value
