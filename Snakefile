@@ -23,7 +23,8 @@ except ConfigError as error:
 config.clear()
 config.update(effective)
 
-EXPERIMENTS = wf.experiments(config)
+EXPERIMENTS = wf.experiments(config)  # (dataset, label): what is attacked and reported
+TRAINED = wf.trained(config)  # (dataset, arch): whose models are trained
 SHARDS = wf.shards(config)
 # Artifacts an attack reads beside the signal store, by attack id: {name: path pattern with
 # {dataset} and {arch}}. The rule files of attack-specific stages (e.g. queries) add to it.
@@ -39,20 +40,28 @@ def package(*modules):
 
 
 def per_experiment(pattern, **extra):
-    """`pattern` filled in for every (dataset, arch) experiment."""
+    """`pattern` filled in for every (dataset, label) experiment."""
     return [pattern.format(dataset=d, arch=a, **extra) for d, a in EXPERIMENTS]
 
 
 def attack_artifacts(prefix):
     """Artifacts under `prefix` read by the configured attacks, for every experiment they apply to."""
     return sorted({pattern.format(dataset=d, arch=a) for d, a in EXPERIMENTS
-                   for attack in wf.attacks_for(config, d)
+                   for attack in wf.attacks_for(config, d, a)
                    for pattern in ATTACK_ARTIFACTS.get(attack, {}).values() if pattern.startswith(prefix)})
 
 
 def per_shard(pattern):
-    """`pattern` filled in for every experiment and training shard."""
-    return [f for shard in range(len(SHARDS)) for f in per_experiment(pattern, shard=shard)]
+    """`pattern` filled in for every trained (dataset, arch) and training shard."""
+    return [pattern.format(dataset=d, arch=a, shard=shard)
+            for shard in range(len(SHARDS)) for d, a in TRAINED]
+
+
+def shard_signals(which):
+    """Input function: the signal shards of an experiment's target (`which` = wf.target_arch) or
+    reference (wf.reference_arch) models."""
+    return lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)),
+                            dataset=w.dataset, arch=which(w.arch))
 
 
 wildcard_constraints:

@@ -54,32 +54,42 @@ def _schema_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _architecture_problems(where: str, key: str, arch: str, dataset: str,
+                           config: Mapping[str, Any]) -> list[str]:
+    """Why architecture `arch` (an experiment's `key`) cannot train on `dataset`, if it cannot."""
+    from miaflow.data import DATASETS, dataset_options
+
+    architectures = config["architectures"]
+    if arch not in architectures:
+        return [f"{where}.{key}: {arch!r} is not a key of architectures "
+                f"(known: {', '.join(sorted(architectures))})"]
+    kind, modality = architectures[arch]["kind"], DATASETS[dataset].modality
+    named = f"{where}: architecture {arch!r} ({kind})"
+    if kind in IMAGE_ONLY_KINDS and modality != "image":
+        return [f"{named} needs image data, but {dataset!r} is {modality}"]
+    if kind in TEXT_ONLY_KINDS and modality != "text":
+        return [f"{named} needs text data, but {dataset!r} is {modality}"]
+    if modality == "text":
+        options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
+        wanted = "text" if kind in TEXT_ONLY_KINDS else "embedding"
+        if options["representation"] != wanted:
+            return [f"{named} reads {dataset!r} as {wanted}: set "
+                    f"datasets.{dataset}.representation to {wanted!r}"]
+    return []
+
+
 def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     """Cross-key rules JSON Schema cannot express (the config already matches the schema)."""
     from miaflow.attacks import ATTACKS
-    from miaflow.data import DATASETS, dataset_options
     from miaflow.metrics import metric_names
 
     problems = []
-    architectures = config["architectures"]
     for i, experiment in enumerate(config["experiments"]):
-        dataset, arch = experiment["dataset"], experiment["arch"]
-        if arch not in architectures:
-            problems.append(f"experiments[{i}].arch: {arch!r} is not a key of architectures "
-                            f"(known: {', '.join(sorted(architectures))})")
-        elif architectures[arch]["kind"] in IMAGE_ONLY_KINDS and DATASETS[dataset].modality != "image":
-            problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
-                            f"needs image data, but {dataset!r} is {DATASETS[dataset].modality}")
-        elif architectures[arch]["kind"] in TEXT_ONLY_KINDS and DATASETS[dataset].modality != "text":
-            problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
-                            f"needs text data, but {dataset!r} is {DATASETS[dataset].modality}")
-        elif DATASETS[dataset].modality == "text":
-            options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
-            wanted = "text" if architectures[arch]["kind"] in TEXT_ONLY_KINDS else "embedding"
-            if options["representation"] != wanted:
-                problems.append(f"experiments[{i}]: architecture {arch!r} ({architectures[arch]['kind']}) "
-                                f"reads {dataset!r} as {wanted}: set datasets.{dataset}.representation "
-                                f"to {wanted!r}")
+        dataset = experiment["dataset"]
+        for key in ("arch", "ref_arch"):
+            if key in experiment:
+                problems += _architecture_problems(f"experiments[{i}]", key, experiment[key],
+                                                   dataset, config)
     available = {"reference": config["splits"]["n_reference"],
                  "population": config["splits"]["n_population"]}
     for i, attack in enumerate(config["attacks"]):

@@ -102,29 +102,40 @@ def compute_signals(data: str | Path, models: str | Path, threads: int, output: 
                                        "models_sha256": io.sha256_file(models)})
 
 
-def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mapping[str, Any],
-                 dataset: str, arch: str, seed: int, output: str | Path,
-                 artifacts: Mapping[str, str | Path] | None = None) -> None:
+def _signal_stores(splits: str | Path, signals: Paths, reference_signals: Paths):
+    """The splits, the target models' signal store and the reference models' one (the same
+    store unless the references have another architecture), after checking that every shard
+    was computed on the data the splits were drawn from."""
+    from miaflow.signals import SignalStore
+
+    expected = io.read_parquet_metadata(splits)["data_hash"]
+    for path in [*signals, *reference_signals]:
+        if io.read_parquet_metadata(path)["data_hash"] != expected:
+            raise ValueError(f"{path} was computed on other data than the splits {splits}")
+    store = SignalStore.read(list(signals))
+    same = sorted(map(str, signals)) == sorted(map(str, reference_signals))
+    return read_splits(splits), store, store if same else SignalStore.read(list(reference_signals))
+
+
+def score_attack(splits: str | Path, signals: Paths, reference_signals: Paths, attack: str,
+                 options: Mapping[str, Any], dataset: str, arch: str, seed: int,
+                 output: str | Path, artifacts: Mapping[str, str | Path] | None = None) -> None:
     """Scores of one attack against every target model (repeat) of one experiment.
 
+    `signals` are the shards of the target models' architecture, `reference_signals` those of
+    the reference models' one (the same files unless the experiment sets `ref_arch`).
     `artifacts` names the files beyond the signal store that this attack reads (queries, ...).
     Samples a `subset` attack did not evaluate (NaN scores) are left out of the table.
     """
     from miaflow.attacks import ATTACKS, attack_inputs, run_attack
     from miaflow.seeding import derive_seed
-    from miaflow.signals import SignalStore
 
-    expected = io.read_parquet_metadata(splits)["data_hash"]
-    for path in signals:
-        if io.read_parquet_metadata(path)["data_hash"] != expected:
-            raise ValueError(f"{path} was computed on other data than the splits {splits}")
-    keep = read_splits(splits)
-    store = SignalStore.read(list(signals))
+    keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
     frames = []
     for repeat in range(len(keep.models("target"))):
         inputs, is_member = attack_inputs(
             store, keep, repeat, options, seed=derive_seed(seed, "attack", dataset, arch, attack, repeat),
-            extra=artifacts)
+            extra=artifacts, reference_store=reference_store)
         scores = run_attack(attack, inputs)
         evaluated = ~np.isnan(scores) if ATTACKS[attack].subset else np.ones(len(scores), bool)
         frames.append(pd.DataFrame({
@@ -135,26 +146,26 @@ def score_attack(splits: str | Path, signals: Paths, attack: str, options: Mappi
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
 
 
-def reference_sweep(splits: str | Path, signals: Paths, attacks: Sequence[str],
-                    counts: Sequence[int], options: Mapping[str, Mapping[str, Any]], dataset: str,
-                    arch: str, seed: int, output: str | Path) -> None:
+def reference_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
+                    attacks: Sequence[str], counts: Sequence[int],
+                    options: Mapping[str, Mapping[str, Any]], dataset: str, arch: str, seed: int,
+                    output: str | Path) -> None:
     """AUROC of reference-based attacks using only the first k reference models, per k and
     target model (TDDBench Fig. 4: how much the attacks gain from more reference models)."""
     from sklearn.metrics import roc_auc_score
 
     from miaflow.attacks import attack_inputs, run_attack
     from miaflow.seeding import derive_seed
-    from miaflow.signals import SignalStore
 
-    keep = read_splits(splits)
-    store = SignalStore.read(list(signals))
+    keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
     rows = []
     for repeat in range(len(keep.models("target"))):
         for count in counts:
             for attack in attacks:
                 inputs, is_member = attack_inputs(
                     store, keep, repeat, options.get(attack, {}), n_reference=count,
-                    seed=derive_seed(seed, "attack", dataset, arch, attack, repeat))
+                    seed=derive_seed(seed, "attack", dataset, arch, attack, repeat),
+                    reference_store=reference_store)
                 auroc = roc_auc_score(is_member, run_attack(attack, inputs))
                 rows.append((dataset, arch, attack, repeat, count, float(auroc)))
     io.write_parquet(output, pd.DataFrame(rows, columns=["dataset", "target_model", "attack",
@@ -221,8 +232,8 @@ def make_tables(metrics: str | Path, tests: str | Path, models: str | Path, tabl
 def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, scoring_benchmarks: Paths,
                  tables_dir: str | Path, experiments: Sequence[tuple[str, str]],
                  gap_figure: str | Path, sweep_figures: Paths) -> None:
-    """TDDBench's further tables and figures: AUROC across architectures (Table 5), attack
-    families with cost (Table 7), all metrics per experiment (Tables 14–16), AUROC against the
+    """TDDBench's further tables and figures: AUROC across architectures (Table 5), with
+    references of another architecture (Table 6), attack families with cost (Table 7), all metrics per experiment (Tables 14–16), AUROC against the
     generalisation gap (Fig. 2) and against the number of reference models (Fig. 4)."""
     from miaflow import tables
     from miaflow.attacks import ATTACKS
@@ -235,6 +246,7 @@ def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, scoring
     benchmarks = tables.read_benchmarks([Path(p) for p in scoring_benchmarks], Path("results"))
     named = [("by_architecture", tables.auroc_by_architecture(means)),
              ("families", tables.family_table(means, benchmarks, families)),
+             ("reference_mismatch", tables.reference_mismatch_table(means)),
              *[(f"metrics-{d}-{a}", tables.all_metrics_table(means, d, a)) for d, a in experiments]]
     for name, table in named:
         tables.write_table(table, tables_dir / name, table.attrs["caption"])

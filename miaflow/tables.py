@@ -134,6 +134,29 @@ def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def reference_mismatch_table(summary: pd.DataFrame, separator: str = "_ref_") -> pd.DataFrame:
+    """TDDBench Table-6 layout: AUROC when the reference (and shadow) models have another
+    architecture than the target, beside the matched setting, for every dataset and target
+    architecture that has such an experiment. Columns are "dataset: target ← reference"."""
+    auroc = summary[summary["metric"] == "auroc"]
+    labels = auroc["target_model"].str.split(separator)
+    auroc = auroc.assign(target=labels.str[0], reference=labels.str[-1])
+    mixed = auroc.loc[auroc["target"] != auroc["reference"], ["dataset", "target"]].drop_duplicates()
+    shown = auroc.merge(mixed, on=["dataset", "target"])
+    cells = shown.assign(
+        column=shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"],
+        cell=[format_mean_std(m, s) for m, s in zip(shown["mean"], shown["std"])])
+    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
+    table = table.rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        "AUROC when the reference, population and shadow models have the architecture after the "
+        "arrow and the target the one before it (limited knowledge), beside the matched setting: "
+        f"mean ± standard deviation over {_count_text(shown['n_repeats']) if len(shown) else 0} "
+        "target models, ddof = 1. Query attacks are not run with mismatched references."
+    )
+    return table
+
+
 def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) -> pd.DataFrame:
     """TDDBench Tables 14–16 layout: every metric (columns) of every attack (rows) on one
     dataset and target architecture, "mean ± std" over repeats."""

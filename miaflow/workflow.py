@@ -14,9 +14,36 @@ from miaflow.splits import planned_model_ids
 TORCH_KINDS = frozenset({"mlp", "cnn", "wrn28_2", "resnet18", "vgg11", "mobilenetv2", "transformer"})
 
 
+REFERENCE_SEPARATOR = "_ref_"
+
+
+def experiment_label(arch: str, ref_arch: str | None = None) -> str:
+    """How results name an experiment: its target architecture, plus `_ref_<arch>` when the
+    reference, population and shadow models have another one (TDDBench Table 6)."""
+    return arch if ref_arch in (None, arch) else f"{arch}{REFERENCE_SEPARATOR}{ref_arch}"
+
+
+def target_arch(label: str) -> str:
+    """The target models' architecture of an experiment label."""
+    return label.split(REFERENCE_SEPARATOR)[0]
+
+
+def reference_arch(label: str) -> str:
+    """The reference models' architecture of an experiment label."""
+    return label.split(REFERENCE_SEPARATOR)[-1]
+
+
 def experiments(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(dataset, arch) pairs, in params.yaml order."""
-    return [(e["dataset"], e["arch"]) for e in config["experiments"]]
+    """(dataset, experiment label) pairs, in params.yaml order: what is attacked and reported."""
+    return [(e["dataset"], experiment_label(e["arch"], e.get("ref_arch")))
+            for e in config["experiments"]]
+
+
+def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(dataset, arch) pairs whose models are trained: every target and reference architecture."""
+    pairs = [(d, arch) for d, label in experiments(config)
+             for arch in (target_arch(label), reference_arch(label))]
+    return list(dict.fromkeys(pairs))
 
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
@@ -72,13 +99,17 @@ def swept_attacks(config: Mapping[str, Any]) -> list[str]:
             and "reference" in ATTACKS[a].needs]
 
 
-def attacks_for(config: Mapping[str, Any], dataset: str) -> list[str]:
-    """The configured attacks that apply to `dataset`'s modality (e.g. Query-ref: images only)."""
+def attacks_for(config: Mapping[str, Any], dataset: str, label: str | None = None) -> list[str]:
+    """The configured attacks that apply to an experiment: those for `dataset`'s modality (e.g.
+    Query-ref: images only) and, when the references have another architecture than the target
+    (`label`), not the query family, whose artifacts are built per architecture."""
     from miaflow.attacks import ATTACKS
     from miaflow.data import DATASETS
 
     modality = DATASETS[dataset].modality
-    return [a for a in config["attacks"] if modality in ATTACKS[a].modalities]
+    mixed = label is not None and target_arch(label) != reference_arch(label)
+    return [a for a in config["attacks"] if modality in ATTACKS[a].modalities
+            and not (mixed and ATTACKS[a].family == "query")]
 
 
 def modality(dataset: str) -> str:

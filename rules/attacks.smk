@@ -2,7 +2,8 @@ rule score_attack:
     """Membership scores of one attack for every target model (higher = member)."""
     input:
         splits=rules.make_splits.output[0],
-        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        signals=shard_signals(wf.target_arch),
+        reference_signals=shard_signals(wf.reference_arch),
         artifacts=lambda w: [pattern.format(**w) for pattern in ATTACK_ARTIFACTS.get(w.attack, {}).values()],
         code=package("splits", "signals", "queries", "attacks"),
     output:

@@ -1,7 +1,7 @@
 rule compute_metrics:
     """All metrics per attack and target model, with Clopper-Pearson intervals and ROC curves."""
     input:
-        scores=lambda w: expand(rules.score_attack.output[0], attack=wf.attacks_for(config, w.dataset), **w),
+        scores=lambda w: expand(rules.score_attack.output[0], attack=wf.attacks_for(config, w.dataset, w.arch), **w),
         code=package("metrics"),
     output:
         metrics="results/evaluate/metrics/{dataset}/{arch}.parquet",
@@ -52,7 +52,8 @@ rule reference_sweep:
     """AUROC of the reference-based attacks with 2, 4, … up to all reference models."""
     input:
         splits=rules.make_splits.output[0],
-        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        signals=shard_signals(wf.target_arch),
+        reference_signals=shard_signals(wf.reference_arch),
         code=package("splits", "signals", "attacks"),
     output:
         "results/evaluate/sweep/{dataset}/{arch}.parquet",

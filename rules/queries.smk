@@ -74,9 +74,11 @@ ATTACK_ARTIFACTS["query-adv"] = {"queries": rules.query_signals.output[0],
                                  "distances": rules.hsj_distances.output[0]}
 
 # Benchmark files of the query jobs this run builds (the cost table reads them).
-_QUERY_ATTACKS = [a for a in config["attacks"] if a in ("query-neighbor", "query-augment", "query-adv")]
-QUERY_BENCHMARKS = [
-    *(expand(rules.make_queries.benchmark, dataset=wf.datasets(config)) if _QUERY_ATTACKS else []),
-    *(per_experiment(rules.query_signals.benchmark) if _QUERY_ATTACKS else []),
-    *(per_experiment(rules.hsj_distances.benchmark) if "query-adv" in _QUERY_ATTACKS else []),
-]
+_QUERY_JOBS = {"query-neighbor": [rules.query_signals], "query-augment": [rules.query_signals],
+               "query-adv": [rules.query_signals, rules.hsj_distances]}
+_QUERIED = [(d, a, attack) for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)
+            if attack in _QUERY_JOBS]
+QUERY_BENCHMARKS = sorted({
+    *[rules.make_queries.benchmark.format(dataset=d) for d, _, _ in _QUERIED],
+    *[rule.benchmark.format(dataset=d, arch=a) for d, a, attack in _QUERIED for rule in _QUERY_JOBS[attack]],
+})

@@ -84,4 +84,4 @@ def query_model_benchmarks():
     jobs = {"query-transfer": rules.query_transfer, "query-qrm": rules.query_qrm,
             "query-ref": rules.query_ref}
     return [jobs[attack].benchmark.format(dataset=d, arch=a) for d, a in EXPERIMENTS
-            for attack in wf.attacks_for(config, d) if attack in jobs]
+            for attack in wf.attacks_for(config, d, a) if attack in jobs]

@@ -25,17 +25,18 @@ rule tables:
 
 
 rule study_tables:
-    """TDDBench Tables 5, 7, 14–16 and Figures 2 and 4 (AUROC vs gap, vs number of references)."""
+    """TDDBench Tables 5, 6, 7, 14–16 and Figures 2 and 4 (AUROC vs gap, vs number of references)."""
     input:
         metrics=rules.collect_metrics.output.metrics,
         models=rules.collect_models.output[0],
         sweeps=per_experiment(rules.reference_sweep.output[0]),
         scoring=[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
-                 for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d)],
+                 for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)],
         code=package("metrics", "tables", "attacks"),
     output:
         by_architecture=multiext("results/tables/by_architecture", *TABLE_FORMATS),
         families=multiext("results/tables/families", *TABLE_FORMATS),
+        reference_mismatch=multiext("results/tables/reference_mismatch", *TABLE_FORMATS),
         per_experiment=[f for suffix in TABLE_FORMATS for f in per_experiment(f"results/tables/metrics-{{dataset}}-{{arch}}{suffix}")],
         gap="results/figures/auroc-vs-gap.png",
         sweeps=per_experiment("results/figures/reference-sweep-{dataset}-{arch}.png"),
@@ -60,7 +61,7 @@ rule cost_table:
             *query_model_benchmarks(),
             *QUERY_BENCHMARKS,
             *[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
-              for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d)],
+              for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)],
             *per_experiment(rules.compute_metrics.benchmark),
             *per_experiment(rules.reference_sweep.benchmark),
             rules.study_tables.benchmark,

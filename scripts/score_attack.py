@@ -2,7 +2,8 @@
 from miaflow import jobs
 
 with jobs.job_log(snakemake.log[0]):
-    jobs.score_attack(snakemake.input.splits, snakemake.input.signals, snakemake.wildcards.attack,
+    jobs.score_attack(snakemake.input.splits, snakemake.input.signals,
+                      snakemake.input.reference_signals, snakemake.wildcards.attack,
                       snakemake.params.options, snakemake.wildcards.dataset, snakemake.wildcards.arch,
                       snakemake.params.seed, snakemake.output[0],
                       dict(zip(snakemake.params.artifact_names, snakemake.input.artifacts)))

@@ -253,3 +253,14 @@ def test_metric_attacks_negate_loss_like_signals():
                 "metric-ent": [-0.3, -1.5], "metric-ment": [-0.2, -3.0]}
     for name, scores in expected.items():
         np.testing.assert_allclose(run_attack(name, inputs), scores)
+
+
+def test_references_can_come_from_another_store(tmp_path):
+    """With `ref_arch`, targets come from one architecture's shards and references from another's."""
+    store, splits = _write_toy_store(tmp_path / "a")
+    other, _ = _write_toy_store(tmp_path / "b", n_reference=16, n_population=16)
+    inputs, _ = attack_inputs(store, splits, repeat=0, options={}, reference_store=other)
+    np.testing.assert_array_equal(inputs.reference["phi"], other.matrix(splits.models("reference"), "phi",
+                                                                          splits.target_samples))
+    np.testing.assert_array_equal(inputs.target["phi"], store.matrix(["target-0"], "phi",
+                                                                     splits.target_samples)[0])

@@ -217,3 +217,12 @@ def test_study_figures_are_deterministic_pngs(tmp_path):
     for stem in ("gap", "sweep"):
         first = (tmp_path / f"{stem}-a.png").read_bytes()
         assert first[:8] == PNG_MAGIC and first == (tmp_path / f"{stem}-b.png").read_bytes()
+
+
+def test_reference_mismatch_table_sets_mixed_references_beside_matched_ones():
+    rows = [("d1", "mlp", "model-loss", "auroc", 0.8, 0.01), ("d1", "mlp_ref_lr", "model-loss", "auroc", 0.7, 0.02),
+            ("d1", "cnn", "model-loss", "auroc", 0.6, 0.01)]
+    summary = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"])
+    table = tables.reference_mismatch_table(summary.assign(n_repeats=5))
+    assert list(table.columns) == ["attack", "d1: mlp ← lr", "d1: mlp ← mlp"]  # no cnn: never mixed
+    assert table.iloc[0]["d1: mlp ← lr"] == "0.700 ± 0.020"

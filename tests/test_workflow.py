@@ -37,3 +37,20 @@ def test_reference_counts_double_up_to_all_reference_models():
     assert reference_counts({"splits": {"n_reference": 16}}) == [2, 4, 8, 16]
     assert reference_counts({"splits": {"n_reference": 6}}) == [2, 4, 6]
     assert reference_counts({"splits": {"n_reference": 0}}) == []
+
+
+def test_experiments_with_references_of_another_architecture():
+    from miaflow import workflow as wf
+
+    config = {"experiments": [{"dataset": "digits", "arch": "cnn"},
+                              {"dataset": "purchase", "arch": "mlp", "ref_arch": "lr"},
+                              {"dataset": "purchase", "arch": "mlp", "ref_arch": "mlp"}],
+              "attacks": ["metric-loss", "model-lira", "query-neighbor", "query-ref"]}
+    assert wf.experiments(config) == [("digits", "cnn"), ("purchase", "mlp_ref_lr"), ("purchase", "mlp")]
+    assert wf.trained(config) == [("digits", "cnn"), ("purchase", "mlp"), ("purchase", "lr")]
+    assert (wf.target_arch("mlp_ref_lr"), wf.reference_arch("mlp_ref_lr")) == ("mlp", "lr")
+    assert wf.reference_arch("mlp") == wf.target_arch("mlp") == "mlp"
+    # Query attacks build their artifacts per architecture: not run with mismatched references.
+    assert wf.attacks_for(config, "purchase", "mlp_ref_lr") == ["metric-loss", "model-lira"]
+    assert wf.attacks_for(config, "purchase", "mlp") == ["metric-loss", "model-lira", "query-neighbor"]
+    assert wf.attacks_for(config, "digits", "cnn") == config["attacks"]

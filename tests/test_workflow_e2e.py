@@ -33,7 +33,8 @@ TINY_ATTACKS = ["metric-loss", "metric-ment", "model-lira", "model-robust", "lir
 def tiny_params() -> dict:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["experiments"] = [{"dataset": "digits", "arch": "cnn"},
-                             {"dataset": "breast_cancer", "arch": "lr"}]
+                             {"dataset": "breast_cancer", "arch": "lr"},
+                             {"dataset": "breast_cancer", "arch": "lr", "ref_arch": "catboost"}]
     if SHARED_DATA.is_dir():  # the opt-in real-data path, read from the local copy
         params["experiments"].append({"dataset": "location30", "arch": "lr"})
         params["datasets"]["location30"]["path"] = str(SHARED_DATA / "location30/dataset_location.tgz")
@@ -100,7 +101,7 @@ def test_metrics_contract(project):
 
 def test_tables_and_figures(project):
     for stem in ("auroc", "accuracy", "tests", "cost", "by_architecture", "families",
-                 "metrics-digits-cnn"):
+                 "reference_mismatch", "metrics-digits-cnn"):
         for suffix in (".csv", ".md", ".tex"):
             assert (project / "results/tables" / f"{stem}{suffix}").stat().st_size > 0
     figures = {p.name for p in (project / "results/figures").iterdir()}
@@ -108,6 +109,8 @@ def test_tables_and_figures(project):
     assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     auroc = pd.read_csv(project / "results/tables/auroc.csv")
     assert "±" in auroc.to_string()
+    mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
+    assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
     cost = pd.read_csv(project / "results/tables/cost.csv")
     assert {"prepare_dataset", "train_shard", "compute_signals", "score_attack"} <= set(cost["rule"])
 

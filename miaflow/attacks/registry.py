@@ -148,13 +148,15 @@ class StoredSignals(Mapping[str, np.ndarray]):
 
 def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapping[str, Any],
                   seed: int = 0, extra: Mapping[str, Any] | None = None,
-                  n_reference: int | None = None) -> tuple[AttackInputs, np.ndarray]:
+                  n_reference: int | None = None,
+                  reference_store: SignalStore | None = None) -> tuple[AttackInputs, np.ndarray]:
     """Inputs for target model `target-<repeat>` and the ground truth `is_member` over pool T.
 
     References are evaluated on the target pool T, population models (and the target, for RMIA's
     population side) on the auxiliary pool A. Missing model sets give (0, n) arrays.
     `n_reference` keeps only the first references (whole complementary pairs when even), for
-    studies of how attacks scale with the number of reference models.
+    studies of how attacks scale with the number of reference models. `reference_store` holds
+    the reference and population models when their architecture differs from the target's.
     """
     target = f"target-{repeat}"
     evaluated, auxiliary = splits.target_samples, splits.auxiliary_samples
@@ -166,10 +168,10 @@ def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapp
 
     inputs = AttackInputs(
         target=StoredSignals(store, [target], evaluated, single=True),
-        reference=StoredSignals(store, references, evaluated),
+        reference=StoredSignals(reference_store or store, references, evaluated),
         reference_keep=keep(references, evaluated),
         target_on_population=StoredSignals(store, [target], auxiliary, single=True),
-        population=StoredSignals(store, population, auxiliary),
+        population=StoredSignals(reference_store or store, population, auxiliary),
         population_keep=keep(population, auxiliary),
         options=dict(options),
         seed=seed,
