@@ -347,7 +347,7 @@ def test_query_attacks_detect_members_of_memorising_models(tmp_path, modality):
     for attack in ["query-neighbor", "query-augment", "query-adv"]:
         output = tmp_path / f"{attack}.parquet"
         needed = {k: v for k, v in artifacts.items() if k == "queries" or attack == "query-adv"}
-        jobs.score_attack(splits, [signals], attack, {}, "toy", "mlp", 0, output, needed)
+        jobs.score_attack(splits, [signals], [signals], attack, {}, "toy", "mlp", 0, output, needed)
         scores = pd.read_parquet(output)
         for repeat, part in scores.groupby("repeat"):
             auroc = roc_auc_score(part["is_member"], part["score"])

@@ -53,7 +53,8 @@ def _write_experiment(root, features, labels, n_classes, logits_of, modality="ta
 def _scores(root, splits_path, signals, attack, artifacts, options=None, repeat=1):
     """Scores of `attack` for target `repeat` through `jobs.score_attack`, and its ground truth."""
     output = root / f"{attack}.parquet"
-    jobs.score_attack(splits_path, [signals], attack, options or {}, "toy", "arch", 0, output, artifacts)
+    jobs.score_attack(splits_path, [signals], [signals], attack, options or {}, "toy", "arch", 0, output,
+                      artifacts)
     table = pd.read_parquet(output)
     return table[table["repeat"] == repeat]
 
