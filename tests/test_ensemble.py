@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import yaml
 from sklearn.metrics import roc_auc_score
 
-from miaflow import ensemble, models
+from miaflow import ensemble, models, workflow
+from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
 from miaflow.splits import make_splits
 from miaflow.training import load_shard, save_shard, shard_logits, train_models
@@ -171,3 +173,27 @@ def test_compiled_training_matches_eager():
     eager, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", arch, seed=3)
     compiled, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", dict(arch, compile=True), seed=3)
     assert max_difference(eager, compiled) < 1e-4
+
+
+def test_auto_shards_are_balanced_and_capped(repo):
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["training"]["models_per_job"] = "auto"
+    for n_reference, sizes in ((8, [21]), (64, [26, 26, 25]), (2, [15])):
+        params["splits"].update(repeats=5, n_reference=n_reference, n_population=8)
+        shards = workflow.shards(params)
+        assert [len(s) for s in shards] == sizes
+        assert sum(shards, []) == workflow.model_ids(params)
+        assert max(sizes) <= workflow.AUTO_MODELS_PER_JOB
+
+
+def test_schema_accepts_torch_options_and_rejects_them_per_model(repo):
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["architectures"]["cnn"].update(precision="bf16", compile=True, channels_last=True)
+    params["architectures"]["mlp"]["batched"] = False
+    validate(params)
+    params["architectures"]["mlp"]["precision"] = "bf16"
+    params["architectures"]["torch_lr"]["channels_last"] = True
+    with pytest.raises(ConfigError) as error:
+        validate(params)
+    assert "architectures.mlp.precision" in str(error.value)
+    assert "architectures.torch_lr.channels_last: unknown key" in str(error.value)
