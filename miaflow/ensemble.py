@@ -143,47 +143,43 @@ def _ungroup(h: torch.Tensor, members: int) -> torch.Tensor:
 
 
 class _MaskedOptimizer:
-    """torch's Adam / SGD(momentum 0.9) update, applied per member only where `active` is set.
+    """torch's own Adam / SGD(momentum 0.9) on per-member views of the stacked tensors.
 
-    Step counts are per member (Adam's bias correction), so a member that skipped steps is in the
-    state it would have reached training alone."""
+    Each step updates only the members in `active`, and each member has its own step counts
+    (Adam's bias correction), so a member that skipped steps is in the state it would have
+    reached training alone. The fused kernels make one pass over all members' parameters."""
 
     def __init__(self, params: Mapping[str, torch.Tensor], kind: str, weight_decay: float) -> None:
         self.params = list(params.values())
         self.kind, self.weight_decay = kind, weight_decay
         self.first = [torch.zeros_like(p) for p in self.params]  # Adam exp_avg / SGD momentum
         self.second = [torch.zeros_like(p) for p in self.params] if kind == "adam" else []
-        self.steps = torch.zeros(len(self.params[0]), dtype=torch.float64)
+        self.steps = [torch.zeros((), dtype=torch.float32, device=p.device)
+                      for _ in range(len(self.params[0])) for p in self.params]
 
     def step(self, grads: Sequence[torch.Tensor], active: torch.Tensor, lr: float) -> None:
-        everyone = bool(active.all())
-        self.steps += active.to(torch.float64)
-        if self.kind == "adam":
-            beta1, beta2 = ADAM_BETAS
-            steps = self.steps.clamp(min=1)
-            step_size = (lr / (1 - beta1 ** steps)).float()
-            bias2_sqrt = ((1 - beta2 ** steps) ** 0.5).float()
-        with torch.no_grad():
-            for i, (param, grad) in enumerate(zip(self.params, grads)):
-                mask = active.to(param.device).view(-1, *[1] * (param.dim() - 1))
-                if self.weight_decay:
-                    grad = grad.add(param, alpha=self.weight_decay)
-                if self.kind == "adam":
-                    exp_avg = self.first[i].lerp(grad, 1 - beta1)
-                    exp_avg_sq = self.second[i].mul(beta2).addcmul_(grad, grad, value=1 - beta2)
-                    shape = (-1, *[1] * (param.dim() - 1))
-                    denom = (exp_avg_sq.sqrt() / bias2_sqrt.to(param.device).view(shape)).add_(ADAM_EPS)
-                    update = exp_avg / denom * step_size.to(param.device).view(shape)
-                    self._assign(self.second[i], exp_avg_sq, mask, everyone)
-                else:
-                    exp_avg = self.first[i].mul(SGD_MOMENTUM).add_(grad)
-                    update = exp_avg * lr
-                self._assign(self.first[i], exp_avg, mask, everyone)
-                self._assign(param, param - update, mask, everyone)
+        from torch.optim.adam import adam
+        from torch.optim.sgd import sgd
 
-    @staticmethod
-    def _assign(target: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, everyone: bool) -> None:
-        target.copy_(value if everyone else torch.where(mask, value, target))
+        members = active.nonzero().flatten().tolist()
+        per_member = len(self.params)
+
+        def views(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+            return [t[m] for m in members for t in tensors]
+
+        grads = [g.contiguous() for g in grads]  # the fused kernels read memory flat
+        fused = self.params[0].device.type in ("cpu", "cuda")
+        with torch.no_grad():
+            if self.kind == "adam":
+                steps = [self.steps[m * per_member + i] for m in members for i in range(per_member)]
+                adam(views(self.params), views(grads), views(self.first), views(self.second),
+                                      [], steps, fused=fused, amsgrad=False, beta1=ADAM_BETAS[0],
+                                      beta2=ADAM_BETAS[1], lr=lr, weight_decay=self.weight_decay,
+                                      eps=ADAM_EPS, maximize=False)
+            else:  # zero momentum buffers: the first step sets them to the gradient, as torch does
+                sgd(views(self.params), views(grads), views(self.first), fused=fused,
+                                    weight_decay=self.weight_decay, momentum=SGD_MOMENTUM, lr=lr,
+                                    dampening=0.0, nesterov=False, maximize=False)
 
 
 def learning_rates(arch: Mapping[str, Any]) -> list[float]:
