@@ -91,13 +91,17 @@ def grouped_layers(module: nn.Module) -> list[_Layer] | None:
 
 
 class GroupedEnsemble:
-    """M models of one architecture as stacked parameters (M, *shape) and a grouped forward."""
+    """M models of one architecture as stacked parameters (M, *shape) and a grouped forward.
+
+    Linear weights are stored transposed, (M, in, out), so that `baddbmm` and its backward run
+    on contiguous operands (measurably faster on CPU, and the gradients need no copy)."""
 
     def __init__(self, modules: Sequence[nn.Module], layers: list[_Layer], device: str,
                  channels_last: bool = False) -> None:
         states = [m.state_dict() for m in modules]
         self.keys = list(states[0])
-        self.params = {k: torch.stack([s[k] for s in states]).to(device).requires_grad_()
+        self.transposed = {layer.weight for layer in layers if isinstance(layer.module, nn.Linear)}
+        self.params = {k: self._stored(torch.stack([s[k] for s in states]), k).to(device).requires_grad_()
                        for k in self.keys}
         self.layers = layers
         self.size = len(modules)
@@ -116,7 +120,7 @@ class GroupedEnsemble:
                 if grouped:
                     h, grouped = _ungroup(h, members), False
                 weight, bias = params[layer.weight], params[layer.bias]
-                h = torch.baddbmm(bias.unsqueeze(1).to(h.dtype), h, weight.transpose(1, 2).to(h.dtype))
+                h = torch.baddbmm(bias.unsqueeze(1).to(h.dtype), h, weight.to(h.dtype))
             elif isinstance(module, nn.Conv2d):
                 if not grouped:
                     h = h.transpose(0, 1).reshape(batch, members * h.shape[2], *h.shape[3:])
@@ -134,7 +138,12 @@ class GroupedEnsemble:
 
     def member_weights(self, index: int) -> Weights:
         """One member's state dict as float32 numpy arrays (the keys of its torch module)."""
-        return {k: self.params[k][index].detach().float().cpu().contiguous().numpy() for k in self.keys}
+        return {k: self._stored(self.params[k][index:index + 1].detach(), k)[0].float().cpu().numpy()
+                for k in self.keys}
+
+    def _stored(self, stacked: torch.Tensor, key: str) -> torch.Tensor:
+        """Swap a linear weight between torch's (out, in) and the stored (in, out), both ways."""
+        return stacked.transpose(1, 2).contiguous() if key in self.transposed else stacked.contiguous()
 
 
 def _ungroup(h: torch.Tensor, members: int) -> torch.Tensor:
@@ -274,7 +283,8 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
         for step in range(n_steps):
             batch = slice(step * batch_size, (step + 1) * batch_size)
             weight = valid[:, batch].float()
-            losses = loss_fn(ensemble.params, x_all[idx[:, batch]], y_all[idx[:, batch]], weight)
+            rows = idx[:, batch]
+            losses = loss_fn(ensemble.params, _gather(x_all, rows), y_all[rows], weight)
             grads = torch.autograd.grad(losses.sum(), list(ensemble.params.values()))
             optimizer.step(grads, valid[:, batch].any(1).cpu(), lr)
             total += losses.detach() * weight.sum(1)
@@ -313,6 +323,11 @@ def _matches_modules(ensemble: GroupedEnsemble, modules: Sequence[nn.Module], fe
     return got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def _gather(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x[rows] for (M, B) rows: index_select is several times faster than advanced indexing."""
+    return x.index_select(0, rows.reshape(-1)).view(*rows.shape, *x.shape[1:])
+
+
 def _copy_members(target: Mapping[str, torch.Tensor], source: Mapping[str, torch.Tensor],
                   members: torch.Tensor) -> None:
     with torch.no_grad():
@@ -328,7 +343,7 @@ def _heldout_accuracy(ensemble: GroupedEnsemble, autocast: Any, x_all: torch.Ten
     with torch.no_grad(), autocast:
         for start in range(0, idx.shape[1], EVAL_CHUNK):
             chunk = idx[:, start:start + EVAL_CHUNK]
-            hits = ensemble.forward(x_all[chunk]).argmax(-1) == y_all[chunk]
+            hits = ensemble.forward(_gather(x_all, chunk)).argmax(-1) == y_all[chunk]
             correct += (hits & valid[:, start:start + EVAL_CHUNK]).sum(1)
     counts = valid.sum(1).cpu().numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
