@@ -224,7 +224,8 @@ class Options:
 
     @classmethod
     def of(cls, arch: Mapping[str, Any]) -> Options:
-        return cls(arch.get("precision", "fp32"), arch.get("channels_last", False), arch.get("compile", False))
+        return cls(arch.get("precision", "fp32"), arch.get("channels_last", False),
+                   arch.get("compile", False))
 
 
 def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarray,
@@ -278,6 +279,7 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
                  if running[m] else train_sets[m][:0] for m in range(size)]
         n_steps = max(math.ceil(len(o) / batch_size) for o in order)
         idx, valid = _padded(order, n_steps * batch_size)
+        active = valid.view(size, n_steps, batch_size).any(2)  # on the host: no device sync per step
         idx, valid = idx.to(device), valid.to(device)
         total = torch.zeros(size, device=device)
         for step in range(n_steps):
@@ -286,16 +288,15 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
             rows = idx[:, batch]
             losses = loss_fn(ensemble.params, _gather(x_all, rows), y_all[rows], weight)
             grads = torch.autograd.grad(losses.sum(), list(ensemble.params.values()))
-            optimizer.step(grads, valid[:, batch].any(1).cpu(), lr)
+            optimizer.step(grads, active[:, step], lr)
             total += losses.detach() * weight.sum(1)
         if not (patience or epoch % report_every == 0 or epoch == epochs):
             continue
         acc = _heldout_accuracy(ensemble, autocast, x_all, y_all, heldout_idx.to(device),
                                 heldout_valid.to(device))
-        counts = np.array([max(len(o), 1) for o in order])
+        mean_loss = total.cpu().numpy() / np.maximum([len(o) for o in order], 1)
         log.info("epoch %d/%d: %d/%d members training, mean loss %.4f, held-out acc %.4f..%.4f",
-                 epoch, epochs, int(running.sum()), size,
-                 float((total.cpu().numpy() / counts)[running.numpy()].mean()) if running.any() else float("nan"),
+                 epoch, epochs, int(running.sum()), size, mean_loss[running.numpy()].mean(),
                  np.nanmin(acc), np.nanmax(acc))
         if patience:
             improved = torch.from_numpy((acc > best_acc) & running.numpy())
