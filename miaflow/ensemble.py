@@ -250,9 +250,9 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
                     type(modules[0]).__name__)
         return None
 
-    x_all = torch.from_numpy(features)
+    x_all = torch.tensor(features)  # a copy: dataset arrays may be read-only
     x_all = (x_all.pin_memory() if device == "cuda" else x_all).to(device, non_blocking=True)
-    y_all = torch.from_numpy(labels).to(device)
+    y_all = torch.tensor(labels).to(device)
     autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
                               enabled=options.precision == "bf16")
 
@@ -317,7 +317,7 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
 def _matches_modules(ensemble: GroupedEnsemble, modules: Sequence[nn.Module], features: np.ndarray,
                      device: str) -> bool:
     """Guard against a module whose forward is not its leaves in order (e.g. a skip connection)."""
-    probe = torch.from_numpy(features[:4])
+    probe = torch.tensor(features[:4])
     with torch.no_grad():
         expected = torch.stack([m(probe) for m in modules])
         got = ensemble.forward(probe.to(device).expand(len(modules), *probe.shape)).cpu()
