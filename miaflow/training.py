@@ -254,6 +254,8 @@ def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arc
 def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: Mapping[str, np.ndarray],
                  seeds: Mapping[str, int], arch: Mapping[str, Any]) -> dict[str, Weights]:
     """Every model of the shard at once, or {} when the architecture does not batch."""
+    if LEARNERS[arch["kind"]].fit is not _fit_torch:
+        return {}  # without importing torch (LR and CatBoost jobs)
     from miaflow.ensemble import fit_ensemble, wants_batched
 
     if not wants_batched(arch):
@@ -261,7 +263,8 @@ def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: M
     started = time.perf_counter()
     ids = list(members)
     fitted = fit_ensemble(arch, dataset.features, dataset.labels,
-                          [np.flatnonzero(members[m]) for m in ids], [np.flatnonzero(heldout[m]) for m in ids],
+                          [np.flatnonzero(members[m]) for m in ids],
+                          [np.flatnonzero(heldout[m]) for m in ids],
                           dataset.n_classes, [seeds[m] for m in ids], ids, torch_device())
     if fitted is None:
         return {}

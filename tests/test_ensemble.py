@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -197,3 +201,15 @@ def test_schema_accepts_torch_options_and_rejects_them_per_model(repo):
         validate(params)
     assert "architectures.mlp.precision" in str(error.value)
     assert "architectures.torch_lr.channels_last: unknown key" in str(error.value)
+
+
+def test_non_torch_shards_do_not_import_torch(repo):
+    """LR and CatBoost jobs skip the ensemble before it imports torch (seconds per job)."""
+    code = ("import sys; from tests.test_training import toy_dataset, ARCHS; "
+            "from miaflow.splits import make_splits; from miaflow.training import train_models; "
+            "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, n_population=0); "
+            "train_models(toy_dataset(False), splits, ['target-0'], 'lr', ARCHS['lr'], 3); "
+            "print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(repo)}, check=True)
+    assert result.stdout.strip() == "False"
