@@ -66,11 +66,12 @@ def startup_floor(root: Path, imports: str, repeats: int = 3) -> float:
 
 
 def job_times(root: Path) -> pd.DataFrame:
-    """One row per job: rule and wall seconds, from Snakemake's benchmark files."""
+    """One row per job: rule, wall and CPU seconds, from Snakemake's benchmark files."""
     rows = []
     for path in sorted(root.glob("results/*/benchmarks/**/*.tsv")):
-        rule = path.relative_to(root).parts[3]
-        rows.append({"rule": rule, "s": float(pd.read_csv(path, sep="\t")["s"].iloc[0])})
+        record = pd.read_csv(path, sep="\t").iloc[0]
+        rows.append({"rule": path.relative_to(root).parts[3], "s": float(record["s"]),
+                     "cpu_time": float(record["cpu_time"])})
     return pd.DataFrame(rows)
 
 
@@ -100,7 +101,8 @@ def main() -> None:
     payload = jobs["payload"].sum()
     print(f"machine: {cores} cores; job start-up floor (fresh interpreter + imports): "
           f"{light:.2f} s, {heavy:.2f} s with torch ({', '.join(TORCH_RULES)})")
-    print(f"first run: {wall:.1f} s wall, {len(jobs)} jobs, {job_total:.1f} s inside jobs")
+    print(f"first run: {wall:.1f} s wall, {len(jobs)} jobs, {job_total:.1f} s inside jobs "
+          f"({jobs['cpu_time'].sum():.1f} s of it on a CPU; the rest waits for one on a busy machine)")
     print(jobs.groupby("rule").agg(jobs=("s", "count"), seconds=("s", "sum"), longest=("s", "max"),
                                    payload=("payload", "sum")).round(2).to_string())
     print(f"share of job time that is start-up:           {1 - payload / job_total:6.1%}")
