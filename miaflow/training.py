@@ -60,7 +60,7 @@ def torch_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-# --- torch models (mlp, cnn) ------------------------------------------------------------------
+# --- torch models (mlp, cnn, torch_lr) -------------------------------------------------------
 
 def _predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndarray:
     """Logits of a torch module, always in eval mode: no dropout or batch-norm updates."""
@@ -80,9 +80,9 @@ def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarra
                   n_classes: int) -> np.ndarray:
     import torch
 
-    from miaflow.models import build_torch_model
+    from miaflow.ensemble import build_module
 
-    model = build_torch_model(arch, features.shape[1:], n_classes)
+    model = build_module(arch, features.shape[1:], n_classes)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
     return _predict(model.to(torch_device()), features)
 
@@ -94,11 +94,12 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     import torch
     import torch.nn.functional as F
 
-    from miaflow.models import augment_images, build_torch_model
+    from miaflow.ensemble import build_module
+    from miaflow.models import augment_images
 
     device = torch_device()
     torch.manual_seed(seed)
-    model = build_torch_model(arch, x_train.shape[1:], n_classes).to(device)
+    model = build_module(arch, x_train.shape[1:], n_classes).to(device)
     if arch["optimizer"] == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=arch["lr"], momentum=0.9,
                                     weight_decay=arch["weight_decay"])
@@ -218,6 +219,7 @@ LEARNERS: dict[str, Learner] = {
     "vgg11": Learner(_fit_torch, _torch_logits),
     "mobilenetv2": Learner(_fit_torch, _torch_logits),
     "transformer": Learner(text.fit_transformer, text.transformer_logits),
+    "torch_lr": Learner(_fit_torch, _torch_logits),
     "lr": Learner(_fit_lr, _lr_logits),
     "catboost": Learner(_fit_catboost, _catboost_logits),
 }
@@ -231,24 +233,51 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arch_name: str,
                  arch: Mapping[str, Any], seed: int, threads: int = 1) -> tuple[dict[str, Weights], list[ModelRecord]]:
-    """Train each model on its keep-matrix row; held-out = the rest of its pool."""
+    """Train each model on its keep-matrix row; held-out = the rest of its pool.
+
+    Torch shards train as one vectorised ensemble (`miaflow.ensemble`) when the architecture
+    allows it (`batched`, default on); otherwise, and for other kinds, one model after another."""
     learner = LEARNERS[arch["kind"]]
-    weights, records = {}, []
+    members = {m: splits.members(m) for m in model_ids}
+    heldout = {m: splits.pool_of(m) & ~members[m] for m in model_ids}
+    seeds = {m: derive_seed(seed, "train", dataset.name, arch_name, m) for m in model_ids}
+    weights = _fit_batched(dataset, members, heldout, seeds, arch)
+    records = []
     for model_id in model_ids:
         started = time.perf_counter()
-        members = splits.members(model_id)
-        heldout = splits.pool_of(model_id) & ~members
-        args = (dataset.features[members], dataset.labels[members],
-                dataset.features[heldout], dataset.labels[heldout])
-        model_seed = derive_seed(seed, "train", dataset.name, arch_name, model_id)
-        weights[model_id] = learner.fit(arch, *args, dataset.n_classes, model_seed, threads, model_id)
+        args = (dataset.features[members[model_id]], dataset.labels[members[model_id]],
+                dataset.features[heldout[model_id]], dataset.labels[heldout[model_id]])
+        if model_id not in weights:
+            weights[model_id] = learner.fit(arch, *args, dataset.n_classes, seeds[model_id], threads,
+                                            model_id)
         train_acc = _accuracy(learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1])
         test_acc = _accuracy(learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3])
-        records.append(ModelRecord(model_id, role_of(model_id), int(members.sum()),
-                                   int(heldout.sum()), train_acc, test_acc))
+        records.append(ModelRecord(model_id, role_of(model_id), int(members[model_id].sum()),
+                                   int(heldout[model_id].sum()), train_acc, test_acc))
         log.info("trained %s: train acc %.4f, test acc %.4f (%.1f s)", model_id, train_acc,
                  test_acc, time.perf_counter() - started)
     return weights, records
+
+
+def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: Mapping[str, np.ndarray],
+                 seeds: Mapping[str, int], arch: Mapping[str, Any]) -> dict[str, Weights]:
+    """Every model of the shard at once, or {} when the architecture does not batch."""
+    if LEARNERS[arch["kind"]].fit is not _fit_torch:
+        return {}  # without importing torch (LR and CatBoost jobs)
+    from miaflow.ensemble import fit_ensemble, wants_batched
+
+    if not wants_batched(arch):
+        return {}
+    started = time.perf_counter()
+    ids = list(members)
+    fitted = fit_ensemble(arch, dataset.features, dataset.labels,
+                          [np.flatnonzero(members[m]) for m in ids],
+                          [np.flatnonzero(heldout[m]) for m in ids],
+                          dataset.n_classes, [seeds[m] for m in ids], ids, torch_device())
+    if fitted is None:
+        return {}
+    log.info("trained %d models as one ensemble in %.1f s", len(ids), time.perf_counter() - started)
+    return dict(zip(ids, fitted))
 
 
 def save_shard(path: str | Path, weights: Mapping[str, Weights], metadata: Mapping[str, Any]) -> None:

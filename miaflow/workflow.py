@@ -6,12 +6,18 @@ exist, so the DAG is known before any job runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from miaflow.splits import planned_model_ids
 
-TORCH_KINDS = frozenset({"mlp", "cnn", "wrn28_2", "resnet18", "vgg11", "mobilenetv2", "transformer"})
+TORCH_KINDS = frozenset({"mlp", "cnn", "torch_lr", "wrn28_2", "resnet18", "vgg11", "mobilenetv2",
+                         "transformer"})
+# `training.models_per_job: auto` puts every model of an experiment in one job, split into balanced
+# shards of at most this many: one Python job costs >= 3.5 s of imports, while a batched shard of
+# the default's small models trains in seconds (README, "Speed and benchmarks").
+AUTO_MODELS_PER_JOB = 32
 
 
 REFERENCE_SEPARATOR = "_ref_"
@@ -56,9 +62,17 @@ def model_ids(config: Mapping[str, Any]) -> list[str]:
     return planned_model_ids(splits["repeats"], splits["n_reference"], splits["n_population"])
 
 
+def models_per_job(config: Mapping[str, Any]) -> int:
+    """`training.models_per_job`, with `auto` resolved to balanced shards of <= AUTO_MODELS_PER_JOB."""
+    size, total = config["training"]["models_per_job"], len(model_ids(config))
+    if size == "auto":
+        return math.ceil(total / math.ceil(total / AUTO_MODELS_PER_JOB))
+    return size
+
+
 def shards(config: Mapping[str, Any]) -> list[list[str]]:
-    """Model ids grouped into training jobs of `training.models_per_job` models."""
-    ids, size = model_ids(config), config["training"]["models_per_job"]
+    """Model ids grouped into training jobs of `models_per_job(config)` models."""
+    ids, size = model_ids(config), models_per_job(config)
     return [ids[start:start + size] for start in range(0, len(ids), size)]
 
 

@@ -3,7 +3,7 @@ rule compute_signals:
     input:
         data=rules.prepare_dataset.output[0],
         models=rules.train_shard.output.models,
-        code=package("data", "models", "training", "text", "signals", "gpu"),
+        code=package("data", "models", "ensemble", "training", "text", "signals", "gpu"),
     output:
         "results/train/signals/{dataset}/{arch}/shard-{shard}.parquet",
     threads: config["training"]["threads"]

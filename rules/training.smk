@@ -3,7 +3,7 @@ rule train_shard:
     input:
         data=rules.prepare_dataset.output[0],
         splits=rules.make_splits.output[0],
-        code=package("data", "splits", "seeding", "models", "training", "text", "gpu"),
+        code=package("data", "splits", "seeding", "models", "ensemble", "training", "text", "gpu"),
     output:
         models="results/train/models/{dataset}/{arch}/shard-{shard}.safetensors",
         records="results/train/models/{dataset}/{arch}/shard-{shard}.json",

@@ -1,0 +1,137 @@
+"""Benchmark: training throughput of one shard, batched ensemble vs one model after another.
+
+For each problem, in one process and side by side: the fp32 matmul peak of this process
+(2048^3, same thread count), the achieved GFLOP/s of `miaflow.ensemble.fit_ensemble` on a shard
+and of the per-model trainer (`miaflow.training._fit_torch`, the `batched: false` path) on the same
+shard, each as a share of the peak, and the batched / loop speedup. FLOPs are counted by torch's
+FlopCounterMode on one forward (matmuls and convolutions), times 3 for a training step, plus the
+held-out forward passes both trainers make; data are random (speed does not depend on them).
+
+    .venv/bin/python bench/train_throughput.py [--models 16] [--samples 4000] [--epochs 3]
+                                               [--threads 1] [--problems purchase-mlp lr ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # benchmark this checkout's package, not an installed one
+
+from miaflow import ensemble, training  # noqa: E402
+from miaflow.splits import make_splits  # noqa: E402
+from miaflow.workflow import experiments  # noqa: E402
+
+PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+TDDBENCH_MLP = {"kind": "mlp", "hidden": [512, 256, 128, 64], "activation": "tanh", "optimizer": "adam",
+                "lr": 0.001, "weight_decay": 0.0, "batch_size": 256, "patience": 0}
+TORCH_LR = {"kind": "torch_lr", "optimizer": "adam", "lr": 0.01, "weight_decay": 0.0, "batch_size": 256,
+            "patience": 0}
+
+
+@dataclass(frozen=True)
+class Problem:
+    arch: dict[str, Any]
+    input_shape: tuple[int, ...]
+    n_classes: int
+
+
+PROBLEMS = {
+    "purchase-mlp": Problem(TDDBENCH_MLP, (600,), 100),  # TDDBench MLP on a Purchase-sized problem
+    "lr": Problem(TORCH_LR, (600,), 100),
+    "default-mlp": Problem(PARAMS["architectures"]["mlp"], (PARAMS["datasets"]["purchase"]["n_features"],),
+                           PARAMS["datasets"]["purchase"]["n_classes"]),
+    "default-cnn": Problem(PARAMS["architectures"]["cnn"], (1, 8, 8), 10),  # sklearn digits
+}
+
+
+def matmul_peak(size: int = 2048, repeats: int = 5) -> float:
+    """Best fp32 matmul GFLOP/s of this process."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - started)
+    return 2 * size ** 3 / best / 1e9
+
+
+def forward_flops(problem: Problem) -> int:
+    """FLOPs of one sample's forward pass."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    module = ensemble.build_module(problem.arch, problem.input_shape, problem.n_classes)
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        module(torch.zeros(1, *problem.input_shape))
+    return counter.get_total_flops()
+
+
+def shard_flops(problem: Problem, arch: dict[str, Any], train: list[np.ndarray], heldout: list[np.ndarray]) -> float:
+    """Training steps (3 forwards) over every epoch, plus the held-out forwards at report epochs."""
+    epochs = arch["epochs"]
+    every = max(1, epochs // 5)
+    evaluations = sum(1 for e in range(1, epochs + 1) if arch["patience"] or e % every == 0 or e == epochs)
+    samples = 3 * epochs * sum(map(len, train)) + evaluations * sum(map(len, heldout))
+    return forward_flops(problem) * samples
+
+
+def run(problem: Problem, n_models: int, n_samples: int, epochs: int) -> dict[str, float]:
+    generator = np.random.default_rng(0)
+    features = generator.random((n_samples, *problem.input_shape), dtype=np.float32)
+    labels = generator.integers(0, problem.n_classes, n_samples)
+    splits = make_splits(n_samples, seed=0, dataset="bench", repeats=n_models, n_reference=0, n_population=0)
+    train = [np.flatnonzero(splits.members(m)) for m in splits.model_ids]
+    heldout = [np.flatnonzero(splits.in_target_pool & ~splits.members(m)) for m in splits.model_ids]
+    arch = dict(problem.arch, epochs=epochs)
+    seeds = list(range(n_models))
+
+    peak_before = matmul_peak()
+    started = time.perf_counter()
+    ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds,
+                          splits.model_ids)
+    batched = time.perf_counter() - started
+    started = time.perf_counter()
+    for m, model_id in enumerate(splits.model_ids):
+        training._fit_torch(arch, features[train[m]], labels[train[m]], features[heldout[m]],
+                            labels[heldout[m]], problem.n_classes, seeds[m], 1, model_id)
+    loop = time.perf_counter() - started
+    peak = max(peak_before, matmul_peak())
+    flops = shard_flops(problem, arch, train, heldout)
+    return {"peak": peak, "batched": flops / batched / 1e9, "loop": flops / loop / 1e9,
+            "batched_s": batched, "loop_s": loop}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=int, default=16, help="models in the shard")
+    parser.add_argument("--samples", type=int, default=4000, help="dataset size (each model trains on ~1/4)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the workflow's training.threads)")
+    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    print(f"{args.models} models, {args.samples} samples, {args.epochs} epochs, {args.threads} thread(s); "
+          f"default experiments: {experiments(PARAMS)}")
+    print(f"{'problem':<13} {'peak GF/s':>9} {'batched GF/s':>12} {'% peak':>7} {'loop GF/s':>9} "
+          f"{'% peak':>7} {'speedup':>7} {'batched s':>9} {'loop s':>7}")
+    for name in args.problems:
+        r = run(PROBLEMS[name], args.models, args.samples, args.epochs)
+        print(f"{name:<13} {r['peak']:9.1f} {r['batched']:12.1f} {r['batched'] / r['peak']:7.1%} "
+              f"{r['loop']:9.1f} {r['loop'] / r['peak']:7.1%} {r['batched'] / r['loop']:6.1f}x "
+              f"{r['batched_s']:9.2f} {r['loop_s']:7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

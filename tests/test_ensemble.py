@@ -1,0 +1,215 @@
+"""The batched ensemble trains each member as the per-model loop would, and falls back safely."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from sklearn.metrics import roc_auc_score
+
+from miaflow import ensemble, models, workflow
+from miaflow.config import ConfigError, validate
+from miaflow.data import Dataset
+from miaflow.splits import make_splits
+from miaflow.training import load_shard, save_shard, shard_logits, train_models
+from tests.test_training import ARCHS, toy_dataset
+
+TORCH_LR = {"kind": "torch_lr", "optimizer": "adam", "lr": 0.05, "weight_decay": 0.001, "epochs": 10,
+            "batch_size": 32, "patience": 0}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """As in a workflow job (training.threads: 1); two spinning threads crawl on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+SHARD = ("target-0", "target-1", "reference-0", "reference-1", "population-0", "population-1")
+
+
+def toy_splits():
+    """Six models with different training-set sizes, drawn from two different pools."""
+    splits = make_splits(240, seed=1, dataset="toy", repeats=2, n_reference=2, n_population=2)
+    assert len({int(splits.members(m).sum()) for m in SHARD}) > 1
+    return splits
+
+
+def max_difference(first, second) -> float:
+    return max(float(np.abs(first[m][k] - second[m][k]).max()) for m in first for k in first[m])
+
+
+@pytest.mark.parametrize("arch_name,optimizer", [("mlp", "adam"), ("mlp", "sgd"), ("cnn", "adam"),
+                                                 ("cnn", "sgd"), ("torch_lr", "adam")])
+def test_batched_weights_equal_the_loop(arch_name, optimizer, caplog):
+    """Same seeds, same batches, same masked optimizer steps and early stops: only rounding differs."""
+    arch = dict(TORCH_LR if arch_name == "torch_lr" else ARCHS[arch_name], optimizer=optimizer,
+                epochs=8, patience=1, weight_decay=0.001)
+    dataset = toy_dataset(image=arch_name == "cnn")
+    with caplog.at_level("INFO", logger="miaflow"):
+        batched, batched_records = train_models(dataset, toy_splits(), SHARD, arch_name, arch, seed=3)
+    assert "as one ensemble" in caplog.text
+    looped, looped_records = train_models(dataset, toy_splits(), SHARD, arch_name,
+                                          dict(arch, batched=False), seed=3)
+    assert max_difference(batched, looped) < 1e-4
+    assert [r.test_acc for r in batched_records] == pytest.approx([r.test_acc for r in looped_records])
+
+
+def test_members_stop_early_on_their_own(caplog):
+    arch = dict(ARCHS["mlp"], epochs=30, patience=1)
+    with caplog.at_level("INFO", logger="miaflow.ensemble"):
+        train_models(toy_dataset(image=False), toy_splits(), SHARD, "mlp", arch, seed=3)
+    stop_epochs = [int(line.split()[-1]) for line in caplog.messages if "early stop" in line]
+    assert len(stop_epochs) >= 2 and len(set(stop_epochs)) >= 2  # members stop at their own epochs
+
+
+def attack_auroc(dataset, splits, weights, arch) -> float:
+    """Loss attack on the target models (score = -loss), pooled AUROC over the target pool."""
+    ids = splits.models("target")
+    logits = shard_logits(weights, {"arch": arch, "n_classes": dataset.n_classes, "model_ids": ids},
+                          dataset.features)
+    pool = splits.in_target_pool
+    scores, labels = [], []
+    for k, model in enumerate(ids):
+        loss = torch.nn.functional.cross_entropy(torch.from_numpy(logits[k][pool]),
+                                                 torch.from_numpy(dataset.labels[pool]), reduction="none")
+        scores.append(-loss.numpy())
+        labels.append(splits.members(model)[pool])
+    return roc_auc_score(np.concatenate(labels), np.concatenate(scores))
+
+
+def noisy_dataset(seed: int, n: int = 400) -> Dataset:
+    """Four classes, one weakly informative feature among 20: generalises a little, memorises a lot."""
+    generator = np.random.default_rng(seed)
+    labels = generator.integers(0, 4, n)
+    features = generator.normal(size=(n, 20)).astype(np.float32)
+    features[:, 0] += labels
+    return Dataset("noisy", "tabular", features, labels.astype(np.int64), 4)
+
+
+def test_batched_and_looped_training_agree_statistically():
+    """Over several seeds, accuracy and the membership signal agree (means within tolerance)."""
+    arch = dict(ARCHS["mlp"], hidden=[64], epochs=20, lr=0.01)
+    summary = {True: [], False: []}
+    for seed in (11, 12, 13):
+        dataset = noisy_dataset(seed)
+        splits = make_splits(400, seed=seed, dataset="noisy", repeats=4, n_reference=0, n_population=0)
+        for batched in (True, False):
+            weights, records = train_models(dataset, splits, splits.model_ids, "mlp",
+                                            dict(arch, batched=batched), seed=seed)
+            summary[batched].append([np.mean([r.train_acc for r in records]),
+                                     np.mean([r.test_acc for r in records]),
+                                     attack_auroc(dataset, splits, weights, arch)])
+    batched, looped = np.array(summary[True]), np.array(summary[False])
+    assert looped[:, 0].mean() > looped[:, 1].mean() + 0.2  # the models memorise
+    assert looped[:, 2].mean() > 0.6  # and leak membership
+    assert np.abs(batched.mean(0) - looped.mean(0)).max() < 0.02
+
+
+@pytest.mark.parametrize("arch_name", ["mlp", "cnn", "torch_lr"])
+def test_saved_weights_load_into_torch_modules(tmp_path, arch_name):
+    arch = TORCH_LR if arch_name == "torch_lr" else ARCHS[arch_name]
+    dataset = toy_dataset(image=arch_name == "cnn")
+    weights, _ = train_models(dataset, toy_splits(), SHARD[:3], arch_name, arch, seed=3)
+    save_shard(tmp_path / "shard.safetensors", weights, {"arch": arch, "n_classes": 3})
+    loaded, _ = load_shard(tmp_path / "shard.safetensors")
+    module = models.build_torch_model(ensemble.module_arch(arch), dataset.features.shape[1:], 3)
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in loaded["target-0"].items()}, strict=True)
+    assert all(v.dtype == np.float32 for v in loaded["target-0"].values())
+
+
+def test_gpu_path_options_train_on_cpu():
+    """bf16 autocast keeps accuracy; channels_last only changes memory layout."""
+    dataset = toy_dataset(image=True)
+    arch = dict(ARCHS["cnn"], epochs=4, patience=0)
+    base, base_records = train_models(dataset, toy_splits(), SHARD, "cnn", arch, seed=3)
+    nhwc, _ = train_models(dataset, toy_splits(), SHARD, "cnn", dict(arch, channels_last=True), seed=3)
+    assert max_difference(base, nhwc) < 1e-4
+    half, half_records = train_models(dataset, toy_splits(), SHARD, "cnn", dict(arch, precision="bf16"), seed=3)
+    assert max_difference(base, half) > 0  # it did run in lower precision
+    assert np.mean([r.train_acc for r in half_records]) == pytest.approx(
+        np.mean([r.train_acc for r in base_records]), abs=0.1)
+    assert all(v.dtype == np.float32 for v in half["target-0"].values())
+
+
+def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
+    """Dropout cannot be grouped, a skip connection is caught by the forward check: both fall back."""
+    class Residual(torch.nn.Module):
+        def __init__(self, width: int, n_classes: int) -> None:
+            super().__init__()
+            self.inner = torch.nn.Linear(width, width)
+            self.out = torch.nn.Linear(width, n_classes)
+
+        def forward(self, x):
+            return self.out(x + torch.tanh(self.inner(x)))
+
+    def with_dropout(arch, input_shape, n_classes):
+        return torch.nn.Sequential(torch.nn.Dropout(0.1), torch.nn.Linear(input_shape[0], n_classes))
+
+    dataset = toy_dataset(image=False)
+    for builder in (with_dropout, lambda arch, shape, n: Residual(shape[0], n)):
+        monkeypatch.setattr(models, "build_torch_model", builder)
+        assert ensemble.fit_ensemble(ARCHS["mlp"], dataset.features, dataset.labels,
+                                     [np.arange(50)], [np.arange(50, 80)], 3, [1], ["m"]) is None
+        with caplog.at_level("INFO", logger="miaflow"):
+            caplog.clear()
+            weights, records = train_models(dataset, toy_splits(), SHARD[:2], "mlp", ARCHS["mlp"], seed=3)
+        assert "as one ensemble" not in caplog.text and len(weights) == 2
+
+
+def test_sgd_learning_rates_follow_torch_cosine_schedule():
+    rates = ensemble.learning_rates({"optimizer": "sgd", "lr": 0.1, "epochs": 4})
+    assert rates[0] == 0.1 and rates == sorted(rates, reverse=True) and rates[-1] > 0
+    assert ensemble.learning_rates({"optimizer": "adam", "lr": 0.1, "epochs": 3}) == [0.1] * 3
+
+
+def test_compiled_training_matches_eager():
+    pytest.importorskip("torch._inductor")
+    dataset = toy_dataset(image=False)
+    arch = dict(ARCHS["mlp"], epochs=2)
+    eager, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", arch, seed=3)
+    compiled, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", dict(arch, compile=True), seed=3)
+    assert max_difference(eager, compiled) < 1e-4
+
+
+def test_auto_shards_are_balanced_and_capped(repo):
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["training"]["models_per_job"] = "auto"
+    for n_reference, sizes in ((8, [21]), (64, [26, 26, 25]), (2, [15])):
+        params["splits"].update(repeats=5, n_reference=n_reference, n_population=8)
+        shards = workflow.shards(params)
+        assert [len(s) for s in shards] == sizes
+        assert sum(shards, []) == workflow.model_ids(params)
+        assert max(sizes) <= workflow.AUTO_MODELS_PER_JOB
+
+
+def test_schema_accepts_torch_options_and_rejects_them_per_model(repo):
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["architectures"]["cnn"].update(precision="bf16", compile=True, channels_last=True)
+    params["architectures"]["mlp"]["batched"] = False
+    validate(params)
+    params["architectures"]["mlp"]["precision"] = "bf16"
+    params["architectures"]["torch_lr"]["channels_last"] = True
+    with pytest.raises(ConfigError) as error:
+        validate(params)
+    assert "architectures.mlp.precision" in str(error.value)
+    assert "architectures.torch_lr.channels_last: unknown key" in str(error.value)
+
+
+def test_non_torch_shards_do_not_import_torch(repo):
+    """LR and CatBoost jobs skip the ensemble before it imports torch (seconds per job)."""
+    code = ("import sys; from tests.test_training import toy_dataset, ARCHS; "
+            "from miaflow.splits import make_splits; from miaflow.training import train_models; "
+            "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, n_population=0); "
+            "train_models(toy_dataset(False), splits, ['target-0'], 'lr', ARCHS['lr'], 3); "
+            "print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(repo)}, check=True)
+    assert result.stdout.strip() == "False"
