@@ -40,7 +40,10 @@ def write_table(df: pd.DataFrame, stem: str | Path, caption: str) -> None:
 
 
 def format_mean_std(mean: float, std: float, digits: int = 3) -> str:
-    """Format as "0.812 ± 0.013"; the mean alone when std is NaN (one repeat has no spread)."""
+    """Format as "0.812 ± 0.013"; the mean alone when std is NaN (one repeat has no spread),
+    MISSING when the mean itself is undefined."""
+    if math.isnan(mean):
+        return MISSING
     if math.isnan(std):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {std:.{digits}f}"

@@ -26,6 +26,7 @@ def test_format_mean_std():
     assert format_mean_std(0.81234, 0.01251) == "0.812 ± 0.013"
     assert format_mean_std(0.5, 0.0, digits=2) == "0.50 ± 0.00"
     assert format_mean_std(0.5, math.nan) == "0.500"
+    assert format_mean_std(math.nan, math.nan) == tables.MISSING
 
 
 def test_write_table_writes_three_files(tmp_path: Path):

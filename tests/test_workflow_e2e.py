@@ -94,9 +94,10 @@ def test_metrics_contract(project):
     assert set(metrics["metric"]) == set(METRIC_NAMES)
     assert set(metrics["attack"]) == set(TINY_ATTACKS)
     assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
-    auroc = metrics[metrics["metric"] == "auroc"].groupby(["dataset", "attack"])["value"].mean()
+    auroc = metrics[metrics["metric"] == "auroc"].groupby(["dataset", "target_model", "attack"])["value"].mean()
     for dataset in metrics["dataset"].unique():
         assert auroc[dataset].max() > 0.55, f"no attack above chance on {dataset}: {auroc[dataset]}"
+    assert {"lr", "lr_ref_catboost"} <= set(metrics.loc[metrics["dataset"] == "breast_cancer", "target_model"])
 
 
 def test_tables_and_figures(project):
