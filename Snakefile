@@ -51,6 +51,12 @@ def attack_artifacts(prefix):
                    for pattern in ATTACK_ARTIFACTS.get(attack, {}).values() if pattern.startswith(prefix)})
 
 
+def swept_artifacts(w):
+    """(attack, artifact name) pairs of the query attacks an experiment's scaling sweep runs."""
+    return [(a, name) for a in wf.swept_query_attacks(config, w.dataset, w.arch)
+            for name in ATTACK_ARTIFACTS.get(a, {})]
+
+
 def per_shard(pattern):
     """`pattern` filled in for every trained (dataset, arch) and training shard."""
     return [pattern.format(dataset=d, arch=a, shard=shard)

@@ -146,30 +146,44 @@ def score_attack(splits: str | Path, signals: Paths, reference_signals: Paths, a
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
 
 
-def reference_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
-                    attacks: Sequence[str], counts: Sequence[int],
-                    options: Mapping[str, Mapping[str, Any]], dataset: str, arch: str, seed: int,
-                    output: str | Path) -> None:
-    """AUROC of reference-based attacks using only the first k reference models, per k and
-    target model (TDDBench Fig. 4: how much the attacks gain from more reference models)."""
+def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
+                  reference_attacks: Sequence[str], reference_counts: Sequence[int],
+                  query_attacks: Mapping[str, Sequence[int]], artifacts: Paths,
+                  artifact_names: Sequence[tuple[str, str]],
+                  options: Mapping[str, Mapping[str, Any]], dataset: str, arch: str, seed: int,
+                  output: str | Path) -> None:
+    """TDDBench Fig. 4: AUROC per target model when attacks use only the first k reference models
+    (`axis` "reference models") or only the first k of their extra queries ("queries").
+
+    `query_attacks` maps each swept query attack to its counts; `artifacts` are their files,
+    named by the (attack, artifact name) pairs of `artifact_names`.
+    """
     from sklearn.metrics import roc_auc_score
 
     from miaflow.attacks import attack_inputs, run_attack
     from miaflow.seeding import derive_seed
 
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
+    extra: dict[str, dict[str, str | Path]] = {}
+    for (attack, name), path in zip(artifact_names, artifacts):
+        extra.setdefault(attack, {})[name] = path
+    plan = [("reference models", attack, count, {"n_reference": count}, {})
+            for count in reference_counts for attack in reference_attacks]
+    plan += [("queries", attack, count, {}, {"queries_used": count})
+             for attack, counts in query_attacks.items() for count in counts]
     rows = []
     for repeat in range(len(keep.models("target"))):
-        for count in counts:
-            for attack in attacks:
-                inputs, is_member = attack_inputs(
-                    store, keep, repeat, options.get(attack, {}), n_reference=count,
-                    seed=derive_seed(seed, "attack", dataset, arch, attack, repeat),
-                    reference_store=reference_store)
-                auroc = roc_auc_score(is_member, run_attack(attack, inputs))
-                rows.append((dataset, arch, attack, repeat, count, float(auroc)))
+        for axis, attack, count, subset, option in plan:
+            inputs, is_member = attack_inputs(
+                store, keep, repeat, {**options.get(attack, {}), **option},
+                seed=derive_seed(seed, "attack", dataset, arch, attack, repeat),
+                extra=extra.get(attack), reference_store=reference_store, **subset)
+            scores = run_attack(attack, inputs)
+            evaluated = ~np.isnan(scores)
+            auroc = roc_auc_score(is_member[evaluated], scores[evaluated])
+            rows.append((dataset, arch, attack, repeat, axis, count, float(auroc)))
     io.write_parquet(output, pd.DataFrame(rows, columns=["dataset", "target_model", "attack",
-                                                         "repeat", "n_reference", "auroc"]))
+                                                         "repeat", "axis", "count", "auroc"]))
 
 
 def compute_metrics(scores: Paths, fpr_levels: Sequence[float], confidence: float,
@@ -252,7 +266,7 @@ def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, scoring
         tables.write_table(table, tables_dir / name, table.attrs["caption"])
     tables.plot_auroc_vs_gap(long, pd.read_parquet(models), families, gap_figure)
     for (dataset, arch), sweep, figure in zip(experiments, sweeps, sweep_figures):
-        tables.plot_reference_sweep(pd.read_parquet(sweep), figure, f"{dataset} / {arch}")
+        tables.plot_scaling_sweep(pd.read_parquet(sweep), figure, f"{dataset} / {arch}")
 
 
 def cost_table(benchmarks: Paths, root: str | Path, output_stem: str | Path) -> None:

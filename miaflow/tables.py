@@ -328,22 +328,26 @@ def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
     _save_png(figure, path)
 
 
-def plot_reference_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
+def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
     """TDDBench Fig. 4: AUROC (mean ± std over target models) against the number of reference
-    models, one line per reference-based attack."""
-    figure = Figure(figsize=FIGURE_SIZE)
-    axes = figure.add_subplot()
+    models and, in a second panel, of queries, one line per attack."""
+    axes_names = [a for a in ("reference models", "queries") if a in set(sweep["axis"])] or ["reference models"]
+    figure = Figure(figsize=(FIGURE_SIZE[0] * len(axes_names), FIGURE_SIZE[1]))
     colours = colormaps["tab20"].colors
-    for k, (attack, rows) in enumerate(sweep.groupby("attack", sort=True)):
-        stats = rows.groupby("n_reference")["auroc"].agg(["mean", "std"]).reset_index()
-        axes.errorbar(stats["n_reference"], stats["mean"], yerr=stats["std"].fillna(0.0),
-                      label=attack, color=colours[k % len(colours)], marker="o", markersize=3,
-                      linewidth=1.2, capsize=2)
-    axes.set(xscale="log", xlabel="Number of reference models", ylabel="AUROC", title=title)
-    counts = sorted(sweep["n_reference"].unique())
-    axes.set_xticks(counts, labels=[str(k) for k in counts])
-    axes.minorticks_off()
-    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+    for k, axis in enumerate(axes_names, start=1):
+        axes = figure.add_subplot(1, len(axes_names), k)
+        rows = sweep[sweep["axis"] == axis]
+        for j, (attack, runs) in enumerate(rows.groupby("attack", sort=True)):
+            stats = runs.groupby("count")["auroc"].agg(["mean", "std"]).reset_index()
+            axes.errorbar(stats["count"], stats["mean"], yerr=stats["std"].fillna(0.0),
+                          label=attack, color=colours[j % len(colours)], marker="o", markersize=3,
+                          linewidth=1.2, capsize=2)
+        counts = sorted(rows["count"].unique())
+        axes.set(xscale="log", xlabel=f"Number of {axis}", ylabel="AUROC", title=title)
+        if counts:
+            axes.set_xticks(counts, labels=[str(c) for c in counts])
+            axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+        axes.minorticks_off()
     _save_png(figure, path)
 
 

@@ -131,3 +131,25 @@ def modality(dataset: str) -> str:
     from miaflow.data import DATASETS
 
     return DATASETS[dataset].modality
+
+
+# Query attacks whose score uses a number of extra queries that a sweep can cut down (Query-adv
+# only off images: on images it is a HopSkipJump distance).
+QUERY_COUNT_ATTACKS = ("query-neighbor", "query-augment", "query-adv")
+
+
+def swept_query_attacks(config: Mapping[str, Any], dataset: str, label: str) -> dict[str, list[int]]:
+    """Query attacks of an experiment for the scaling study, each with its query counts: 1, 2, 5,
+    10, … up to the number generated (option `n_queries`, else that of query-neighbor)."""
+    from miaflow.data import DATASETS
+
+    options = config.get("attack_options", {})
+    generated = options.get("query-neighbor", {}).get("n_queries", 10)
+    swept = {}
+    for attack in attacks_for(config, dataset, label):
+        if attack not in QUERY_COUNT_ATTACKS or (attack == "query-adv"
+                                                 and DATASETS[dataset].modality == "image"):
+            continue
+        total = options.get(attack, {}).get("n_queries", generated)
+        swept[attack] = sorted({k for k in (1, 2, 5) if k < total} | {total})
+    return swept

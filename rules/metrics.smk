@@ -48,23 +48,27 @@ rule collect_models:
         "../scripts/collect_models.py"
 
 
-rule reference_sweep:
-    """AUROC of the reference-based attacks with 2, 4, … up to all reference models."""
+rule scaling_sweep:
+    """AUROC with 2, 4, … reference models and with 1, 2, 5, … queries (TDDBench Fig. 4)."""
     input:
         splits=rules.make_splits.output[0],
         signals=shard_signals(wf.target_arch),
         reference_signals=shard_signals(wf.reference_arch),
-        code=package("splits", "signals", "attacks"),
+        artifacts=lambda w: [ATTACK_ARTIFACTS[a][name].format(**w)
+                             for a, name in swept_artifacts(w)],
+        code=package("splits", "signals", "queries", "attacks"),
     output:
         "results/evaluate/sweep/{dataset}/{arch}.parquet",
     params:
-        attacks=wf.swept_attacks(config),
-        counts=wf.reference_counts(config),
+        reference_attacks=wf.swept_attacks(config),
+        reference_counts=wf.reference_counts(config),
+        query_attacks=lambda w: wf.swept_query_attacks(config, w.dataset, w.arch),
+        artifact_names=swept_artifacts,
         options=config.get("attack_options", {}),
         seed=config["seed"],
     log:
-        "results/evaluate/logs/reference_sweep/{dataset}/{arch}.log",
+        "results/evaluate/logs/scaling_sweep/{dataset}/{arch}.log",
     benchmark:
-        "results/evaluate/benchmarks/reference_sweep/{dataset}/{arch}.tsv"
+        "results/evaluate/benchmarks/scaling_sweep/{dataset}/{arch}.tsv"
     script:
-        "../scripts/reference_sweep.py"
+        "../scripts/scaling_sweep.py"

@@ -29,7 +29,7 @@ rule study_tables:
     input:
         metrics=rules.collect_metrics.output.metrics,
         models=rules.collect_models.output[0],
-        sweeps=per_experiment(rules.reference_sweep.output[0]),
+        sweeps=per_experiment(rules.scaling_sweep.output[0]),
         scoring=[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
                  for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)],
         code=package("metrics", "tables", "attacks"),
@@ -39,7 +39,7 @@ rule study_tables:
         reference_mismatch=multiext("results/tables/reference_mismatch", *TABLE_FORMATS),
         per_experiment=[f for suffix in TABLE_FORMATS for f in per_experiment(f"results/tables/metrics-{{dataset}}-{{arch}}{suffix}")],
         gap="results/figures/auroc-vs-gap.png",
-        sweeps=per_experiment("results/figures/reference-sweep-{dataset}-{arch}.png"),
+        sweeps=per_experiment("results/figures/scaling-{dataset}-{arch}.png"),
     params:
         experiments=EXPERIMENTS,
     log:
@@ -63,7 +63,7 @@ rule cost_table:
             *[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
               for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)],
             *per_experiment(rules.compute_metrics.benchmark),
-            *per_experiment(rules.reference_sweep.benchmark),
+            *per_experiment(rules.scaling_sweep.benchmark),
             rules.study_tables.benchmark,
             rules.collect_metrics.benchmark,
             rules.collect_models.benchmark,

@@ -282,6 +282,15 @@ def test_query_neighbor_counts_neighbours_with_higher_loss(tmp_path):
     np.testing.assert_array_equal(run_attack("query-neighbor", inputs), [0.5, 1.0])
 
 
+def test_query_neighbor_with_only_the_first_queries(tmp_path):
+    queries, ids = _known_outputs(tmp_path, "tabular")
+    inputs = _query_inputs(queries, ids)
+    first = AttackInputs(**{**inputs.__dict__, "options": {"queries_used": 1}})
+    # Neighbour 1 alone has a higher loss than the original for both samples (v: 0 → −1, 2 → 1).
+    np.testing.assert_array_equal(run_attack("query-neighbor", first), [1.0, 1.0])
+    np.testing.assert_array_equal(run_attack("query-neighbor", inputs), [0.5, 1.0])
+
+
 def test_query_neighbor_text_is_the_mean_loss_rise(tmp_path):
     inputs = _query_inputs(*_known_outputs(tmp_path, "text"))
     loss = lambda v: np.log1p(np.exp(-np.array(v)))  # noqa: E731

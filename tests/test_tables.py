@@ -210,11 +210,13 @@ def test_study_figures_are_deterministic_pngs(tmp_path):
                             "repeat": [0, 1], "metric": "auroc", "value": [0.6, 0.7]})
     models = pd.DataFrame({"dataset": "d1", "arch": "mlp", "model_id": ["target-0", "target-1"],
                            "role": "target", "train_acc": [1.0, 0.9], "test_acc": [0.7, 0.8]})
-    sweep = pd.DataFrame({"attack": "model-loss", "n_reference": [2, 2, 4, 4], "repeat": [0, 1, 0, 1],
-                          "auroc": [0.6, 0.62, 0.7, 0.71]})
+    sweep = pd.DataFrame({"attack": ["model-loss"] * 4 + ["query-neighbor"] * 2,
+                          "axis": ["reference models"] * 4 + ["queries"] * 2,
+                          "count": [2, 2, 4, 4, 1, 10], "repeat": [0, 1, 0, 1, 0, 0],
+                          "auroc": [0.6, 0.62, 0.7, 0.71, 0.55, 0.6]})
     for name in ("a", "b"):
         tables.plot_auroc_vs_gap(metrics, models, {"metric-loss": "metric"}, tmp_path / f"gap-{name}.png")
-        tables.plot_reference_sweep(sweep, tmp_path / f"sweep-{name}.png", "d1 / mlp")
+        tables.plot_scaling_sweep(sweep, tmp_path / f"sweep-{name}.png", "d1 / mlp")
     for stem in ("gap", "sweep"):
         first = (tmp_path / f"{stem}-a.png").read_bytes()
         assert first[:8] == PNG_MAGIC and first == (tmp_path / f"{stem}-b.png").read_bytes()

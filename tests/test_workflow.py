@@ -54,3 +54,15 @@ def test_experiments_with_references_of_another_architecture():
     assert wf.attacks_for(config, "purchase", "mlp_ref_lr") == ["metric-loss", "model-lira"]
     assert wf.attacks_for(config, "purchase", "mlp") == ["metric-loss", "model-lira", "query-neighbor"]
     assert wf.attacks_for(config, "digits", "cnn") == config["attacks"]
+
+
+def test_query_counts_of_the_scaling_sweep():
+    from miaflow.workflow import swept_query_attacks
+
+    config = {"experiments": [], "attacks": ["metric-loss", "query-neighbor", "query-augment", "query-adv"],
+              "attack_options": {"query-neighbor": {"n_queries": 10}, "query-augment": {"n_queries": 4}}}
+    assert swept_query_attacks(config, "purchase", "mlp") == {
+        "query-neighbor": [1, 2, 5, 10], "query-augment": [1, 2, 4], "query-adv": [1, 2, 5, 10]}
+    # On images Query-adv is a boundary distance, not a count of queries.
+    assert "query-adv" not in swept_query_attacks(config, "digits", "cnn")
+    assert swept_query_attacks(config, "purchase", "mlp_ref_lr") == {}

@@ -106,7 +106,7 @@ def test_tables_and_figures(project):
         for suffix in (".csv", ".md", ".tex"):
             assert (project / "results/tables" / f"{stem}{suffix}").stat().st_size > 0
     figures = {p.name for p in (project / "results/figures").iterdir()}
-    assert {"roc-breast_cancer-lr.png", "auroc-vs-gap.png", "reference-sweep-digits-cnn.png"} <= figures
+    assert {"roc-breast_cancer-lr.png", "auroc-vs-gap.png", "scaling-digits-cnn.png"} <= figures
     assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     auroc = pd.read_csv(project / "results/tables/auroc.csv")
     assert "±" in auroc.to_string()

@@ -47,11 +47,19 @@ def _queries(inputs: AttackInputs) -> str:
     return str(inputs.extra["queries"])
 
 
+def _first_queries(values: np.ndarray, inputs: AttackInputs) -> np.ndarray:
+    """The original query (row 0) and the first `queries_used` extra ones (option; default all):
+    the scaling study's cut in the number of queries."""
+    used = inputs.options.get("queries_used")
+    return values if used is None else values[: 1 + int(used)]
+
+
 @register("query-neighbor", "query")
 def query_neighbor(inputs: AttackInputs) -> np.ndarray:
     """Share of noisy neighbours with a higher loss than the sample (mean loss rise for text)."""
     path = _queries(inputs)
-    loss = query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "loss", inputs.sample_ids)
+    loss = _first_queries(query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "loss",
+                                       inputs.sample_ids), inputs)
     rise = loss[1:] - loss[0]
     if _query_info(path)["modality"] == "text":
         return rise.mean(axis=0)
@@ -66,8 +74,10 @@ def query_augment(inputs: AttackInputs) -> np.ndarray:
     kind = NEIGHBOUR if info["modality"] == "text" else AUGMENT
     shadow_kind = AUGMENT_SHADOW if AUGMENT_SHADOW in info else kind
     # Shadow g_0's pool is T (target_ref): its features and membership are over T as well.
-    shadow = query_signal(path, SHADOW, [ORIG, shadow_kind], "correct", inputs.sample_ids)
-    target = query_signal(path, inputs.target_model, [ORIG, kind], "correct", inputs.sample_ids)
+    shadow = _first_queries(query_signal(path, SHADOW, [ORIG, shadow_kind], "correct",
+                                         inputs.sample_ids), inputs)
+    target = _first_queries(query_signal(path, inputs.target_model, [ORIG, kind], "correct",
+                                         inputs.sample_ids), inputs)
     model = train_attack_classifier(shadow.T, inputs.reference_keep[0], inputs.seed)
     return member_probability(model, target.T)
 
@@ -79,7 +89,7 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
     if _query_info(path)["modality"] != "image":
         correct = query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "correct",
                                inputs.sample_ids)
-        return correct.mean(axis=0)
+        return _first_queries(correct, inputs).mean(axis=0)
     import pyarrow.parquet as pq
 
     table = pq.read_table(inputs.extra["distances"], columns=["sample_id", "distance"],
