@@ -27,7 +27,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "dvc.yaml", ".dvcignore",
                   ".gitignore"]
 TINY_ATTACKS = ["metric-loss", "metric-ment", "model-lira", "model-robust", "lira-online",
-                "lira-offline"]
+                "lira-offline", "query-neighbor"]
 
 
 def tiny_params() -> dict:
@@ -94,6 +94,12 @@ def test_metrics_contract(project):
     assert set(metrics["metric"]) == set(METRIC_NAMES)
     assert set(metrics["attack"]) == set(TINY_ATTACKS)
     assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
+    # Query attacks are not run with references of another architecture than the target's.
+    mixed = metrics[metrics["target_model"] == "lr_ref_catboost"]
+    assert len(mixed) and "query-neighbor" not in set(mixed["attack"])
+    sweep = pd.read_parquet(project / "results/evaluate/sweep/digits/cnn.parquet")
+    assert set(sweep["axis"]) == {"reference models", "queries"}
+    assert sorted(sweep.loc[sweep["axis"] == "queries", "count"].unique()) == [1, 2, 5, 10]
     auroc = metrics[metrics["metric"] == "auroc"].groupby(["dataset", "target_model", "attack"])["value"].mean()
     for dataset in metrics["dataset"].unique():
         assert auroc[dataset].max() > 0.55, f"no attack above chance on {dataset}: {auroc[dataset]}"
@@ -113,7 +119,7 @@ def test_tables_and_figures(project):
     mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
     assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
     cost = pd.read_csv(project / "results/tables/cost.csv")
-    assert {"prepare_dataset", "train_shard", "compute_signals", "score_attack"} <= set(cost["rule"])
+    assert {"prepare_dataset", "train_shard", "compute_signals", "score_attacks"} <= set(cost["rule"])
 
 
 def test_reruns_are_no_ops(project):
@@ -126,9 +132,9 @@ def test_reruns_are_no_ops(project):
 
 
 @pytest.mark.parametrize(("module", "reruns", "keeps"), [
-    ("stats", {"paired_tests", "tables"}, {"train_shard", "score_attack"}),
+    ("stats", {"paired_tests", "tables"}, {"train_shard", "score_attacks"}),
     ("seeding", {"prepare_dataset", "make_splits", "train_shard"}, set()),
-    ("jobs", {"prepare_dataset", "train_shard", "score_attack", "cost_table"}, set()),
+    ("jobs", {"prepare_dataset", "train_shard", "score_attacks", "cost_table"}, set()),
 ])
 def test_editing_a_library_module_reruns_the_rules_using_it(project, module, reruns, keeps):
     path = project / f"miaflow/{module}.py"
