@@ -51,6 +51,12 @@ def attack_artifacts(prefix):
                    for pattern in ATTACK_ARTIFACTS.get(attack, {}).values() if pattern.startswith(prefix)})
 
 
+def attack_artifact_names(w):
+    """(attack, artifact name) pairs of the extra files an experiment's attacks read."""
+    return [(a, name) for a in wf.attacks_for(config, w.dataset, w.arch)
+            for name in ATTACK_ARTIFACTS.get(a, {})]
+
+
 def swept_artifacts(w):
     """(attack, artifact name) pairs of the query attacks an experiment's scaling sweep runs."""
     return [(a, name) for a in wf.swept_query_attacks(config, w.dataset, w.arch)
@@ -73,7 +79,6 @@ def shard_signals(which):
 wildcard_constraints:
     dataset="[a-z0-9_]+",
     arch="[a-z0-9_]+",
-    attack="[a-z0-9-]+",
     shard=r"\d+",
 
 

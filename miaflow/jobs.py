@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -117,20 +118,14 @@ def _signal_stores(splits: str | Path, signals: Paths, reference_signals: Paths)
     return read_splits(splits), store, store if same else SignalStore.read(list(reference_signals))
 
 
-def score_attack(splits: str | Path, signals: Paths, reference_signals: Paths, attack: str,
-                 options: Mapping[str, Any], dataset: str, arch: str, seed: int,
-                 output: str | Path, artifacts: Mapping[str, str | Path] | None = None) -> None:
-    """Scores of one attack against every target model (repeat) of one experiment.
-
-    `signals` are the shards of the target models' architecture, `reference_signals` those of
-    the reference models' one (the same files unless the experiment sets `ref_arch`).
-    `artifacts` names the files beyond the signal store that this attack reads (queries, ...).
-    Samples a `subset` attack did not evaluate (NaN scores) are left out of the table.
-    """
+def _attack_frame(attack: str, keep, store, reference_store, options: Mapping[str, Any],
+                  dataset: str, arch: str, seed: int,
+                  artifacts: Mapping[str, str | Path] | None) -> pd.DataFrame:
+    """Scores of one attack against every target model (repeat) of one experiment. Samples a
+    `subset` attack did not evaluate (NaN scores) are left out."""
     from miaflow.attacks import ATTACKS, attack_inputs, run_attack
     from miaflow.seeding import derive_seed
 
-    keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
     frames = []
     for repeat in range(len(keep.models("target"))):
         inputs, is_member = attack_inputs(
@@ -143,7 +138,36 @@ def score_attack(splits: str | Path, signals: Paths, reference_signals: Paths, a
             "sample_id": keep.target_samples[evaluated], "score": scores[evaluated],
             "is_member": is_member[evaluated],
         }))
+    return pd.concat(frames, ignore_index=True)
+
+
+def score_attacks(splits: str | Path, signals: Paths, reference_signals: Paths,
+                  attacks: Sequence[str], options: Mapping[str, Mapping[str, Any]], dataset: str,
+                  arch: str, seed: int, artifacts: Paths, artifact_names: Sequence[tuple[str, str]],
+                  output: str | Path, timings_out: str | Path) -> None:
+    """Scores of every attack of one experiment, in one job: the signal stores are read once and
+    one interpreter start serves all attacks (per-job start-up dominated one job per attack).
+
+    `signals` are the shards of the target models' architecture, `reference_signals` those of
+    the reference models' one (the same files unless the experiment sets `ref_arch`);
+    `artifacts` are the attacks' extra files, named by the (attack, name) pairs of
+    `artifact_names`. Each attack's wall and CPU seconds go to `timings_out` (a run record, like
+    Snakemake's benchmark files), so that costs can still be compared per attack.
+    """
+    keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
+    extra: dict[str, dict[str, str | Path]] = {}
+    for (attack, name), path in zip(artifact_names, artifacts):
+        extra.setdefault(attack, {})[name] = path
+    frames, timings = [], []
+    for attack in attacks:
+        wall, cpu = time.perf_counter(), time.process_time()
+        frames.append(_attack_frame(attack, keep, store, reference_store, options.get(attack, {}),
+                                    dataset, arch, seed, extra.get(attack)))
+        timings.append({"attack": attack, "s": time.perf_counter() - wall,
+                        "cpu_time": time.process_time() - cpu})
+        log.info("%s: %.1f s", attack, timings[-1]["s"])
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
+    io.write_text(timings_out, pd.DataFrame(timings).to_csv(sep="\t", index=False))
 
 
 def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
@@ -243,7 +267,7 @@ def make_tables(metrics: str | Path, tests: str | Path, models: str | Path, tabl
                                auroc=dict(zip(chosen["attack"], chosen["mean"])))
 
 
-def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, scoring_benchmarks: Paths,
+def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, attack_timings: Paths,
                  tables_dir: str | Path, experiments: Sequence[tuple[str, str]],
                  gap_figure: str | Path, sweep_figures: Paths) -> None:
     """TDDBench's further tables and figures: AUROC across architectures (Table 5), with
@@ -257,9 +281,9 @@ def study_tables(metrics: str | Path, models: str | Path, sweeps: Paths, scoring
     long = pd.read_parquet(metrics)
     means = summary(long)
     families = {name: attack.family for name, attack in ATTACKS.items()}
-    benchmarks = tables.read_benchmarks([Path(p) for p in scoring_benchmarks], Path("results"))
+    timings = pd.concat([pd.read_csv(p, sep="\t") for p in attack_timings], ignore_index=True)
     named = [("by_architecture", tables.auroc_by_architecture(means)),
-             ("families", tables.family_table(means, benchmarks, families)),
+             ("families", tables.family_table(means, timings, families)),
              ("reference_mismatch", tables.reference_mismatch_table(means)),
              *[(f"metrics-{d}-{a}", tables.all_metrics_table(means, d, a)) for d, a in experiments]]
     for name, table in named:

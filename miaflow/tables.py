@@ -177,36 +177,36 @@ def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) ->
     return table
 
 
-def family_table(summary: pd.DataFrame, benchmarks: pd.DataFrame,
+def family_table(summary: pd.DataFrame, timings: pd.DataFrame,
                  families: Mapping[str, str]) -> pd.DataFrame:
     """TDDBench Table-7 layout: per attack family, average and best AUROC over its attacks and
-    all experiments, and the largest wall time and memory of one of its scoring jobs.
+    all experiments, and the largest wall and CPU time one of its attacks took on one experiment.
 
-    `benchmarks` are `read_benchmarks` rows; scoring jobs are named `<dataset>/<arch>/<attack>`.
-    The training of shared reference models is reported separately by the cost table.
+    `timings` has columns attack, s, cpu_time (rule score_attacks' run records). Memory is
+    measured per scoring job (all attacks of an experiment) and is in the cost table, as is the
+    training of the shared reference models.
     """
     auroc = summary[summary["metric"] == "auroc"].assign(family=lambda d: d["attack"].map(families))
-    scoring = benchmarks[benchmarks["rule"] == "score_attack"]
-    scoring = scoring.assign(attack=scoring["job"].str.rsplit("/", n=1).str[-1])
-    scoring = scoring.assign(family=scoring["attack"].map(families))
+    cost = timings.assign(family=timings["attack"].map(families))
     rows = []
     for family, group in auroc.groupby("family", sort=True):
         best = group.loc[group["mean"].idxmax()]
-        cost = scoring[scoring["family"] == family]
+        mine = cost[cost["family"] == family]
         rows.append({
             "family": family,
             "attacks": group["attack"].nunique(),
             "average_auroc": f"{group['mean'].mean():.3f}",
             "best_auroc": f"{best['mean']:.3f} ({best['attack']}, {best['dataset']}/{best['target_model']})",
-            "max_wall_s": f"{cost['s'].max():.1f}" if len(cost) else MISSING,
-            "max_rss_mib": f"{cost['max_rss'].max():.0f}" if len(cost) else MISSING,
+            "max_wall_s": f"{mine['s'].max():.1f}" if len(mine) else MISSING,
+            "max_cpu_s": f"{mine['cpu_time'].max():.1f}" if len(mine) else MISSING,
         })
     table = pd.DataFrame(rows, columns=["family", "attacks", "average_auroc", "best_auroc",
-                                        "max_wall_s", "max_rss_mib"])
+                                        "max_wall_s", "max_cpu_s"])
     table.attrs["caption"] = (
         "Attack families: mean AUROC over their attacks and experiments, the best attack, and the "
-        "largest wall time and peak memory of one scoring job (reference-model training is shared "
-        "and reported in the cost table)."
+        "largest wall and CPU seconds one of its attacks took to score all target models of one "
+        "experiment (peak memory per scoring job and the shared reference-model training are in "
+        "the cost table)."
     )
     return table
 
@@ -455,8 +455,12 @@ def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
 
 
 def write_song_mittal_table(scores: list[str | Path], stem: str | Path) -> None:
-    """`stem`.{csv,md,tex} from the score files of the Song & Mittal threshold attacks."""
-    table = song_mittal_table(pd.concat([pd.read_parquet(p) for p in scores], ignore_index=True))
+    """`stem`.{csv,md,tex} from the Song & Mittal threshold attacks' rows of the score files."""
+    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS
+
+    wanted = [("attack", "in", sorted(DECISION_THRESHOLDS))]
+    table = song_mittal_table(pd.concat([pd.read_parquet(p, filters=wanted) for p in scores],
+                                        ignore_index=True))
     write_table(table, stem, table.attrs["caption"])
 
 
@@ -464,7 +468,8 @@ def write_risk_report(scores: list[str | Path], stem: str | Path,
                       figures: Mapping[tuple[str, str], str | Path]) -> None:
     """Precision/recall table at `stem` and one risk-CDF figure per (dataset, arch) experiment,
     from the sm-risk score files."""
-    risk = pd.concat([pd.read_parquet(p) for p in scores], ignore_index=True)
+    risk = pd.concat([pd.read_parquet(p, filters=[("attack", "==", "sm-risk")]) for p in scores],
+                     ignore_index=True)
     table = risk_precision_table(risk)
     write_table(table, stem, table.attrs["caption"])
     for (dataset, arch), path in figures.items():

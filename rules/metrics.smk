@@ -1,7 +1,7 @@
 rule compute_metrics:
     """All metrics per attack and target model, with Clopper-Pearson intervals and ROC curves."""
     input:
-        scores=lambda w: expand(rules.score_attack.output[0], attack=wf.attacks_for(config, w.dataset, w.arch), **w),
+        scores=rules.score_attacks.output.scores,
         code=package("metrics"),
     output:
         metrics="results/evaluate/metrics/{dataset}/{arch}.parquet",

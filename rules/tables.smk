@@ -30,8 +30,7 @@ rule study_tables:
         metrics=rules.collect_metrics.output.metrics,
         models=rules.collect_models.output[0],
         sweeps=per_experiment(rules.scaling_sweep.output[0]),
-        scoring=[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
-                 for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)],
+        scoring=per_experiment(rules.score_attacks.output.timings),
         code=package("metrics", "tables", "attacks"),
     output:
         by_architecture=multiext("results/tables/by_architecture", *TABLE_FORMATS),
@@ -60,8 +59,7 @@ rule cost_table:
             *per_shard(rules.compute_signals.benchmark),
             *query_model_benchmarks(),
             *QUERY_BENCHMARKS,
-            *[rules.score_attack.benchmark.format(dataset=d, arch=a, attack=attack)
-              for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)],
+            *per_experiment(rules.score_attacks.benchmark),
             *per_experiment(rules.compute_metrics.benchmark),
             *per_experiment(rules.scaling_sweep.benchmark),
             rules.study_tables.benchmark,
@@ -86,8 +84,7 @@ SONG_MITTAL_THRESHOLD_ATTACKS = [a for a in config["attacks"] if a.startswith("s
 rule song_mittal_table:
     """Song & Mittal attack accuracy at learned thresholds: class-dependent vs global."""
     input:
-        scores=[f for a in SONG_MITTAL_THRESHOLD_ATTACKS
-                for f in per_experiment(rules.score_attack.output[0], attack=a)],
+        scores=per_experiment(rules.score_attacks.output.scores),
         code=package("tables", "attacks"),
     output:
         multiext("results/tables/song_mittal", *TABLE_FORMATS),
@@ -102,7 +99,7 @@ rule song_mittal_table:
 rule risk_score_report:
     """Privacy risk score: precision/recall of r ≥ τ and risk CDFs of members vs non-members."""
     input:
-        scores=per_experiment(rules.score_attack.output[0], attack="sm-risk"),
+        scores=per_experiment(rules.score_attacks.output.scores),
         code=package("tables", "attacks"),
     output:
         table=multiext("results/tables/risk_precision", *TABLE_FORMATS),

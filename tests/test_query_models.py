@@ -1,7 +1,7 @@
 """Query-transfer, Query-qrm and Query-ref: their training jobs and their scores.
 
 Toy experiments are written to disk as the workflow would (dataset, splits, signal store, model
-shards), so the job functions and `jobs.score_attack` run exactly as in a Snakemake job.
+shards), so the job functions and `jobs.score_attacks` run exactly as in a Snakemake job.
 """
 
 from __future__ import annotations
@@ -51,10 +51,11 @@ def _write_experiment(root, features, labels, n_classes, logits_of, modality="ta
 
 
 def _scores(root, splits_path, signals, attack, artifacts, options=None, repeat=1):
-    """Scores of `attack` for target `repeat` through `jobs.score_attack`, and its ground truth."""
+    """Scores of `attack` for target `repeat` through `jobs.score_attacks`, and its ground truth."""
     output = root / f"{attack}.parquet"
-    jobs.score_attack(splits_path, [signals], [signals], attack, options or {}, "toy", "arch", 0, output,
-                      artifacts)
+    jobs.score_attacks(splits_path, [signals], [signals], [attack], {attack: options or {}}, "toy",
+                       "arch", 0, list(artifacts.values()), [(attack, name) for name in artifacts],
+                       output, root / f"{attack}.tsv")
     table = pd.read_parquet(output)
     return table[table["repeat"] == repeat]
 

@@ -194,15 +194,14 @@ def test_all_metrics_table_orders_metrics_as_reported():
     assert table.set_index("attack").loc["metric-loss", "fpr"] == tables.MISSING
 
 
-def test_family_table_averages_auroc_and_takes_the_costliest_scoring_job():
-    benchmarks = pd.DataFrame({"stage": "evaluate", "rule": "score_attack",
-                               "job": ["d1/mlp/metric-loss", "d1/mlp/model-loss", "d1/cnn/metric-loss"],
-                               "s": [1.0, 5.0, 3.0], "max_rss": [100.0, 300.0, 200.0]})
+def test_family_table_averages_auroc_and_takes_the_costliest_attack_run():
+    timings = pd.DataFrame({"attack": ["metric-loss", "model-loss", "metric-loss"],
+                            "s": [1.0, 5.0, 3.0], "cpu_time": [0.5, 4.0, 2.5]})
     families = {"metric-loss": "metric", "model-loss": "model"}
-    table = tables.family_table(_summary_rows(), benchmarks, families).set_index("family")
+    table = tables.family_table(_summary_rows(), timings, families).set_index("family")
     assert table.loc["metric", "average_auroc"] == "0.650"
     assert table.loc["metric", "best_auroc"].startswith("0.700 (metric-loss, d1/cnn)")
-    assert table.loc["metric", "max_wall_s"] == "3.0" and table.loc["model", "max_rss_mib"] == "300"
+    assert table.loc["metric", "max_wall_s"] == "3.0" and table.loc["model", "max_cpu_s"] == "4.0"
 
 
 def test_study_figures_are_deterministic_pngs(tmp_path):
