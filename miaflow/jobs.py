@@ -210,11 +210,12 @@ def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
                                                          "repeat", "axis", "count", "auroc"]))
 
 
-def compute_metrics(scores: Paths, fpr_levels: Sequence[float], confidence: float,
+def compute_metrics(scores: str | Path, fpr_levels: Sequence[float], confidence: float,
                     metrics_out: str | Path, roc_out: str | Path) -> None:
+    """Metrics and ROC curves of every attack and target model of one experiment's score table."""
     from miaflow.metrics import roc_table, score_metrics
 
-    table = pd.concat([pd.read_parquet(p) for p in scores], ignore_index=True)
+    table = pd.read_parquet(scores)
     io.write_parquet(metrics_out, score_metrics(table, tuple(fpr_levels), confidence))
     io.write_parquet(roc_out, roc_table(table))
 
