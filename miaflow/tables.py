@@ -205,8 +205,9 @@ def family_table(summary: pd.DataFrame, timings: pd.DataFrame,
     table.attrs["caption"] = (
         "Attack families: mean AUROC over their attacks and experiments, the best attack, and the "
         "largest wall and CPU seconds one of its attacks took to score all target models of one "
-        "experiment (peak memory per scoring job and the shared reference-model training are in "
-        "the cost table)."
+        "experiment. Peak memory per scoring job, the shared reference-model training and the "
+        "jobs that build query artifacts (query sets, surrogates, regressors, canaries, "
+        "HopSkipJump) are in the cost table."
     )
     return table
 
