@@ -51,16 +51,19 @@ def attack_artifacts(prefix):
                    for pattern in ATTACK_ARTIFACTS.get(attack, {}).values() if pattern.startswith(prefix)})
 
 
+def artifact_names(attacks):
+    """(attack, artifact name) pairs of the extra files `attacks` read."""
+    return [(a, name) for a in attacks for name in ATTACK_ARTIFACTS.get(a, {})]
+
+
 def attack_artifact_names(w):
-    """(attack, artifact name) pairs of the extra files an experiment's attacks read."""
-    return [(a, name) for a in wf.attacks_for(config, w.dataset, w.arch)
-            for name in ATTACK_ARTIFACTS.get(a, {})]
+    """The extra files an experiment's attacks read, as (attack, artifact name) pairs."""
+    return artifact_names(wf.attacks_for(config, w.dataset, w.arch))
 
 
 def swept_artifacts(w):
-    """(attack, artifact name) pairs of the query attacks an experiment's scaling sweep runs."""
-    return [(a, name) for a in wf.swept_query_attacks(config, w.dataset, w.arch)
-            for name in ATTACK_ARTIFACTS.get(a, {})]
+    """The extra files of the query attacks an experiment's scaling sweep runs."""
+    return artifact_names(wf.swept_query_attacks(config, w.dataset, w.arch))
 
 
 def per_shard(pattern):

@@ -118,6 +118,15 @@ def _signal_stores(splits: str | Path, signals: Paths, reference_signals: Paths)
     return read_splits(splits), store, store if same else SignalStore.read(list(reference_signals))
 
 
+def _artifacts_by_attack(artifact_names: Sequence[tuple[str, str]],
+                         artifacts: Paths) -> dict[str, dict[str, str | Path]]:
+    """{attack: {artifact name: path}} from the rule's parallel lists of names and paths."""
+    extra: dict[str, dict[str, str | Path]] = {}
+    for (attack, name), path in zip(artifact_names, artifacts):
+        extra.setdefault(attack, {})[name] = path
+    return extra
+
+
 def _attack_frame(attack: str, keep, store, reference_store, options: Mapping[str, Any],
                   dataset: str, arch: str, seed: int,
                   artifacts: Mapping[str, str | Path] | None) -> pd.DataFrame:
@@ -155,9 +164,7 @@ def score_attacks(splits: str | Path, signals: Paths, reference_signals: Paths,
     Snakemake's benchmark files), so that costs can still be compared per attack.
     """
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
-    extra: dict[str, dict[str, str | Path]] = {}
-    for (attack, name), path in zip(artifact_names, artifacts):
-        extra.setdefault(attack, {})[name] = path
+    extra = _artifacts_by_attack(artifact_names, artifacts)
     frames, timings = [], []
     for attack in attacks:
         wall, cpu = time.perf_counter(), time.process_time()
@@ -188,9 +195,7 @@ def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
     from miaflow.seeding import derive_seed
 
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
-    extra: dict[str, dict[str, str | Path]] = {}
-    for (attack, name), path in zip(artifact_names, artifacts):
-        extra.setdefault(attack, {})[name] = path
+    extra = _artifacts_by_attack(artifact_names, artifacts)
     plan = [("reference models", attack, count, {"n_reference": count}, {})
             for count in reference_counts for attack in reference_attacks]
     plan += [("queries", attack, count, {}, {"queries_used": count})
