@@ -220,12 +220,18 @@ class Options:
 
     precision: str = "fp32"  # "bf16": autocast forward (weights and optimizer stay fp32)
     channels_last: bool = False  # NHWC convolutions (CNN)
-    compile: bool = False  # torch.compile the forward and loss
+    compile: bool | str = False  # torch.compile the forward and loss: true, or a torch.compile mode
 
     @classmethod
     def of(cls, arch: Mapping[str, Any]) -> Options:
         return cls(arch.get("precision", "fp32"), arch.get("channels_last", False),
                    arch.get("compile", False))
+
+    def compiled(self, function: Any) -> Any:
+        """`function` through torch.compile (in the configured mode), or as it is."""
+        if not self.compile:
+            return function
+        return torch.compile(function, mode=None if self.compile is True else self.compile)
 
 
 def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarray,
@@ -245,7 +251,7 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
     if layers is None:
         return None
     ensemble = GroupedEnsemble(modules, layers, device, options.channels_last)
-    if not _matches_modules(ensemble, modules, features, device):
+    if not _matches_modules(ensemble, modules, features):
         log.warning("grouped forward differs from %s's own forward: training one by one",
                     type(modules[0]).__name__)
         return None
@@ -263,7 +269,7 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
         losses = F.cross_entropy(logits.float().reshape(-1, n_classes), y.reshape(-1), reduction="none")
         return (losses.view_as(weight) * weight).sum(1) / weight.sum(1).clamp(min=1)
 
-    loss_fn = torch.compile(member_losses) if options.compile else member_losses
+    loss_fn = options.compiled(member_losses)
     optimizer = _MaskedOptimizer(ensemble.params, arch["optimizer"], arch["weight_decay"])
     shuffles = [torch.Generator().manual_seed(seed) for seed in seeds]
     size, batch_size = ensemble.size, arch["batch_size"]
@@ -314,13 +320,16 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
     return [ensemble.member_weights(m) for m in range(size)]
 
 
-def _matches_modules(ensemble: GroupedEnsemble, modules: Sequence[nn.Module], features: np.ndarray,
-                     device: str) -> bool:
-    """Guard against a module whose forward is not its leaves in order (e.g. a skip connection)."""
+def _matches_modules(ensemble: GroupedEnsemble, modules: Sequence[nn.Module], features: np.ndarray) -> bool:
+    """Guard against a module whose forward is not its leaves in order (e.g. a skip connection).
+
+    Both forwards run on the CPU in fp32: on a GPU, TF32 convolutions would differ by more than
+    the tolerance and silently send every CNN shard to the per-model loop."""
     probe = torch.tensor(features[:4])
     with torch.no_grad():
         expected = torch.stack([m(probe) for m in modules])
-        got = ensemble.forward(probe.to(device).expand(len(modules), *probe.shape)).cpu()
+        got = ensemble.forward(probe.expand(len(modules), *probe.shape),
+                               {k: v.detach().cpu() for k, v in ensemble.params.items()})
     return got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 

@@ -90,16 +90,27 @@ def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarra
 def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
                x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
                threads: int, model_id: str) -> Weights:
-    """Minibatch training (TDDBench recipe); early stopping on held-out accuracy if patience > 0."""
+    """Minibatch training (TDDBench recipe); early stopping on held-out accuracy if patience > 0.
+
+    The architecture's GPU-path options apply here as in the ensemble: `precision: bf16` autocasts
+    the forward (weights, optimizer and held-out inference stay fp32), `channels_last` keeps
+    images and convolution weights NHWC, `compile` runs the training forward through
+    `torch.compile`. The training data are copied to the device once."""
     import torch
     import torch.nn.functional as F
 
-    from miaflow.ensemble import build_module
+    from miaflow.ensemble import Options, build_module
     from miaflow.models import augment_images
 
     device = torch_device()
+    options = Options.of(arch)
     torch.manual_seed(seed)
     model = build_module(arch, x_train.shape[1:], n_classes).to(device)
+    if options.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    forward = options.compiled(model)
+    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
+                              enabled=options.precision == "bf16")
     if arch["optimizer"] == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=arch["lr"], momentum=0.9,
                                     weight_decay=arch["weight_decay"])
@@ -120,7 +131,11 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
         total = torch.zeros((), device=device)
         for batch in torch.randperm(len(x), generator=shuffle).to(device).split(arch["batch_size"]):
             inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
-            loss = F.cross_entropy(model(inputs), y[batch])
+            if options.channels_last:
+                inputs = inputs.contiguous(memory_format=torch.channels_last)
+            with autocast:
+                logits = forward(inputs)
+            loss = F.cross_entropy(logits.float(), y[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

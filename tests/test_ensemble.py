@@ -190,17 +190,23 @@ def test_auto_shards_are_balanced_and_capped(repo):
         assert max(sizes) <= workflow.AUTO_MODELS_PER_JOB
 
 
-def test_schema_accepts_torch_options_and_rejects_them_per_model(repo):
+def test_schema_accepts_gpu_options_on_torch_kinds_only(repo):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["architectures"]["cnn"].update(precision="bf16", compile=True, channels_last=True)
-    params["architectures"]["mlp"]["batched"] = False
+    params["architectures"]["mlp"].update(batched=False, precision="bf16")
+    params["architectures"]["wrn28_2"] = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.1,
+                                          "weight_decay": 5e-4, "epochs": 2, "batch_size": 256,
+                                          "patience": 0, "augment": True, "precision": "bf16",
+                                          "channels_last": True, "compile": "reduce-overhead"}
     validate(params)
-    params["architectures"]["mlp"]["precision"] = "bf16"
     params["architectures"]["torch_lr"]["channels_last"] = True
+    params["architectures"]["lr"]["precision"] = "bf16"
+    params["architectures"]["mlp"]["compile"] = "fastest"
     with pytest.raises(ConfigError) as error:
         validate(params)
-    assert "architectures.mlp.precision" in str(error.value)
     assert "architectures.torch_lr.channels_last: unknown key" in str(error.value)
+    assert "architectures.lr.precision: unknown key" in str(error.value)
+    assert "architectures.mlp.compile" in str(error.value)
 
 
 def test_non_torch_shards_do_not_import_torch(repo):

@@ -95,3 +95,48 @@ def test_inference_runs_in_eval_mode(monkeypatch):
     second = training._torch_logits(ARCHS["mlp"], weights, features, 3)
     assert np.array_equal(first, second)
     assert np.allclose(first, first[0])
+
+
+@pytest.fixture
+def one_torch_thread():
+    """As in a workflow job (training.threads: 1): two spinning threads crawl on a busy machine."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def test_gpu_path_options_apply_to_models_trained_one_by_one(one_torch_thread):
+    """Batch-norm residual networks train per model: channels_last only changes the memory layout,
+    bf16 autocast changes the rounding but not what is learnt, and weights come back fp32 NCHW."""
+    generator = np.random.default_rng(0)
+    labels = generator.integers(0, 3, 64)
+    features = generator.normal(size=(64, 3, 8, 8)).astype(np.float32)
+    features[:, 0] += labels[:, None, None]
+    dataset = Dataset("toy-images", "image", features, labels.astype(np.int64), 3)
+    splits = make_splits(64, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0)
+    arch = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.05, "weight_decay": 5e-4, "epochs": 2,
+            "batch_size": 16, "patience": 0, "augment": True}
+    base, base_records = train_models(dataset, splits, ["target-0"], "wrn28_2", arch, seed=3)
+    nhwc, _ = train_models(dataset, splits, ["target-0"], "wrn28_2", dict(arch, channels_last=True), seed=3)
+    half, half_records = train_models(dataset, splits, ["target-0"], "wrn28_2", dict(arch, precision="bf16"), seed=3)
+    def difference(weights):
+        return max(np.abs(weights["target-0"][k] - v).max() for k, v in base["target-0"].items())
+
+    assert all(v.flags.c_contiguous and v.dtype == base["target-0"][k].dtype for k, v in nhwc["target-0"].items())
+    assert difference(nhwc) < 2e-3  # another convolution algorithm's summation order only
+    assert difference(half) > 0
+    assert all(v.dtype == base["target-0"][k].dtype for k, v in half["target-0"].items())
+    assert half_records[0].train_acc == pytest.approx(base_records[0].train_acc, abs=0.2)
+
+
+def test_compiled_per_model_training_matches_eager(one_torch_thread):
+    pytest.importorskip("torch._inductor")
+    dataset = toy_dataset(image=False)
+    splits = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0)
+    arch = dict(ARCHS["mlp"], epochs=2, batched=False)
+    eager, _ = train_models(dataset, splits, ["target-0"], "mlp", arch, seed=3)
+    compiled, _ = train_models(dataset, splits, ["target-0"], "mlp", dict(arch, compile=True), seed=3)
+    assert max(np.abs(compiled["target-0"][k] - v).max() for k, v in eager["target-0"].items()) < 1e-4
