@@ -85,23 +85,28 @@ def shard_flops(problem: Problem, arch: dict[str, Any], train: list[np.ndarray],
     return forward_flops(problem) * samples
 
 
+def shard_indices(n_samples: int, n_models: int) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
+    """Each model's training and held-out sample indices (the workflow's splits) and its id."""
+    splits = make_splits(n_samples, seed=0, dataset="bench", repeats=n_models, n_reference=0, n_population=0)
+    train = [np.flatnonzero(splits.members(m)) for m in splits.model_ids]
+    heldout = [np.flatnonzero(splits.in_target_pool & ~splits.members(m)) for m in splits.model_ids]
+    return train, heldout, list(splits.model_ids)
+
+
 def run(problem: Problem, n_models: int, n_samples: int, epochs: int) -> dict[str, float]:
     generator = np.random.default_rng(0)
     features = generator.random((n_samples, *problem.input_shape), dtype=np.float32)
     labels = generator.integers(0, problem.n_classes, n_samples)
-    splits = make_splits(n_samples, seed=0, dataset="bench", repeats=n_models, n_reference=0, n_population=0)
-    train = [np.flatnonzero(splits.members(m)) for m in splits.model_ids]
-    heldout = [np.flatnonzero(splits.in_target_pool & ~splits.members(m)) for m in splits.model_ids]
+    train, heldout, model_ids = shard_indices(n_samples, n_models)
     arch = dict(problem.arch, epochs=epochs)
     seeds = list(range(n_models))
 
     peak_before = matmul_peak()
     started = time.perf_counter()
-    ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds,
-                          splits.model_ids)
+    ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds, model_ids)
     batched = time.perf_counter() - started
     started = time.perf_counter()
-    for m, model_id in enumerate(splits.model_ids):
+    for m, model_id in enumerate(model_ids):
         training._fit_torch(arch, features[train[m]], labels[train[m]], features[heldout[m]],
                             labels[heldout[m]], problem.n_classes, seeds[m], 1, model_id)
     loop = time.perf_counter() - started
