@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import itertools
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import false_discovery_control
+from scipy.stats import false_discovery_control, permutation_test, ttest_rel
 
-from miaflow.stats import TEST_COLUMNS, paired_tests
+from miaflow import stats
+from miaflow.stats import TEST_COLUMNS, paired_tests, permutation_pvalues, sign_flips
 
 # Per-repeat AUROC of three attacks on one dataset/model: "strong" beats "weak" in every repeat by
 # distinct margins; "copy" equals "weak" exactly.
@@ -108,3 +112,115 @@ def test_random_permutations_are_seeded():
     # Randomised p-values count the observed statistic: (0 + 1) / (999 + 1) at best.
     assert _row(first, "strong", "weak").p_perm == pytest.approx(1 / 1000)
     assert _row(paired_tests(metrics), "strong", "weak").p_perm == pytest.approx(1 / 2**12)
+
+
+# --- the vectorised permutation test against scipy.stats.permutation_test, pair by pair ---------
+
+def _scipy_p(d_a: np.ndarray, d_b: np.ndarray, n_resamples: int | None, seed: int) -> float:
+    return float(permutation_test(
+        (d_a, d_b), lambda a, b, axis: np.mean(a - b, axis=axis), permutation_type="samples",
+        vectorized=True, alternative="greater",
+        n_resamples=np.inf if n_resamples is None else n_resamples,
+        rng=np.random.default_rng(seed)).pvalue)
+
+
+def _tied_pairs(gen: np.random.Generator, rows: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Metric-like values on coarse grids (k / 50, k / 7), so differences tie and cancel."""
+    a = np.round(gen.uniform(0.4, 0.9, (rows, n)) * 50) / 50
+    b = np.round(gen.uniform(0.4, 0.9, (rows, n)) * 7) / 7
+    b[: rows // 4] = a[: rows // 4]                          # all differences zero
+    b[rows // 4: rows // 2, ::2] = a[rows // 4: rows // 2, ::2]  # some differences zero
+    return a, b
+
+
+@pytest.mark.parametrize("n", range(2, 11))
+def test_exact_enumeration_equals_scipy(n):
+    a, b = _tied_pairs(np.random.default_rng(n), 40, n)
+    ours = permutation_pvalues(a - b)
+    assert np.array_equal(ours, [_scipy_p(a[r], b[r], None, 0) for r in range(len(a))])
+    assert set(ours * 2**n) <= set(range(1, 2**n + 1))  # exact: multiples of 1 / 2^R, >= 1 / 2^R
+
+
+@pytest.mark.parametrize("n", [8, 12])
+def test_random_sign_flips_are_scipys_draws(n):
+    a, b = _tied_pairs(np.random.default_rng(n), 30, n)
+    ours = permutation_pvalues(a - b, n_resamples=199, seed=11)
+    assert np.array_equal(ours, [_scipy_p(a[r], b[r], 199, 11) for r in range(len(a))])
+
+
+def test_random_p_agrees_with_scipy_within_monte_carlo_error():
+    # Independent draws (different seeds) still estimate the same exact p-value.
+    gen = np.random.default_rng(5)
+    d = gen.normal(0.3, 1.0, (12, 14))
+    n_resamples = 4000
+    ours = permutation_pvalues(d, n_resamples=n_resamples, seed=1)
+    theirs = np.array([_scipy_p(row, np.zeros(14), n_resamples, 2) for row in d])
+    exact = permutation_pvalues(d)
+    assert len(np.unique(exact)) > 6  # a spread of p-values, not all 0 or 1
+    sd = np.sqrt(exact * (1 - exact) / n_resamples) + 1 / n_resamples
+    assert (np.abs(ours - exact) <= 5 * sd).all()
+    assert (np.abs(theirs - exact) <= 5 * sd).all()
+    assert not np.array_equal(ours, theirs)
+
+
+def test_sign_flips():
+    signs, exact = sign_flips(3, None, 0)
+    assert exact and signs.shape == (8, 3)
+    assert {tuple(row) for row in signs} == set(itertools.product([1.0, -1.0], repeat=3))
+    assert sign_flips(3, 8, 0)[1]  # n_resamples >= 2^R enumerates, as scipy does
+    signs, exact = sign_flips(12, 500, 4)
+    assert not exact and signs.shape == (500, 12) and set(np.unique(signs)) == {-1.0, 1.0}
+    assert np.array_equal(signs, sign_flips(12, 500, 4)[0])
+    assert not np.array_equal(signs, sign_flips(12, 500, 5)[0])
+    assert abs(signs.mean()) < 0.05  # fair coins
+
+
+def test_known_effect_gives_small_p():
+    d = np.random.default_rng(1).normal(1.0, 0.5, (50, 10))
+    p = permutation_pvalues(d)
+    assert (p <= 4 / 2**10).all()
+    assert (permutation_pvalues(-d) > 0.99).all()
+
+
+def test_no_effect_gives_uniform_p():
+    # Under H0 (symmetric differences) the exact p-value is uniform on {1, ..., 1024} / 1024.
+    p = permutation_pvalues(np.random.default_rng(2).normal(0.0, 1.0, (4000, 10)))
+    for level in (0.05, 0.25, 0.5, 0.75):
+        expected = np.floor(level * 1024) / 1024
+        assert abs(np.mean(p <= level) - expected) < 4 * np.sqrt(expected * (1 - expected) / 4000)
+
+
+def test_chunks_do_not_change_p(monkeypatch):
+    a, b = _tied_pairs(np.random.default_rng(3), 37, 6)
+    whole = permutation_pvalues(a - b)
+    monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", 5 * 64)  # 5 rows of 2^6 patterns per chunk
+    assert np.array_equal(stats.permutation_pvalues(a - b), whole)
+
+
+def test_table_equals_pair_by_pair_scipy():
+    """Every row equals scipy's ttest_rel and permutation_test on that pair's values alone."""
+    gen = np.random.default_rng(8)
+    frames = []
+    for dataset, repeats in [("five", 5), ("nine", 9)]:
+        values = {f"att{k}": np.round(gen.uniform(0.5, 0.8, repeats) * 20) / 20 for k in range(4)}
+        values["att0"][1] = np.nan  # att0 misses a repeat: its pairs have one pair less
+        frames.append(_metrics(values, dataset=dataset).dropna())
+        frames.append(_metrics(values, dataset=dataset, metric="tpr_at_1pct_fpr").dropna())
+    metrics = pd.concat(frames)
+    for n_resamples in (None, 99):
+        tests = paired_tests(metrics, n_resamples=n_resamples, seed=4)
+        assert len(tests) == 2 * 2 * 4 * 3
+        assert tests[["dataset", "metric", "attack_a", "attack_b"]].apply(tuple, axis=1).is_monotonic_increasing
+        for row in tests.itertuples():
+            group = metrics[(metrics.dataset == row.dataset) & (metrics.metric == row.metric)]
+            pairs = group.pivot(index="repeat", columns="attack", values="value")[
+                [row.attack_a, row.attack_b]].dropna()
+            a, b = pairs[row.attack_a].to_numpy(), pairs[row.attack_b].to_numpy()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ttest = ttest_rel(a, b, alternative="greater")
+            assert row.n_pairs == len(a)
+            assert row.mean_diff == np.mean(a - b)
+            assert row.t_statistic == ttest.statistic or np.isnan(row.t_statistic)
+            assert row.p_ttest == (1.0 if np.isnan(ttest.pvalue) else ttest.pvalue)
+            assert row.p_perm == _scipy_p(a, b, n_resamples, 4)
