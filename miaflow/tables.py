@@ -10,14 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib.figure import Figure
 
 from miaflow.io import write_text, write_with
 from miaflow.metrics import METRIC_NAMES
+
+if TYPE_CHECKING:
+    # matplotlib is imported inside the plotting functions: it takes about a second, and the
+    # jobs that write only tables never need it.
+    from matplotlib.figure import Figure
 
 MISSING = "–"
 BENCHMARK_COLUMNS = ("s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out",
@@ -281,6 +285,9 @@ def plot_roc_loglog(
     TPR is interpolated onto a common log-spaced FPR grid (1e-4..1) and averaged, as in LiRA-style
     plots; `auroc` (attack -> mean AUROC) adds the value to the legend.
     """
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
     if len(roc[["dataset", "target_model"]].drop_duplicates()) > 1:
         raise ValueError("plot_roc_loglog draws one dataset/target model; filter `roc` first")
     # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
@@ -311,6 +318,9 @@ def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
                       families: Mapping[str, str], path: str | Path) -> None:
     """TDDBench Fig. 2: AUROC of each target model against its train − test accuracy gap, one
     point per (experiment, attack, repeat), coloured by attack family."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
     targets = models[models["role"] == "target"]
     gaps = pd.DataFrame({"dataset": targets["dataset"], "target_model": targets["arch"],
                          "repeat": targets["model_id"].str.rsplit("-", n=1).str[-1].astype(int),
@@ -332,6 +342,9 @@ def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
 def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
     """TDDBench Fig. 4: AUROC (mean ± std over target models) against the number of reference
     models and, in a second panel, of queries, one line per attack."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
     axes_names = [a for a in ("reference models", "queries") if a in set(sweep["axis"])] or ["reference models"]
     figure = Figure(figsize=(FIGURE_SIZE[0] * len(axes_names), FIGURE_SIZE[1]))
     colours = colormaps["tab20"].colors
@@ -435,6 +448,8 @@ def risk_precision_table(scores: pd.DataFrame) -> pd.DataFrame:
 def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
     """Empirical CDF of privacy risk scores over the target's members and non-members (pooled
     over repeats) of one dataset/target model: the further apart, the more members stand out."""
+    from matplotlib.figure import Figure
+
     from miaflow.attacks.song_mittal import risk_cdf
 
     risk = scores[scores["attack"] == "sm-risk"]

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +231,12 @@ def test_reference_mismatch_table_sets_mixed_references_beside_matched_ones():
     table = tables.reference_mismatch_table(summary.assign(n_repeats=5))
     assert list(table.columns) == ["attack", "d1: mlp ← lr", "d1: mlp ← mlp"]  # no cnn: never mixed
     assert table.iloc[0]["d1: mlp ← lr"] == "0.700 ± 0.020"
+
+
+def test_table_modules_do_not_import_matplotlib():
+    # Importing matplotlib costs about a second per job; only the plotting functions need it.
+    code = ("import sys, miaflow.tables, miaflow.jobs, miaflow.stats, miaflow.metrics\n"
+            "assert 'matplotlib' not in sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)")
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root,
+                   env=dict(os.environ, PYTHONPATH=str(root)))
