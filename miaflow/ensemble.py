@@ -10,7 +10,8 @@ the same initialisation (the member's module is built under `torch.manual_seed(s
 same shuffling generator; members train on their own subsets, so they may have different numbers
 of batches per epoch, a smaller last batch, and their own early stopping. An optimizer step is
 masked per member: a member without a batch at a step (or already stopped) is left untouched,
-Adam state and step count included. Only floating-point summation order differs from the loop.
+Adam state and step count included (one fused optimizer call per run of neighbouring members
+with equal step counts). Only floating-point summation order differs from the loop.
 
 Layers the grouped forward knows: Linear, Conv2d, ReLU, Tanh, MaxPool2d, Flatten, Identity,
 applied in registration order; `grouped_layers` returns None for anything else (e.g. batch-norm,
@@ -151,44 +152,57 @@ def _ungroup(h: torch.Tensor, members: int) -> torch.Tensor:
     return h.reshape(h.shape[0], members, -1).transpose(0, 1)
 
 
-class _MaskedOptimizer:
-    """torch's own Adam / SGD(momentum 0.9) on per-member views of the stacked tensors.
+def _runs(active: np.ndarray, steps: np.ndarray) -> list[tuple[int, int]]:
+    """Maximal [start, stop) runs of consecutive active members with equal step counts."""
+    runs: list[tuple[int, int]] = []
+    for m in np.flatnonzero(active):
+        if runs and runs[-1][1] == m and steps[runs[-1][0]] == steps[m]:
+            runs[-1] = (runs[-1][0], int(m) + 1)
+        else:
+            runs.append((int(m), int(m) + 1))
+    return runs
 
-    Each step updates only the members in `active`, and each member has its own step counts
+
+class _MaskedOptimizer:
+    """torch's own Adam / SGD(momentum 0.9) on runs of members of the stacked tensors.
+
+    Each step updates only the members in `active`, and each member has its own step count
     (Adam's bias correction), so a member that skipped steps is in the state it would have
-    reached training alone. The fused kernels make one pass over all members' parameters."""
+    reached training alone. Members with equal step counts that are neighbours in the stack
+    update together: one fused call per run on slices (M_run, *shape) of the stacked tensors.
+    `fit_ensemble` sorts members by training-set size, so members with as many batches per
+    epoch are neighbours and a step is usually one run."""
 
     def __init__(self, params: Mapping[str, torch.Tensor], kind: str, weight_decay: float) -> None:
         self.params = list(params.values())
         self.kind, self.weight_decay = kind, weight_decay
         self.first = [torch.zeros_like(p) for p in self.params]  # Adam exp_avg / SGD momentum
         self.second = [torch.zeros_like(p) for p in self.params] if kind == "adam" else []
-        self.steps = [torch.zeros((), dtype=torch.float32, device=p.device)
-                      for _ in range(len(self.params[0])) for p in self.params]
+        self.steps = np.zeros(len(self.params[0]), dtype=np.int64)  # per member, on the host
 
-    def step(self, grads: Sequence[torch.Tensor], active: torch.Tensor, lr: float) -> None:
+    def step(self, grads: Sequence[torch.Tensor], active: np.ndarray, lr: float) -> None:
         from torch.optim.adam import adam
         from torch.optim.sgd import sgd
 
-        members = active.nonzero().flatten().tolist()
-        per_member = len(self.params)
-
-        def views(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-            return [t[m] for m in members for t in tensors]
-
         grads = [g.contiguous() for g in grads]  # the fused kernels read memory flat
-        fused = self.params[0].device.type in ("cpu", "cuda")
+        device = self.params[0].device
+        fused = device.type in ("cpu", "cuda")
+        counts = self.steps if self.kind == "adam" else np.zeros_like(self.steps)  # SGD counts no steps
         with torch.no_grad():
-            if self.kind == "adam":
-                steps = [self.steps[m * per_member + i] for m in members for i in range(per_member)]
-                adam(views(self.params), views(grads), views(self.first), views(self.second),
-                                      [], steps, fused=fused, amsgrad=False, beta1=ADAM_BETAS[0],
-                                      beta2=ADAM_BETAS[1], lr=lr, weight_decay=self.weight_decay,
-                                      eps=ADAM_EPS, maximize=False)
-            else:  # zero momentum buffers: the first step sets them to the gradient, as torch does
-                sgd(views(self.params), views(grads), views(self.first), fused=fused,
-                                    weight_decay=self.weight_decay, momentum=SGD_MOMENTUM, lr=lr,
-                                    dampening=0.0, nesterov=False, maximize=False)
+            for start, stop in _runs(active, counts):
+                def views(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+                    return [t[start:stop] for t in tensors]
+
+                if self.kind == "adam":  # one step tensor per parameter: the kernel increments each
+                    steps = [torch.tensor(float(self.steps[start]), device=device) for _ in self.params]
+                    adam(views(self.params), views(grads), views(self.first), views(self.second),
+                         [], steps, fused=fused, amsgrad=False, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1],
+                         lr=lr, weight_decay=self.weight_decay, eps=ADAM_EPS, maximize=False)
+                else:  # zero momentum buffers: the first step sets them to the gradient, as torch does
+                    sgd(views(self.params), views(grads), views(self.first), fused=fused,
+                        weight_decay=self.weight_decay, momentum=SGD_MOMENTUM, lr=lr,
+                        dampening=0.0, nesterov=False, maximize=False)
+        self.steps[active] += 1
 
 
 def learning_rates(arch: Mapping[str, Any]) -> list[float]:
@@ -241,7 +255,14 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
     """Train one model per (train set, seed) together; None if the architecture cannot be grouped.
 
     `train_sets` / `heldout_sets` are sample indices into `features`. Returns each member's
-    weights, loadable into `build_module(arch, ...)`."""
+    weights, loadable into `build_module(arch, ...)`. Members train sorted by training-set size
+    (see `_MaskedOptimizer`); the weights come back in the given order."""
+    order = np.argsort([len(t) for t in train_sets], kind="stable")
+    if (order != np.arange(len(order))).any():
+        fitted = fit_ensemble(arch, features, labels, [train_sets[m] for m in order],
+                              [heldout_sets[m] for m in order], n_classes, [seeds[m] for m in order],
+                              [model_ids[m] for m in order], device)
+        return None if fitted is None else [fitted[i] for i in np.argsort(order)]
     modules = []
     for seed in seeds:
         torch.manual_seed(seed)
@@ -285,7 +306,7 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
                  if running[m] else train_sets[m][:0] for m in range(size)]
         n_steps = max(math.ceil(len(o) / batch_size) for o in order)
         idx, valid = _padded(order, n_steps * batch_size)
-        active = valid.view(size, n_steps, batch_size).any(2)  # on the host: no device sync per step
+        active = valid.view(size, n_steps, batch_size).any(2).numpy()  # on the host: no device sync per step
         idx, valid = idx.to(device), valid.to(device)
         total = torch.zeros(size, device=device)
         for step in range(n_steps):
