@@ -37,7 +37,8 @@ Weights = dict[str, np.ndarray]
 
 BATCHABLE_KINDS = frozenset({"mlp", "torch_lr", "cnn"})
 ELEMENTWISE = (nn.ReLU, nn.Tanh, nn.MaxPool2d, nn.Identity)
-EVAL_CHUNK = 2048  # held-out samples per member and forward pass
+EVAL_CHUNK = 2048  # held-out samples per member and forward pass (GPU)
+CPU_EVAL_SAMPLES = 2048  # on the CPU, held-out samples of all members together per forward (cache-sized)
 ADAM_BETAS, ADAM_EPS, SGD_MOMENTUM = (0.9, 0.999), 1e-8, 0.9  # torch's defaults, as in the loop
 
 
@@ -384,13 +385,17 @@ def _copy_members(target: Mapping[str, torch.Tensor], source: Mapping[str, torch
 
 def _heldout_accuracy(ensemble: GroupedEnsemble, autocast: Any, x_all: torch.Tensor,
                       y_all: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> np.ndarray:
-    """Per-member accuracy on its own held-out samples (NaN for a member without any)."""
+    """Per-member accuracy on its own held-out samples (NaN for a member without any).
+
+    On the CPU a forward takes 2048 samples of all members together: activations that stay in
+    cache make it up to twice as fast as 2048 samples per member."""
     correct = torch.zeros(ensemble.size, device=x_all.device)
+    width = max(1, CPU_EVAL_SAMPLES // ensemble.size) if x_all.device.type == "cpu" else EVAL_CHUNK
     with torch.no_grad(), autocast:
-        for start in range(0, idx.shape[1], EVAL_CHUNK):
-            chunk = idx[:, start:start + EVAL_CHUNK]
+        for start in range(0, idx.shape[1], width):
+            chunk = idx[:, start:start + width]
             hits = ensemble.forward(_gather(x_all, chunk)).argmax(-1) == y_all[chunk]
-            correct += (hits & valid[:, start:start + EVAL_CHUNK]).sum(1)
+            correct += (hits & valid[:, start:start + width]).sum(1)
     counts = valid.sum(1).cpu().numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, correct.cpu().numpy() / counts, np.nan)
