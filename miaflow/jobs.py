@@ -75,7 +75,10 @@ def make_splits(data: str | Path, dataset: str, params: Mapping[str, Any], seed:
 
 def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], dataset: str,
                 arch_name: str, arch: Mapping[str, Any], seed: int, threads: int,
-                models_out: str | Path, records_out: str | Path) -> None:
+                models_out: str | Path, records_out: str | Path, signals_out: str | Path) -> None:
+    """Train one shard, save it, and cache its models' outputs on all samples (`signals_out`) in
+    the same job and GPU slot, so that data and torch load once. The signals are computed from
+    the shard as saved, so they equal those `compute_signals` computes from the file."""
     from miaflow.data import read_dataset
     from miaflow.training import save_shard, train_models
 
@@ -83,21 +86,31 @@ def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], 
     with _compute_session(arch, threads):
         weights, records = train_models(loaded, read_splits(splits), model_ids, arch_name, arch,
                                         seed, threads)
-    save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
-                                     "n_classes": loaded.n_classes, "data_hash": loaded.content_hash(),
-                                     "seed": seed})
-    io.write_json(records_out, [{"dataset": dataset, "arch": arch_name, **asdict(r)} for r in records])
+        save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
+                                         "n_classes": loaded.n_classes,
+                                         "data_hash": loaded.content_hash(), "seed": seed})
+        io.write_json(records_out, [{"dataset": dataset, "arch": arch_name, **asdict(r)}
+                                    for r in records])
+        _write_signals(loaded, models_out, signals_out)
 
 
 def compute_signals(data: str | Path, models: str | Path, threads: int, output: str | Path) -> None:
+    """Every model's outputs on all samples (logits and derived signals) of a saved shard."""
     from miaflow.data import read_dataset
+    from miaflow.training import load_shard
+
+    _, metadata = load_shard(models)
+    with _compute_session(metadata["arch"], threads):
+        _write_signals(read_dataset(data), models, output)
+
+
+def _write_signals(loaded, models: str | Path, output: str | Path) -> None:
+    """The signal shard of the saved model shard `models` (run inside a compute session)."""
     from miaflow.signals import outputs_table, write_signal_shard
     from miaflow.training import load_shard, shard_logits
 
-    loaded = read_dataset(data)
     weights, metadata = load_shard(models)
-    with _compute_session(metadata["arch"], threads):
-        logits = shard_logits(weights, metadata, loaded.features)
+    logits = shard_logits(weights, metadata, loaded.features)
     table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
     write_signal_shard(output, table, {"data_hash": loaded.content_hash(),
                                        "models_sha256": io.sha256_file(models)})

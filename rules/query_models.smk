@@ -8,7 +8,7 @@ rule query_transfer:
     input:
         data=rules.prepare_dataset.output[0],
         splits=rules.make_splits.output[0],
-        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        signals=lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)), **w),
         code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
     output:
         "results/train/queries/transfer/{dataset}/{arch}.parquet",
@@ -32,7 +32,7 @@ rule query_qrm:
     input:
         data=rules.prepare_dataset.output[0],
         splits=rules.make_splits.output[0],
-        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        signals=lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)), **w),
         code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
     output:
         "results/train/queries/qrm/{dataset}/{arch}.parquet",

@@ -56,7 +56,6 @@ rule cost_table:
             *expand(rules.prepare_dataset.benchmark, dataset=wf.datasets(config)),
             *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
             *per_shard(rules.train_shard.benchmark),
-            *per_shard(rules.compute_signals.benchmark),
             *query_model_benchmarks(),
             *QUERY_BENCHMARKS,
             *per_experiment(rules.score_attacks.benchmark),
