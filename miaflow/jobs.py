@@ -166,9 +166,13 @@ def _attack_frame(attack: str, keep, store, reference_store, options: Mapping[st
 def score_attacks(splits: str | Path, signals: Paths, reference_signals: Paths,
                   attacks: Sequence[str], options: Mapping[str, Mapping[str, Any]], dataset: str,
                   arch: str, seed: int, artifacts: Paths, artifact_names: Sequence[tuple[str, str]],
-                  output: str | Path, timings_out: str | Path) -> None:
+                  output: str | Path, timings_out: str | Path, *, metrics_out: str | Path | None = None,
+                  roc_out: str | Path | None = None, fpr_levels: Sequence[float] = (),
+                  confidence: float | None = None) -> None:
     """Scores of every attack of one experiment, in one job: the signal stores are read once and
     one interpreter start serves all attacks (per-job start-up dominated one job per attack).
+    With `metrics_out` and `roc_out` the job also writes the metrics (at `fpr_levels`, with
+    `confidence` intervals) and ROC curves of the scores it wrote (`compute_metrics`).
 
     `signals` are the shards of the target models' architecture, `reference_signals` those of
     the reference models' one (the same files unless the experiment sets `ref_arch`);
@@ -188,6 +192,8 @@ def score_attacks(splits: str | Path, signals: Paths, reference_signals: Paths,
         log.info("%s: %.1f s", attack, timings[-1]["s"])
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
     io.write_text(timings_out, pd.DataFrame(timings).to_csv(sep="\t", index=False))
+    if metrics_out is not None:
+        compute_metrics(output, fpr_levels, confidence, metrics_out, roc_out)
 
 
 def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
@@ -230,7 +236,8 @@ def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
 
 def compute_metrics(scores: str | Path, fpr_levels: Sequence[float], confidence: float,
                     metrics_out: str | Path, roc_out: str | Path) -> None:
-    """Metrics and ROC curves of every attack and target model of one experiment's score table."""
+    """Metrics and ROC curves of every attack and target model of one experiment's score table
+    (read back from its file, so they are those of the scores as stored)."""
     from miaflow.metrics import roc_table, score_metrics
 
     table = pd.read_parquet(scores)
