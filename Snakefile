@@ -86,7 +86,6 @@ wildcard_constraints:
 
 
 include: "rules/data.smk"
-include: "rules/splits.smk"
 include: "rules/training.smk"
 include: "rules/query_models.smk"
 include: "rules/queries.smk"
@@ -110,7 +109,6 @@ rule prepare:
     """DVC stage `prepare`: datasets and membership matrices."""
     input:
         expand(rules.prepare_dataset.output, dataset=wf.datasets(config)),
-        expand(rules.make_splits.output, dataset=wf.datasets(config)),
 
 
 rule train:

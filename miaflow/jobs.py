@@ -52,25 +52,22 @@ def read_splits(path: str | Path):
     return Splits.from_table(pq.read_table(path))
 
 
-def prepare_dataset(name: str, options: Mapping[str, Any], seed: int, output: str | Path) -> None:
+def prepare_dataset(name: str, options: Mapping[str, Any], splits: Mapping[str, Any], seed: int,
+                    output: str | Path, splits_out: str | Path) -> None:
+    """Load (or generate) a dataset and store it, then draw its target/auxiliary pools and every
+    model's membership (`splits`, the TDDBench protocol) from it, in one job."""
     from miaflow.data import load_dataset, write_dataset
+    from miaflow.splits import make_splits
 
     dataset = load_dataset(name, options, seed)
     log.info("%s: %s samples, %d classes, features %s", name, len(dataset.labels),
              dataset.n_classes, dataset.features.shape[1:])
     write_dataset(output, dataset)
-
-
-def make_splits(data: str | Path, dataset: str, params: Mapping[str, Any], seed: int,
-                output: str | Path) -> None:
-    from miaflow.data import read_dataset
-    from miaflow.splits import make_splits as draw
-
-    loaded = read_dataset(data)
-    splits = draw(len(loaded.labels), seed=seed, dataset=dataset, **params)
-    log.info("%s: |T| = %d, |A| = %d, %d models", dataset, len(splits.target_samples),
-             len(splits.auxiliary_samples), len(splits.model_ids))
-    io.write_parquet(output, splits.to_table(), metadata={"data_hash": loaded.content_hash()})
+    drawn = make_splits(len(dataset.labels), seed=seed, dataset=name, **splits)
+    log.info("%s: |T| = %d, |A| = %d, %d models", name, len(drawn.target_samples),
+             len(drawn.auxiliary_samples), len(drawn.model_ids))
+    # The hash of the data as stored: read_dataset checks that it equals the in-memory one.
+    io.write_parquet(splits_out, drawn.to_table(), metadata={"data_hash": dataset.content_hash()})
 
 
 def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], dataset: str,

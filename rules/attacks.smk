@@ -1,7 +1,7 @@
 rule score_attacks:
     """Membership scores of every attack and target model of one experiment, their metrics and ROC."""
     input:
-        splits=rules.make_splits.output[0],
+        splits=rules.prepare_dataset.output.splits,
         signals=shard_signals(wf.target_arch),
         reference_signals=shard_signals(wf.reference_arch),
         artifacts=lambda w: [ATTACK_ARTIFACTS[a][name].format(**w) for a, name in attack_artifact_names(w)],

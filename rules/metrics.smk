@@ -32,7 +32,7 @@ rule collect_models:
 rule scaling_sweep:
     """AUROC with 2, 4, … reference models and with 1, 2, 5, … queries (TDDBench Fig. 4)."""
     input:
-        splits=rules.make_splits.output[0],
+        splits=rules.prepare_dataset.output.splits,
         signals=shard_signals(wf.target_arch),
         reference_signals=shard_signals(wf.reference_arch),
         artifacts=lambda w: [ATTACK_ARTIFACTS[a][name].format(**w)

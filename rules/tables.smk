@@ -54,7 +54,6 @@ rule cost_table:
     input:
         benchmarks=[
             *expand(rules.prepare_dataset.benchmark, dataset=wf.datasets(config)),
-            *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
             *per_shard(rules.train_shard.benchmark),
             *query_model_benchmarks(),
             *QUERY_BENCHMARKS,

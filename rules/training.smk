@@ -1,8 +1,8 @@
 rule train_shard:
     """Train one shard of models of one experiment and cache their outputs on all samples (signals)."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
         code=package("data", "splits", "seeding", "models", "ensemble", "training", "text", "signals",
                      "gpu"),
     output:

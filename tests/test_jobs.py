@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from miaflow import io, jobs
-from miaflow.data import write_dataset
+from miaflow.data import read_dataset, write_dataset
 from miaflow.splits import make_splits
 from test_training import ARCHS, toy_dataset
 
@@ -41,3 +41,16 @@ def test_score_attacks_writes_the_metrics_of_its_scores(tmp_path):
                          tmp_path / "roc-2.parquet")
     assert out["metrics"].read_bytes() == (tmp_path / "metrics-2.parquet").read_bytes()
     assert out["roc"].read_bytes() == (tmp_path / "roc-2.parquet").read_bytes()
+
+
+def test_prepare_dataset_draws_the_splits_of_the_stored_data(tmp_path):
+    params = {"target_ratio": 0.5, "member_ratio": 0.5, "repeats": 2, "n_reference": 2,
+              "n_population": 2}
+    data, splits = tmp_path / "data.parquet", tmp_path / "splits.parquet"
+    jobs.prepare_dataset("breast_cancer", {}, params, 7, data, splits)
+
+    stored = read_dataset(data)
+    drawn = make_splits(len(stored.labels), seed=7, dataset="breast_cancer", **params)
+    io.write_parquet(tmp_path / "separately.parquet", drawn.to_table(),
+                     {"data_hash": stored.content_hash()})
+    assert splits.read_bytes() == (tmp_path / "separately.parquet").read_bytes()
