@@ -75,7 +75,7 @@ def per_shard(pattern):
 def shard_signals(which):
     """Input function: the signal shards of an experiment's target (`which` = wf.target_arch) or
     reference (wf.reference_arch) models."""
-    return lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)),
+    return lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)),
                             dataset=w.dataset, arch=which(w.arch))
 
 
@@ -86,9 +86,7 @@ wildcard_constraints:
 
 
 include: "rules/data.smk"
-include: "rules/splits.smk"
 include: "rules/training.smk"
-include: "rules/signals.smk"
 include: "rules/query_models.smk"
 include: "rules/queries.smk"
 include: "rules/attacks.smk"
@@ -111,12 +109,11 @@ rule prepare:
     """DVC stage `prepare`: datasets and membership matrices."""
     input:
         expand(rules.prepare_dataset.output, dataset=wf.datasets(config)),
-        expand(rules.make_splits.output, dataset=wf.datasets(config)),
 
 
 rule train:
     """DVC stage `train`: every model shard, its per-sample outputs and the attacks' own models."""
     input:
         per_shard(rules.train_shard.output.models),
-        per_shard(rules.compute_signals.output[0]),
+        per_shard(rules.train_shard.output.signals),
         attack_artifacts("results/train/"),

@@ -10,7 +10,7 @@ use small `--samples`). In one process, side by side:
    and warm-up drop out. MFU = model FLOPs (FlopCounterMode on the forward, x3 per training sample,
    plus the held-out forwards) / seconds / the bf16 peak;
 3. the default's small models: a shard of 16 trained as one ensemble on the GPU vs one after
-   another on the GPU (`bench/train_throughput.py` problems).
+   another on the GPU (`bench/train_throughput.py`'s problems and its `run`).
 
     python bench/gpu_training.py [--samples 25600] [--epochs 4] [--skip-compile]
 """
@@ -30,8 +30,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmark this checkout's package, not an installed one
 
-from miaflow import ensemble, training  # noqa: E402
-from train_throughput import PROBLEMS, Problem, forward_flops, shard_flops, shard_indices  # noqa: E402
+import train_throughput  # noqa: E402
+from miaflow import training  # noqa: E402
+from train_throughput import PROBLEMS, Problem, forward_flops  # noqa: E402
 
 WRN28_2 = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.1, "weight_decay": 5e-4, "batch_size": 256,
            "patience": 0, "augment": True}
@@ -101,29 +102,12 @@ def wrn_rows(n_samples: int, extra_epochs: int, variants: dict[str, dict], peak:
 def small_model_rows(n_models: int, n_samples: int, epochs: int) -> list[str]:
     rows = []
     for name, problem in [("warm-up", PROBLEMS["lr"]), *PROBLEMS.items()]:  # CUDA/cuBLAS set-up first
-        generator = np.random.default_rng(0)
-        features = generator.random((n_samples, *problem.input_shape), dtype=np.float32)
-        labels = generator.integers(0, problem.n_classes, n_samples)
-        train, heldout, model_ids = shard_indices(n_samples, n_models)
-        arch = dict(problem.arch, epochs=epochs)
-        seeds = list(range(n_models))
-        synchronize()
-        started = time.perf_counter()
-        fitted = ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds,
-                                       model_ids, device=training.torch_device())
-        synchronize()
-        batched = time.perf_counter() - started
-        started = time.perf_counter()
-        for m, model_id in enumerate(model_ids):
-            training._fit_torch(arch, features[train[m]], labels[train[m]], features[heldout[m]],
-                                labels[heldout[m]], problem.n_classes, seeds[m], 1, model_id)
-        loop = time.perf_counter() - started
-        flops = shard_flops(problem, arch, train, heldout)
+        r = train_throughput.run(problem, n_models, n_samples, epochs, device=training.torch_device())
         if name == "warm-up":
             continue
-        note = "" if fitted is not None else "  (ensemble refused the architecture)"
-        rows.append(f"{name:<13} {flops / batched / 1e12:10.3f} {flops / loop / 1e12:10.3f} "
-                    f"{loop / batched:7.1f}x {batched:9.2f} {loop:7.2f}{note}")
+        note = "  (ensemble refused the architecture)" if r["refused"] else ""
+        rows.append(f"{name:<13} {r['batched'] / 1e3:10.3f} {r['loop'] / 1e3:10.3f} "
+                    f"{r['batched'] / r['loop']:7.1f}x {r['batched_s']:9.2f} {r['loop_s']:7.2f}{note}")
         print(rows[-1], flush=True)
     return rows
 

@@ -3,7 +3,9 @@
 For each problem, in one process and side by side: the fp32 matmul peak of this process
 (2048^3, same thread count), the achieved GFLOP/s of `miaflow.ensemble.fit_ensemble` on a shard
 and of the per-model trainer (`miaflow.training._fit_torch`, the `batched: false` path) on the same
-shard, each as a share of the peak, and the batched / loop speedup. FLOPs are counted by torch's
+shard, each as a share of the peak, and the batched / loop speedup (wall time). Shares are given
+twice: by wall time, and with training and peak both by process CPU time per thread ("cpu %
+peak"), where the waits for a core of a shared machine drop out. FLOPs are counted by torch's
 FlopCounterMode on one forward (matmuls and convolutions), times 3 for a training step, plus the
 held-out forward passes both trainers make; data are random (speed does not depend on them).
 
@@ -54,15 +56,16 @@ PROBLEMS = {
 }
 
 
-def matmul_peak(size: int = 2048, repeats: int = 5) -> float:
-    """Best fp32 matmul GFLOP/s of this process."""
+def matmul_peak(size: int = 2048, repeats: int = 5) -> tuple[float, float]:
+    """Best fp32 matmul GFLOP/s of this process, by wall time and by process CPU time per thread."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     for _ in range(repeats):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         a @ b
         best = min(best, time.perf_counter() - started)
-    return 2 * size ** 3 / best / 1e9
+        best_cpu = min(best_cpu, (time.process_time() - cpu_started) / torch.get_num_threads())
+    return 2 * size ** 3 / best / 1e9, 2 * size ** 3 / best_cpu / 1e9
 
 
 def forward_flops(problem: Problem) -> int:
@@ -93,27 +96,44 @@ def shard_indices(n_samples: int, n_models: int) -> tuple[list[np.ndarray], list
     return train, heldout, list(splits.model_ids)
 
 
-def run(problem: Problem, n_models: int, n_samples: int, epochs: int) -> dict[str, float]:
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(problem: Problem, n_models: int, n_samples: int, epochs: int, device: str = "cpu") -> dict[str, Any]:
+    """The shard trained as one ensemble and one model after another, both on `device` (the
+    per-model trainer uses `training.torch_device()`, so pass that). GFLOP/s by wall time and by
+    the process's CPU time (divided by the thread count: a shared machine's waits drop out);
+    `peak` / `peak_cpu` are this process's fp32 matmul GFLOP/s, the same two ways, before and
+    after (best); NaN off the CPU."""
     generator = np.random.default_rng(0)
     features = generator.random((n_samples, *problem.input_shape), dtype=np.float32)
     labels = generator.integers(0, problem.n_classes, n_samples)
     train, heldout, model_ids = shard_indices(n_samples, n_models)
     arch = dict(problem.arch, epochs=epochs)
     seeds = list(range(n_models))
+    threads = torch.get_num_threads()
 
-    peak_before = matmul_peak()
-    started = time.perf_counter()
-    ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds, model_ids)
-    batched = time.perf_counter() - started
-    started = time.perf_counter()
+    peak_before = matmul_peak() if device == "cpu" else (float("nan"),) * 2
+    synchronize(device)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    fitted = ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds,
+                                   model_ids, device=device)
+    synchronize(device)
+    batched, batched_cpu = time.perf_counter() - started, (time.process_time() - cpu_started) / threads
+    started, cpu_started = time.perf_counter(), time.process_time()
     for m, model_id in enumerate(model_ids):
         training._fit_torch(arch, features[train[m]], labels[train[m]], features[heldout[m]],
                             labels[heldout[m]], problem.n_classes, seeds[m], 1, model_id)
-    loop = time.perf_counter() - started
-    peak = max(peak_before, matmul_peak())
+    synchronize(device)
+    loop, loop_cpu = time.perf_counter() - started, (time.process_time() - cpu_started) / threads
+    peak_after = matmul_peak() if device == "cpu" else peak_before
+    peak, peak_cpu = max(peak_before[0], peak_after[0]), max(peak_before[1], peak_after[1])
     flops = shard_flops(problem, arch, train, heldout)
-    return {"peak": peak, "batched": flops / batched / 1e9, "loop": flops / loop / 1e9,
-            "batched_s": batched, "loop_s": loop}
+    return {"peak": peak, "peak_cpu": peak_cpu, "batched": flops / batched / 1e9, "loop": flops / loop / 1e9,
+            "batched_cpu": flops / batched_cpu / 1e9, "loop_cpu": flops / loop_cpu / 1e9,
+            "batched_s": batched, "loop_s": loop, "refused": fitted is None}
 
 
 def main() -> None:
@@ -129,12 +149,15 @@ def main() -> None:
 
     print(f"{args.models} models, {args.samples} samples, {args.epochs} epochs, {args.threads} thread(s); "
           f"default experiments: {experiments(PARAMS)}")
-    print(f"{'problem':<13} {'peak GF/s':>9} {'batched GF/s':>12} {'% peak':>7} {'loop GF/s':>9} "
-          f"{'% peak':>7} {'speedup':>7} {'batched s':>9} {'loop s':>7}")
+    print("% peak: by wall time; cpu % peak: training and peak by process CPU time / threads "
+          "(waits for a shared CPU drop out)")
+    print(f"{'problem':<13} {'peak GF/s':>9} {'batched GF/s':>12} {'% peak':>7} {'cpu % peak':>10} "
+          f"{'loop GF/s':>9} {'% peak':>7} {'cpu % peak':>10} {'speedup':>7} {'batched s':>9} {'loop s':>7}")
     for name in args.problems:
         r = run(PROBLEMS[name], args.models, args.samples, args.epochs)
         print(f"{name:<13} {r['peak']:9.1f} {r['batched']:12.1f} {r['batched'] / r['peak']:7.1%} "
-              f"{r['loop']:9.1f} {r['loop'] / r['peak']:7.1%} {r['batched'] / r['loop']:6.1f}x "
+              f"{r['batched_cpu'] / r['peak_cpu']:10.1%} {r['loop']:9.1f} {r['loop'] / r['peak']:7.1%} "
+              f"{r['loop_cpu'] / r['peak_cpu']:10.1%} {r['batched'] / r['loop']:6.1f}x "
               f"{r['batched_s']:9.2f} {r['loop_s']:7.2f}", flush=True)
 
 

@@ -52,30 +52,30 @@ def read_splits(path: str | Path):
     return Splits.from_table(pq.read_table(path))
 
 
-def prepare_dataset(name: str, options: Mapping[str, Any], seed: int, output: str | Path) -> None:
+def prepare_dataset(name: str, options: Mapping[str, Any], splits: Mapping[str, Any], seed: int,
+                    output: str | Path, splits_out: str | Path) -> None:
+    """Load (or generate) a dataset and store it, then draw its target/auxiliary pools and every
+    model's membership (`splits`, the TDDBench protocol) from it, in one job."""
     from miaflow.data import load_dataset, write_dataset
+    from miaflow.splits import make_splits
 
     dataset = load_dataset(name, options, seed)
     log.info("%s: %s samples, %d classes, features %s", name, len(dataset.labels),
              dataset.n_classes, dataset.features.shape[1:])
     write_dataset(output, dataset)
-
-
-def make_splits(data: str | Path, dataset: str, params: Mapping[str, Any], seed: int,
-                output: str | Path) -> None:
-    from miaflow.data import read_dataset
-    from miaflow.splits import make_splits as draw
-
-    loaded = read_dataset(data)
-    splits = draw(len(loaded.labels), seed=seed, dataset=dataset, **params)
-    log.info("%s: |T| = %d, |A| = %d, %d models", dataset, len(splits.target_samples),
-             len(splits.auxiliary_samples), len(splits.model_ids))
-    io.write_parquet(output, splits.to_table(), metadata={"data_hash": loaded.content_hash()})
+    drawn = make_splits(len(dataset.labels), seed=seed, dataset=name, **splits)
+    log.info("%s: |T| = %d, |A| = %d, %d models", name, len(drawn.target_samples),
+             len(drawn.auxiliary_samples), len(drawn.model_ids))
+    # The hash of the data as stored: read_dataset checks that it equals the in-memory one.
+    io.write_parquet(splits_out, drawn.to_table(), metadata={"data_hash": dataset.content_hash()})
 
 
 def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], dataset: str,
                 arch_name: str, arch: Mapping[str, Any], seed: int, threads: int,
-                models_out: str | Path, records_out: str | Path) -> None:
+                models_out: str | Path, records_out: str | Path, signals_out: str | Path) -> None:
+    """Train one shard, save it, and cache its models' outputs on all samples (`signals_out`) in
+    the same job and GPU slot, so that data and torch load once. The signals are computed from
+    the shard as saved, so they equal those `compute_signals` computes from the file."""
     from miaflow.data import read_dataset
     from miaflow.training import save_shard, train_models
 
@@ -83,21 +83,31 @@ def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], 
     with _compute_session(arch, threads):
         weights, records = train_models(loaded, read_splits(splits), model_ids, arch_name, arch,
                                         seed, threads)
-    save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
-                                     "n_classes": loaded.n_classes, "data_hash": loaded.content_hash(),
-                                     "seed": seed})
-    io.write_json(records_out, [{"dataset": dataset, "arch": arch_name, **asdict(r)} for r in records])
+        save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
+                                         "n_classes": loaded.n_classes,
+                                         "data_hash": loaded.content_hash(), "seed": seed})
+        io.write_json(records_out, [{"dataset": dataset, "arch": arch_name, **asdict(r)}
+                                    for r in records])
+        _write_signals(loaded, models_out, signals_out)
 
 
 def compute_signals(data: str | Path, models: str | Path, threads: int, output: str | Path) -> None:
+    """Every model's outputs on all samples (logits and derived signals) of a saved shard."""
     from miaflow.data import read_dataset
+    from miaflow.training import load_shard
+
+    _, metadata = load_shard(models)
+    with _compute_session(metadata["arch"], threads):
+        _write_signals(read_dataset(data), models, output)
+
+
+def _write_signals(loaded, models: str | Path, output: str | Path) -> None:
+    """The signal shard of the saved model shard `models` (run inside a compute session)."""
     from miaflow.signals import outputs_table, write_signal_shard
     from miaflow.training import load_shard, shard_logits
 
-    loaded = read_dataset(data)
     weights, metadata = load_shard(models)
-    with _compute_session(metadata["arch"], threads):
-        logits = shard_logits(weights, metadata, loaded.features)
+    logits = shard_logits(weights, metadata, loaded.features)
     table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
     write_signal_shard(output, table, {"data_hash": loaded.content_hash(),
                                        "models_sha256": io.sha256_file(models)})
@@ -153,9 +163,13 @@ def _attack_frame(attack: str, keep, store, reference_store, options: Mapping[st
 def score_attacks(splits: str | Path, signals: Paths, reference_signals: Paths,
                   attacks: Sequence[str], options: Mapping[str, Mapping[str, Any]], dataset: str,
                   arch: str, seed: int, artifacts: Paths, artifact_names: Sequence[tuple[str, str]],
-                  output: str | Path, timings_out: str | Path) -> None:
+                  output: str | Path, timings_out: str | Path, *, metrics_out: str | Path | None = None,
+                  roc_out: str | Path | None = None, fpr_levels: Sequence[float] = (),
+                  confidence: float | None = None) -> None:
     """Scores of every attack of one experiment, in one job: the signal stores are read once and
     one interpreter start serves all attacks (per-job start-up dominated one job per attack).
+    With `metrics_out` and `roc_out` the job also writes the metrics (at `fpr_levels`, with
+    `confidence` intervals) and ROC curves of the scores it wrote (`compute_metrics`).
 
     `signals` are the shards of the target models' architecture, `reference_signals` those of
     the reference models' one (the same files unless the experiment sets `ref_arch`);
@@ -175,6 +189,8 @@ def score_attacks(splits: str | Path, signals: Paths, reference_signals: Paths,
         log.info("%s: %.1f s", attack, timings[-1]["s"])
     io.write_parquet(output, pd.concat(frames, ignore_index=True))
     io.write_text(timings_out, pd.DataFrame(timings).to_csv(sep="\t", index=False))
+    if metrics_out is not None:
+        compute_metrics(output, fpr_levels, confidence, metrics_out, roc_out)
 
 
 def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
@@ -217,7 +233,8 @@ def scaling_sweep(splits: str | Path, signals: Paths, reference_signals: Paths,
 
 def compute_metrics(scores: str | Path, fpr_levels: Sequence[float], confidence: float,
                     metrics_out: str | Path, roc_out: str | Path) -> None:
-    """Metrics and ROC curves of every attack and target model of one experiment's score table."""
+    """Metrics and ROC curves of every attack and target model of one experiment's score table
+    (read back from its file, so they are those of the scores as stored)."""
     from miaflow.metrics import roc_table, score_metrics
 
     table = pd.read_parquet(scores)

@@ -15,14 +15,16 @@ rule download_dataset:
 
 
 rule prepare_dataset:
-    """Load (or generate) a dataset in canonical order and store it as Parquet."""
+    """A dataset in canonical order as Parquet, and its splits and membership matrix (TDDBench)."""
     input:
         local=lambda w: wf.local_inputs(config, w.dataset),
-        code=package("data", "seeding", "text"),
+        code=package("data", "seeding", "text", "splits"),
     output:
-        "results/prepare/data/{dataset}.parquet",
+        data="results/prepare/data/{dataset}.parquet",
+        splits="results/prepare/splits/{dataset}.parquet",
     params:
         options=lambda w: wf.dataset_options(config, w.dataset),
+        splits=config["splits"],
         seed=config["seed"],
     log:
         "results/prepare/logs/prepare_dataset/{dataset}.log",

@@ -1,26 +1,7 @@
-rule compute_metrics:
-    """All metrics per attack and target model, with Clopper-Pearson intervals and ROC curves."""
-    input:
-        scores=rules.score_attacks.output.scores,
-        code=package("metrics"),
-    output:
-        metrics="results/evaluate/metrics/{dataset}/{arch}.parquet",
-        roc="results/evaluate/roc/{dataset}/{arch}.parquet",
-    params:
-        fpr_levels=config["metrics"]["fpr_levels"],
-        confidence=config["metrics"]["confidence"],
-    log:
-        "results/evaluate/logs/compute_metrics/{dataset}/{arch}.log",
-    benchmark:
-        "results/evaluate/benchmarks/compute_metrics/{dataset}/{arch}.tsv"
-    script:
-        "../scripts/compute_metrics.py"
-
-
 rule collect_metrics:
     """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
     input:
-        metrics=per_experiment(rules.compute_metrics.output.metrics),
+        metrics=per_experiment(rules.score_attacks.output.metrics),
         code=package("metrics"),
     output:
         metrics="results/metrics.parquet",
@@ -51,7 +32,7 @@ rule collect_models:
 rule scaling_sweep:
     """AUROC with 2, 4, … reference models and with 1, 2, 5, … queries (TDDBench Fig. 4)."""
     input:
-        splits=rules.make_splits.output[0],
+        splits=rules.prepare_dataset.output.splits,
         signals=shard_signals(wf.target_arch),
         reference_signals=shard_signals(wf.reference_arch),
         artifacts=lambda w: [ATTACK_ARTIFACTS[a][name].format(**w)

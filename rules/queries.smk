@@ -8,8 +8,8 @@ QUERY_SHARDS = [i for i, ids in enumerate(SHARDS)
 rule make_queries:
     """Neighbour and augmentation queries of one dataset's target pool."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
         code=package("data", "splits", "seeding", "queries"),
     output:
         "results/train/queries/{dataset}/queries.parquet",
@@ -28,7 +28,7 @@ rule make_queries:
 rule query_signals:
     """Logits and signals of every target and the shadow model on every query."""
     input:
-        data=rules.prepare_dataset.output[0],
+        data=rules.prepare_dataset.output.data,
         queries=rules.make_queries.output[0],
         models=lambda w: expand(rules.train_shard.output.models, shard=QUERY_SHARDS, **w),
         code=package("data", "models", "training", "signals", "queries", "gpu"),
@@ -48,8 +48,8 @@ rule query_signals:
 rule hsj_distances:
     """HopSkipJump boundary distances of every target (Query-adv on images; empty otherwise)."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
         models=lambda w: expand(rules.train_shard.output.models, shard=QUERY_SHARDS, **w),
         code=package("data", "splits", "seeding", "models", "training", "queries", "hopskipjump", "gpu"),
     output:

@@ -6,9 +6,9 @@
 rule query_transfer:
     """Query-transfer: a surrogate per target model, trained on T relabelled by the target."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
-        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
+        signals=lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)), **w),
         code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
     output:
         "results/train/queries/transfer/{dataset}/{arch}.parquet",
@@ -30,9 +30,9 @@ rule query_transfer:
 rule query_qrm:
     """Query-qrm: a Gaussian quantile regressor per target model, fitted on the auxiliary pool."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
-        signals=lambda w: expand(rules.compute_signals.output[0], shard=range(len(SHARDS)), **w),
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
+        signals=lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)), **w),
         code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
     output:
         "results/train/queries/qrm/{dataset}/{arch}.parquet",
@@ -54,8 +54,8 @@ rule query_qrm:
 rule query_ref:
     """Query-ref (images): canaries optimised on the reference models, phi under every model."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
         models=lambda w: expand(rules.train_shard.output.models, shard=range(len(SHARDS)), **w),
         code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
     output:

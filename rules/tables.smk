@@ -7,7 +7,7 @@ rule tables:
         metrics=rules.collect_metrics.output.metrics,
         tests=rules.paired_tests.output[0],
         models=rules.collect_models.output[0],
-        roc=per_experiment(rules.compute_metrics.output.roc),
+        roc=per_experiment(rules.score_attacks.output.roc),
         code=package("metrics", "tables"),
     output:
         auroc=multiext("results/tables/auroc", *TABLE_FORMATS),
@@ -54,13 +54,10 @@ rule cost_table:
     input:
         benchmarks=[
             *expand(rules.prepare_dataset.benchmark, dataset=wf.datasets(config)),
-            *expand(rules.make_splits.benchmark, dataset=wf.datasets(config)),
             *per_shard(rules.train_shard.benchmark),
-            *per_shard(rules.compute_signals.benchmark),
             *query_model_benchmarks(),
             *QUERY_BENCHMARKS,
             *per_experiment(rules.score_attacks.benchmark),
-            *per_experiment(rules.compute_metrics.benchmark),
             *per_experiment(rules.scaling_sweep.benchmark),
             rules.study_tables.benchmark,
             rules.collect_metrics.benchmark,

@@ -1,12 +1,14 @@
 rule train_shard:
-    """Train one shard of target/reference/population models of one experiment."""
+    """Train one shard of models of one experiment and cache their outputs on all samples (signals)."""
     input:
-        data=rules.prepare_dataset.output[0],
-        splits=rules.make_splits.output[0],
-        code=package("data", "splits", "seeding", "models", "ensemble", "training", "text", "gpu"),
+        data=rules.prepare_dataset.output.data,
+        splits=rules.prepare_dataset.output.splits,
+        code=package("data", "splits", "seeding", "models", "ensemble", "training", "text", "signals",
+                     "gpu"),
     output:
         models="results/train/models/{dataset}/{arch}/shard-{shard}.safetensors",
         records="results/train/models/{dataset}/{arch}/shard-{shard}.json",
+        signals="results/train/signals/{dataset}/{arch}/shard-{shard}.parquet",
     params:
         model_ids=lambda w: SHARDS[int(w.shard)],
         arch=lambda w: config["architectures"][w.arch],

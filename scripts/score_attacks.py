@@ -7,4 +7,6 @@ with jobs.job_log(snakemake.log[0]):
                        snakemake.params.options, snakemake.wildcards.dataset,
                        snakemake.wildcards.arch, snakemake.params.seed, snakemake.input.artifacts,
                        snakemake.params.artifact_names, snakemake.output.scores,
-                       snakemake.output.timings)
+                       snakemake.output.timings, metrics_out=snakemake.output.metrics,
+                       roc_out=snakemake.output.roc, fpr_levels=snakemake.params.fpr_levels,
+                       confidence=snakemake.params.confidence)

@@ -219,3 +219,49 @@ def test_non_torch_shards_do_not_import_torch(repo):
     result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(repo)}, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_runs_group_neighbouring_active_members_with_equal_step_counts():
+    active = np.array([True, True, False, True, True, True, True])
+    steps = np.array([4, 4, 4, 4, 5, 5, 4])
+    assert ensemble._runs(active, steps) == [(0, 2), (3, 4), (4, 6), (6, 7)]
+    assert ensemble._runs(np.ones(3, bool), np.zeros(3, int)) == [(0, 3)]
+    assert ensemble._runs(np.zeros(3, bool), np.zeros(3, int)) == []
+
+
+def test_members_come_back_in_the_given_order():
+    """Members train sorted by training-set size; each keeps its own data, seed and id."""
+    dataset = toy_dataset(image=False)
+    arch = dict(ARCHS["mlp"], epochs=3)
+    train = [np.arange(0, 90), np.arange(90, 130), np.arange(130, 200)]  # sizes 90, 40, 70
+    heldout = [np.arange(200, 240)] * 3
+    seeds, ids = [5, 6, 7], ["a", "b", "c"]
+    together = ensemble.fit_ensemble(arch, dataset.features, dataset.labels, train, heldout, 3, seeds, ids)
+    for m in range(3):
+        alone = ensemble.fit_ensemble(arch, dataset.features, dataset.labels, train[m:m + 1],
+                                      heldout[:1], 3, seeds[m:m + 1], ids[m:m + 1])[0]
+        assert max(float(np.abs(together[m][k] - alone[k]).max()) for k in alone) < 1e-5
+
+
+def test_cpu_layout_gives_the_modules_outputs_and_gradients():
+    """On the CPU: NHWC grouped convolutions, max-pool before ReLU; the same function as the modules."""
+    arch = {"kind": "cnn", "channels": [4, 8], "hidden": 16}
+    modules = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        modules.append(ensemble.build_module(arch, (1, 8, 8), 5))
+    grouped = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "cpu")
+    kinds = [type(layer.module).__name__ for layer in grouped.layers]
+    assert kinds[:3] == ["Conv2d", "MaxPool2d", "ReLU"] and grouped.channels_last
+    x = torch.randn(3, 7, 1, 8, 8)
+    got = grouped.forward(x)
+    expected = torch.stack([m(x[i]) for i, m in enumerate(modules)])
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
+    got.square().sum().backward()
+    expected.square().sum().backward()
+    for key, stacked in grouped.params.items():
+        reference = torch.stack([dict(m.named_parameters())[key].grad for m in modules])
+        assert torch.allclose(grouped._stored(stacked.grad, key), reference, rtol=1e-4, atol=1e-5), key
+    elsewhere = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "meta")
+    assert [type(layer.module).__name__ for layer in elsewhere.layers][:3] == ["Conv2d", "ReLU", "MaxPool2d"]
+    assert not elsewhere.channels_last  # off the CPU: as registered, NCHW unless configured

@@ -25,7 +25,7 @@ def test_query_model_attacks_run_through_snakemake(tmp_path):
     run(["snakemake", "prepare", "--cores", "2"], root)
     # The DVC train stage's command: only its own rules, and it must build the query artifacts.
     run(["snakemake", "train", "--cores", "2", "--allowed-rules", "train", "train_shard",
-         "compute_signals", "query_transfer", "query_qrm", "query_ref"], root)
+         "query_transfer", "query_qrm", "query_ref"], root)
     queries = sorted(p.relative_to(root / "results/train/queries").as_posix()
                      for p in (root / "results/train/queries").rglob("*.parquet"))
     assert queries == ["qrm/breast_cancer/lr.parquet", "qrm/digits/cnn.parquet",
@@ -33,7 +33,7 @@ def test_query_model_attacks_run_through_snakemake(tmp_path):
                        "transfer/digits/cnn.parquet"]
 
     run(["snakemake", "collect_metrics", "--cores", "2", "--allowed-rules", "collect_metrics",
-         "compute_metrics", "score_attacks"], root)
+         "score_attacks"], root)
     metrics = pd.read_parquet(root / "results/metrics.parquet")
     attacks = metrics.groupby("dataset")["attack"].unique().map(sorted).to_dict()
     assert attacks == {"digits": ["metric-loss", "query-qrm", "query-ref", "query-transfer"],

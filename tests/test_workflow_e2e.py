@@ -119,7 +119,7 @@ def test_tables_and_figures(project):
     mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
     assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
     cost = pd.read_csv(project / "results/tables/cost.csv")
-    assert {"prepare_dataset", "train_shard", "compute_signals", "score_attacks"} <= set(cost["rule"])
+    assert {"prepare_dataset", "train_shard", "score_attacks"} <= set(cost["rule"])
 
 
 def test_reruns_are_no_ops(project):
@@ -133,7 +133,7 @@ def test_reruns_are_no_ops(project):
 
 @pytest.mark.parametrize(("module", "reruns", "keeps"), [
     ("stats", {"paired_tests", "tables"}, {"train_shard", "score_attacks"}),
-    ("seeding", {"prepare_dataset", "make_splits", "train_shard"}, set()),
+    ("seeding", {"prepare_dataset", "train_shard"}, set()),
     ("jobs", {"prepare_dataset", "train_shard", "score_attacks", "cost_table"}, set()),
 ])
 def test_editing_a_library_module_reruns_the_rules_using_it(project, module, reruns, keeps):
