@@ -243,17 +243,19 @@ def test_members_come_back_in_the_given_order():
         assert max(float(np.abs(together[m][k] - alone[k]).max()) for k in alone) < 1e-5
 
 
-def test_cpu_layout_gives_the_modules_outputs_and_gradients():
-    """On the CPU: NHWC grouped convolutions, max-pool before ReLU; the same function as the modules."""
-    arch = {"kind": "cnn", "channels": [4, 8], "hidden": 16}
+@pytest.mark.parametrize("arch,shape,order", [
+    ({"kind": "cnn", "channels": [4, 8], "hidden": 16}, (1, 8, 8), ["Conv2d", "MaxPool2d", "ReLU"]),
+    ({"kind": "mlp", "hidden": [16, 8], "activation": "tanh"}, (12,), ["Flatten", "Linear", "_SigmoidTanh"]),
+])
+def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
+    """On the CPU: NHWC grouped convolutions, max-pool before ReLU, tanh by sigmoid; the modules' function."""
     modules = []
     for seed in range(3):
         torch.manual_seed(seed)
-        modules.append(ensemble.build_module(arch, (1, 8, 8), 5))
+        modules.append(ensemble.build_module(arch, shape, 5))
     grouped = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "cpu")
-    kinds = [type(layer.module).__name__ for layer in grouped.layers]
-    assert kinds[:3] == ["Conv2d", "MaxPool2d", "ReLU"] and grouped.channels_last
-    x = torch.randn(3, 7, 1, 8, 8)
+    assert [type(layer.module).__name__ for layer in grouped.layers][:3] == order and grouped.channels_last
+    x = torch.randn(3, 7, *shape)
     got = grouped.forward(x)
     expected = torch.stack([m(x[i]) for i, m in enumerate(modules)])
     assert torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
@@ -263,5 +265,5 @@ def test_cpu_layout_gives_the_modules_outputs_and_gradients():
         reference = torch.stack([dict(m.named_parameters())[key].grad for m in modules])
         assert torch.allclose(grouped._stored(stacked.grad, key), reference, rtol=1e-4, atol=1e-5), key
     elsewhere = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "meta")
-    assert [type(layer.module).__name__ for layer in elsewhere.layers][:3] == ["Conv2d", "ReLU", "MaxPool2d"]
-    assert not elsewhere.channels_last  # off the CPU: as registered, NCHW unless configured
+    assert elsewhere.layers == ensemble.grouped_layers(modules[0])  # off the CPU: as registered,
+    assert not elsewhere.channels_last  # NCHW unless configured
