@@ -8,7 +8,7 @@ rerun), and prints wall times and where the time went:
 * start-up floor: what a job pays before any work, a fresh interpreter importing the modules that
   job imported. A `sitecustomize` hook (put first on PYTHONPATH, for this run only) records, for
   every Snakemake script job, the modules in `sys.modules` at exit, its lifetime and CPU time;
-  after the run, a fresh interpreter imports each distinct module list, fastest of
+  after the run, a fresh interpreter imports each distinct set of modules, fastest of
   `--floor-repeats` runs;
 * payload: job time minus floor, per job, at least 0;
 * shares of the machine's time (wall x cores) outside job payloads and in start-up floors, and the
@@ -139,14 +139,17 @@ def hook_records(root: Path) -> pd.DataFrame:
 
 def measure_floors(root: Path, records: pd.DataFrame, repeats: int) -> pd.Series:
     """Start-up floor (seconds) of every job record: fastest of `repeats` fresh interpreters that
-    import the job's modules, measured once per distinct module list."""
-    keys = records["modules"].map(tuple)
+    import the job's modules, measured once per distinct set of modules (in the order the first
+    job with that set imported them)."""
+    first: dict[frozenset[str], list[str]] = {}
+    for modules in records["modules"]:
+        first.setdefault(frozenset(modules), modules)
     floors = {}
-    for k, modules in enumerate(dict.fromkeys(keys)):
+    for k, (key, modules) in enumerate(first.items()):
         script = root / HOOK_DIR / f"floor-{k}.py"
         script.write_text(FLOOR_SCRIPT.format(modules=list(modules)))
-        floors[modules] = fastest([sys.executable, str(script)], root, repeats)
-    return pd.Series([floors[modules] for modules in keys], index=records.index, dtype=float)
+        floors[key] = fastest([sys.executable, str(script)], root, repeats)
+    return pd.Series([floors[frozenset(m)] for m in records["modules"]], index=records.index, dtype=float)
 
 
 def packages(modules: list[str]) -> set[str]:
@@ -160,7 +163,7 @@ def main() -> None:
     parser.add_argument("--models-per-job", help="override training.models_per_job (auto or N)")
     parser.add_argument("--params", type=Path, help="use this params file instead of params.yaml")
     parser.add_argument("--floor-repeats", type=int, default=3,
-                        help="fresh interpreters per distinct import list; the fastest counts (default: 3)")
+                        help="fresh interpreters per distinct set of imported modules; the fastest counts (default: 3)")
     parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it")
     args = parser.parse_args()
 
@@ -203,8 +206,8 @@ def report(jobs: pd.DataFrame, records: pd.DataFrame, *, cores: int, wall: float
     machine = wall * cores
     print(f"machine: {cores} cores; bare interpreter start (python -c pass): {bare:.2f} s; "
           f"start-up floor per job: fresh interpreter importing that job's modules, fastest of "
-          f"{repeats}, measured for {records['modules'].map(tuple).nunique()} distinct "
-          f"import lists")
+          f"{repeats}, measured for {records['modules'].map(frozenset).nunique()} distinct "
+          f"sets of modules")
     print(f"first run: {wall:.1f} s wall, {len(jobs)} jobs ({len(unbenchmarked)} without a benchmark "
           f"file, timed by the hook), {job_total:.1f} s inside jobs")
     print(f"CPU time: {jobs['cpu_time'].sum():.1f} s in jobs by their benchmark files, "

@@ -44,10 +44,10 @@ def test_hook_records_script_jobs_only(tmp_path):
     assert record["lifetime"] > 0 and record["cpu"] > 0
 
 
-def test_floors_measured_once_per_distinct_import_list(tmp_path, monkeypatch):
+def test_floors_measured_once_per_distinct_set_of_modules(tmp_path, monkeypatch):
     (tmp_path / bench.HOOK_DIR).mkdir()
     records = pd.DataFrame({"rule": ["a", "a", "b"],
-                            "modules": [["json", "decimal"], ["json", "decimal"], ["json"]]})
+                            "modules": [["json", "decimal"], ["decimal", "json"], ["json"]]})
     runs = []
 
     def fake_fastest(args, root, repeats):
