@@ -83,12 +83,13 @@ def train_shard(data: str | Path, splits: str | Path, model_ids: Sequence[str], 
     with _compute_session(arch, threads):
         weights, records = train_models(loaded, read_splits(splits), model_ids, arch_name, arch,
                                         seed, threads)
+        data_hash = loaded.content_hash()
         save_shard(models_out, weights, {"arch_name": arch_name, "arch": dict(arch),
                                          "n_classes": loaded.n_classes,
-                                         "data_hash": loaded.content_hash(), "seed": seed})
+                                         "data_hash": data_hash, "seed": seed})
         io.write_json(records_out, [{"dataset": dataset, "arch": arch_name, **asdict(r)}
                                     for r in records])
-        _write_signals(loaded, models_out, signals_out)
+        _write_signals(loaded, data_hash, models_out, signals_out)
 
 
 def compute_signals(data: str | Path, models: str | Path, threads: int, output: str | Path) -> None:
@@ -98,18 +99,20 @@ def compute_signals(data: str | Path, models: str | Path, threads: int, output: 
 
     _, metadata = load_shard(models)
     with _compute_session(metadata["arch"], threads):
-        _write_signals(read_dataset(data), models, output)
+        loaded = read_dataset(data)
+        _write_signals(loaded, loaded.content_hash(), models, output)
 
 
-def _write_signals(loaded, models: str | Path, output: str | Path) -> None:
-    """The signal shard of the saved model shard `models` (run inside a compute session)."""
+def _write_signals(loaded, data_hash: str, models: str | Path, output: str | Path) -> None:
+    """The signal shard of the saved model shard `models` (run inside a compute session);
+    `data_hash` is `loaded`'s content hash, passed in so that a job computes it once."""
     from miaflow.signals import outputs_table, write_signal_shard
     from miaflow.training import load_shard, shard_logits
 
     weights, metadata = load_shard(models)
     logits = shard_logits(weights, metadata, loaded.features)
     table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
-    write_signal_shard(output, table, {"data_hash": loaded.content_hash(),
+    write_signal_shard(output, table, {"data_hash": data_hash,
                                        "models_sha256": io.sha256_file(models)})
 
 
