@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from miaflow.optimizers import cosine_annealing
+
 log = logging.getLogger(__name__)
 
 Weights = dict[str, np.ndarray]
@@ -248,17 +250,10 @@ class _MaskedOptimizer:
 
 
 def learning_rates(arch: Mapping[str, Any]) -> list[float]:
-    """Learning rate of every epoch, from torch's own schedulers (cosine annealing for SGD)."""
+    """Learning rate of every epoch: constant for Adam, torch's cosine annealing for SGD."""
     if arch["optimizer"] != "sgd":
         return [arch["lr"]] * arch["epochs"]
-    dummy = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=arch["lr"])
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(dummy, T_max=arch["epochs"])
-    rates = []
-    for _ in range(arch["epochs"]):
-        rates.append(dummy.param_groups[0]["lr"])
-        dummy.step()
-        schedule.step()
-    return rates
+    return cosine_annealing(arch["lr"], arch["epochs"])
 
 
 def _padded(indices: Sequence[np.ndarray], width: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from miaflow.optimizers import AdamW
 from miaflow.training import LEARNERS, Weights, torch_device
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
     device = torch_device()
     torch.manual_seed(seed)
     model = build_torch_model(arch, x_train.shape[1:], 2).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=QRM_LR, weight_decay=QRM_WEIGHT_DECAY)
+    optimizer = AdamW(model.parameters(), lr=QRM_LR, weight_decay=QRM_WEIGHT_DECAY)
     order = rng(seed, "validation").permutation(len(x_train))
     n_val = max(1, round(QRM_VAL_RATIO * len(x_train)))
     x = torch.from_numpy(x_train).to(device)
@@ -123,7 +124,7 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
         model.train()
         for batch in train[torch.randperm(len(train), generator=shuffle).to(device)].split(arch["batch_size"]):
             loss = gaussian_nll(model(x[batch]), s[batch]).mean()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), QRM_GRAD_CLIP)
             optimizer.step()
@@ -210,7 +211,7 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.n
     anchors_flat = torch.from_numpy(anchors.reshape(n * n_canaries, *anchors.shape[2:])).to(device)
     canaries = anchors_flat.clone().requires_grad_(True)
     y = torch.from_numpy(labels).to(device).repeat_interleave(n_canaries)
-    optimizer = torch.optim.AdamW([canaries], lr=CANARY_LR, weight_decay=CANARY_WEIGHT_DECAY)
+    optimizer = AdamW([canaries], lr=CANARY_LR, weight_decay=CANARY_WEIGHT_DECAY)
     goal = {"in": CANARY_IN_LOGIT, "out": CANARY_OUT_LOGIT}
     for step in range(steps):
         loss = torch.zeros((), device=device)
@@ -220,7 +221,7 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.n
                 rows = torch.from_numpy(np.flatnonzero(chosen == m)).to(device)
                 logit = references[m](canaries[rows]).gather(1, y[rows, None])[:, 0]
                 loss = loss + ((logit - goal[side]) ** 2).sum() / n_canaries  # MSE per image
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         with torch.no_grad():

@@ -99,7 +99,8 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     import torch
     import torch.nn.functional as F
 
-    from miaflow.ensemble import Options, build_module
+    from miaflow import optimizers
+    from miaflow.ensemble import Options, build_module, learning_rates
     from miaflow.models import augment_images
 
     device = torch_device()
@@ -112,12 +113,10 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
                               enabled=options.precision == "bf16")
     if arch["optimizer"] == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=arch["lr"], momentum=0.9,
-                                    weight_decay=arch["weight_decay"])
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=arch["epochs"])
+        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=0.9,
+                                   weight_decay=arch["weight_decay"])
     else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"])
-        schedule = None
+        optimizer = optimizers.Adam(model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"])
     x = torch.from_numpy(x_train).to(device)
     y = torch.from_numpy(y_train).to(device)
     shuffle = torch.Generator().manual_seed(seed)
@@ -126,7 +125,8 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
 
-    for epoch in range(1, epochs + 1):
+    for epoch, lr in enumerate(learning_rates(arch), start=1):
+        optimizer.lr = lr
         model.train()
         total = torch.zeros((), device=device)
         for batch in torch.randperm(len(x), generator=shuffle).to(device).split(arch["batch_size"]):
@@ -136,12 +136,10 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
             with autocast:
                 logits = forward(inputs)
             loss = F.cross_entropy(logits.float(), y[batch])
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             total += loss.detach() * len(batch)
-        if schedule is not None:
-            schedule.step()
         if patience or epoch % report_every == 0 or epoch == epochs:
             acc = _accuracy(_predict(model, x_heldout), y_heldout)
             log.info("%s epoch %d/%d loss %.4f held-out acc %.4f", model_id, epoch, epochs,

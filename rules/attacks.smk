@@ -5,7 +5,7 @@ rule score_attacks:
         signals=shard_signals(wf.target_arch),
         reference_signals=shard_signals(wf.reference_arch),
         artifacts=lambda w: [ATTACK_ARTIFACTS[a][name].format(**w) for a, name in attack_artifact_names(w)],
-        code=package("splits", "signals", "queries", "attacks", "metrics"),
+        code=package("splits", "signals", "queries", "attacks", "optimizers", "metrics"),
     output:
         scores="results/evaluate/scores/{dataset}/{arch}.parquet",
         timings="results/evaluate/benchmarks/score_attacks/{dataset}/{arch}.attacks.tsv",

@@ -37,7 +37,7 @@ rule scaling_sweep:
         reference_signals=shard_signals(wf.reference_arch),
         artifacts=lambda w: [ATTACK_ARTIFACTS[a][name].format(**w)
                              for a, name in swept_artifacts(w)],
-        code=package("splits", "signals", "queries", "attacks"),
+        code=package("splits", "signals", "queries", "attacks", "optimizers"),
     output:
         "results/evaluate/sweep/{dataset}/{arch}.parquet",
     params:

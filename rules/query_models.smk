@@ -9,7 +9,7 @@ rule query_transfer:
         data=rules.prepare_dataset.output.data,
         splits=rules.prepare_dataset.output.splits,
         signals=lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)), **w),
-        code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
+        code=package("data", "splits", "seeding", "signals", "models", "training", "optimizers", "gpu", "query_models"),
     output:
         "results/train/queries/transfer/{dataset}/{arch}.parquet",
     params:
@@ -33,7 +33,7 @@ rule query_qrm:
         data=rules.prepare_dataset.output.data,
         splits=rules.prepare_dataset.output.splits,
         signals=lambda w: expand(rules.train_shard.output.signals, shard=range(len(SHARDS)), **w),
-        code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
+        code=package("data", "splits", "seeding", "signals", "models", "training", "optimizers", "gpu", "query_models"),
     output:
         "results/train/queries/qrm/{dataset}/{arch}.parquet",
     params:
@@ -57,7 +57,7 @@ rule query_ref:
         data=rules.prepare_dataset.output.data,
         splits=rules.prepare_dataset.output.splits,
         models=lambda w: expand(rules.train_shard.output.models, shard=range(len(SHARDS)), **w),
-        code=package("data", "splits", "seeding", "signals", "models", "training", "gpu", "query_models"),
+        code=package("data", "splits", "seeding", "signals", "models", "training", "optimizers", "gpu", "query_models"),
     output:
         "results/train/queries/ref/{dataset}/{arch}.parquet",
     params:

@@ -3,8 +3,8 @@ rule train_shard:
     input:
         data=rules.prepare_dataset.output.data,
         splits=rules.prepare_dataset.output.splits,
-        code=package("data", "splits", "seeding", "models", "ensemble", "training", "text", "signals",
-                     "gpu"),
+        code=package("data", "splits", "seeding", "models", "ensemble", "training", "optimizers",
+                     "text", "signals", "gpu"),
     output:
         models="results/train/models/{dataset}/{arch}/shard-{shard}.safetensors",
         records="results/train/models/{dataset}/{arch}/shard-{shard}.json",

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.special import softmax
 
 from miaflow.attacks.registry import AttackInputs, register
+from miaflow.optimizers import Adam
 from miaflow.signals import LOG_ZERO_PROB
 
 HIDDEN = (64, 32)
@@ -124,7 +125,7 @@ def train_attack_classifier(features: np.ndarray, is_member: np.ndarray, seed: i
                 layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
             model = nn.Sequential(*layers, nn.Linear(sizes[-1], 2))
             shuffle = torch.Generator().manual_seed(int(rng.integers(2**63)))
-        optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+        optimizer = Adam(model.parameters(), lr=LEARNING_RATE)
         loss_fn = nn.CrossEntropyLoss()
         best_accuracy, best_state, stale = -1.0, None, 0
         for _ in range(MAX_EPOCHS):
