@@ -344,9 +344,22 @@ def _compute_session(arch: Mapping[str, Any], threads: int) -> Iterator[None]:
         import torch
 
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        use_deterministic_algorithms(compiled=bool(arch.get("compile")))
         torch.backends.cudnn.benchmark = False
         yield
+
+
+def use_deterministic_algorithms(compiled: bool) -> None:
+    """`torch.use_deterministic_algorithms(True, warn_only=True)`, without its start-up cost
+    where nothing is compiled: the public call also sets inductor's flag and imports
+    `torch._inductor` to do so (about 2 s per job), so an uncompiled job sets the kernel flag
+    alone, the call's only other effect."""
+    import torch
+
+    if compiled:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
 
 
 # --- query attacks that train models or optimise inputs (miaflow.query_models) ----------------

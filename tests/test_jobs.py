@@ -54,3 +54,22 @@ def test_prepare_dataset_draws_the_splits_of_the_stored_data(tmp_path):
     io.write_parquet(tmp_path / "separately.parquet", drawn.to_table(),
                      {"data_hash": stored.content_hash()})
     assert splits.read_bytes() == (tmp_path / "separately.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_use_deterministic_algorithms_sets_torchs_flags(compiled):
+    """Both forms turn on deterministic kernels (warn only); only the compiled one pays for
+    importing torch._inductor, whose own flag it also sets."""
+    import subprocess
+    import sys
+
+    probe = f"""
+import sys, torch
+from miaflow.jobs import use_deterministic_algorithms
+use_deterministic_algorithms(compiled={compiled})
+inductor = sys.modules.get("torch._inductor.config")
+print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+      inductor is not None and inductor.deterministic)
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", str(compiled)]
