@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from miaflow.optimizers import cosine_annealing
+from miaflow.optimizers import ADAM_BETAS, ADAM_EPS, cosine_annealing
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ BATCHABLE_KINDS = frozenset({"mlp", "torch_lr", "cnn"})
 ELEMENTWISE = (nn.ReLU, nn.Tanh, nn.MaxPool2d, nn.Identity)
 EVAL_CHUNK = 2048  # held-out samples per member and forward pass (GPU)
 CPU_EVAL_SAMPLES = 2048  # on the CPU, held-out samples of all members together per forward (cache-sized)
-ADAM_BETAS, ADAM_EPS, SGD_MOMENTUM = (0.9, 0.999), 1e-8, 0.9  # torch's defaults, as in the loop
+SGD_MOMENTUM = 0.9  # the image recipe's (TDDBench), as in the loop
 
 
 def module_arch(arch: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch's defaults
+
 
 class _Optimizer:
     """Parameters and `zero_grad`, as in `torch.optim` (gradients set to None)."""
@@ -37,8 +39,8 @@ class Adam(_Optimizer):
     """`torch.optim.Adam(params, lr, weight_decay=...)`; `decoupled=True` is `torch.optim.AdamW`."""
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float = 0.0,
-                 decoupled: bool = False, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
+                 decoupled: bool = False, betas: tuple[float, float] = ADAM_BETAS,
+                 eps: float = ADAM_EPS) -> None:
         import torch
 
         super().__init__(params, lr)

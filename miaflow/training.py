@@ -100,7 +100,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     import torch.nn.functional as F
 
     from miaflow import optimizers
-    from miaflow.ensemble import Options, build_module, learning_rates
+    from miaflow.ensemble import SGD_MOMENTUM, Options, build_module, learning_rates
     from miaflow.models import augment_images
 
     device = torch_device()
@@ -113,7 +113,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
                               enabled=options.precision == "bf16")
     if arch["optimizer"] == "sgd":
-        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=0.9,
+        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=SGD_MOMENTUM,
                                    weight_decay=arch["weight_decay"])
     else:
         optimizer = optimizers.Adam(model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"])
