@@ -5,7 +5,7 @@ use small `--samples`). In one process, side by side:
 1. the device's dense matmul peak (8192^3 products, median of CUDA-event timings after warm-up) in
    bf16 and in fp32, the reference for the shares below;
 2. WRN28-2 (TDDBench recipe: SGD, batch 256, crop + flip augmentation) on CIFAR-sized random data
-   through `miaflow.training._fit_torch`, the workflow's own per-model trainer, for each set of
+   through `miaflow.models.training._fit_torch`, the workflow's own per-model trainer, for each set of
    GPU-path options. Steady state: a run of 1 + k epochs minus a run of 1 epoch, so compilation
    and warm-up drop out. MFU = model FLOPs (FlopCounterMode on the forward, x3 per training sample,
    plus the held-out forwards) / seconds / the bf16 peak;

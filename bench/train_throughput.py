@@ -1,8 +1,8 @@
 """Benchmark: training throughput of one shard, batched ensemble vs one model after another.
 
 For each problem, in one process and side by side: the fp32 matmul peak of this process
-(2048^3, same thread count), the achieved GFLOP/s of `miaflow.ensemble.fit_ensemble` on a shard
-and of the per-model trainer (`miaflow.training._fit_torch`, the `batched: false` path) on the same
+(2048^3, same thread count), the achieved GFLOP/s of `miaflow.models.ensemble.fit_ensemble` on a shard
+and of the per-model trainer (`miaflow.models.training._fit_torch`, the `batched: false` path) on the same
 shard, each as a share of the peak, and the batched / loop speedup (wall time). Shares are given
 twice: by wall time, and with training and peak both by process CPU time per thread ("cpu %
 peak"), where the waits for a core of a shared machine drop out. FLOPs are counted by torch's

@@ -15,9 +15,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-
-IMAGE_ONLY_KINDS = frozenset({"cnn", "wrn28_2", "resnet18", "vgg11", "mobilenetv2"})
-TEXT_ONLY_KINDS = frozenset({"transformer"})
+from miaflow.models.kinds import CANARIES, KINDS, QUERY_OUTPUTS, REGRESSORS
+from miaflow.workflow.plan import Experiment
 
 
 DEFAULT_PROFILE = "default"
@@ -63,33 +62,58 @@ def _architecture_problems(where: str, key: str, arch: str, dataset: str,
     if arch not in architectures:
         return [f"{where}.{key}: {arch!r} is not a key of architectures "
                 f"(known: {', '.join(sorted(architectures))})"]
-    kind, modality = architectures[arch]["kind"], DATASETS[dataset].modality
-    named = f"{where}: architecture {arch!r} ({kind})"
-    if kind in IMAGE_ONLY_KINDS and modality != "image":
-        return [f"{named} needs image data, but {dataset!r} is {modality}"]
-    if kind in TEXT_ONLY_KINDS and modality != "text":
-        return [f"{named} needs text data, but {dataset!r} is {modality}"]
+    kind, modality = KINDS[architectures[arch]["kind"]], DATASETS[dataset].modality
+    named = f"{where}: architecture {arch!r} ({kind.name})"
+    if modality not in kind.modalities:
+        return [f"{named} needs {' or '.join(sorted(kind.modalities))} data, but {dataset!r} is "
+                f"{modality}"]
     if modality == "text":
         options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
-        wanted = "text" if kind in TEXT_ONLY_KINDS else "embedding"
+        wanted = "text" if kind.raw_text else "embedding"
         if options["representation"] != wanted:
             return [f"{named} reads {dataset!r} as {wanted}: set "
                     f"datasets.{dataset}.representation to {wanted!r}"]
     return []
 
 
+# Why a kind's models cannot produce an artifact of the queries stage (see Kind.builds).
+CANNOT_BUILD = {
+    QUERY_OUTPUTS: "query sets perturb numeric features, and this kind reads raw text",
+    REGRESSORS: "there is no Query-qrm regressor for this kind",
+    CANARIES: "canaries need the input gradients of a torch model",
+}
+
+
+def _attack_problems(where: str, experiment: Experiment, config: Mapping[str, Any]) -> list[str]:
+    """Attacks an experiment would run whose artifacts its architecture kind cannot produce."""
+    from miaflow.attacks import ATTACKS
+    from miaflow.workflow.plan import attacks_for
+
+    kind = KINDS[config["architectures"][experiment.arch]["kind"]]
+    problems = []
+    for attack in attacks_for(config, experiment):
+        for artifact in sorted(set(ATTACKS[attack].reads) - kind.builds):
+            problems.append(f"{where}: attack {attack!r} cannot run on architecture "
+                            f"{experiment.arch!r} (kind {kind.name}): {CANNOT_BUILD[artifact]}. "
+                            f"Remove it from attacks or add it to {where}.exclude_attacks")
+    return problems
+
+
 def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     """Cross-key rules JSON Schema cannot express (the config already matches the schema)."""
     from miaflow.attacks import ATTACKS
-    from miaflow.metrics import metric_names
+    from miaflow.evaluation.metrics import metric_names
+    from miaflow.workflow.plan import experiments
 
     problems = []
-    for i, experiment in enumerate(config["experiments"]):
-        dataset = experiment["dataset"]
-        for key in ("arch", "ref_arch"):
-            if key in experiment:
-                problems += _architecture_problems(f"experiments[{i}]", key, experiment[key],
-                                                   dataset, config)
+    for i, (entry, experiment) in enumerate(zip(config["experiments"], experiments(config))):
+        where = f"experiments[{i}]"
+        arch_problems = [p for key in ("arch", "ref_arch") if key in entry
+                         for p in _architecture_problems(where, key, entry[key], entry["dataset"],
+                                                         config)]
+        problems += arch_problems
+        if not arch_problems:
+            problems += _attack_problems(where, experiment, config)
     available = {"reference": config["splits"]["n_reference"],
                  "population": config["splits"]["n_population"]}
     for i, attack in enumerate(config["attacks"]):

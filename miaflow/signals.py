@@ -1,7 +1,7 @@
-"""Per-sample signals (ALGORITHMS.md 1.3, 1.4) and the signal store that attacks read.
+"""Per-sample signals (docs/algorithms.md#signals, #numerical-stability) and the signal store that attacks read.
 
 Models are run once; their raw logits are cached per training shard together with the derived
-signals, in long format (one row per model and sample, ALGORITHMS.md 9.1). Attacks then read
+signals, in long format (one row per model and sample, docs/algorithms.md#artifacts). Attacks then read
 (models x samples) matrices of one signal at a time from a `SignalStore`, never a model.
 """
 

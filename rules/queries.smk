@@ -1,26 +1,30 @@
-# Query-based attacks (ALGORITHMS.md 3.4): query inputs per dataset, the outputs of the targets and
-# the shadow model (reference-0) on them, and HopSkipJump distances, per experiment.
+# Stage queries: what query attacks read beside the signal store, on the target pool T
+# (miaflow.jobs.queries): each dataset's query set and the models' outputs on it, HopSkipJump
+# distances, and the outputs of the surrogates, regressors and canaries these attacks train.
 
-QUERY_SHARDS = [i for i, ids in enumerate(SHARDS)
-                if any(m.startswith("target-") or m == "reference-0" for m in ids)]
+
+def queried_shards(w):
+    """Model shards holding a target or the shadow model (reference-0): those queried."""
+    return [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k) for k, ids in enumerate(SHARDS)
+            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
 
 
 rule make_queries:
     """Neighbour and augmentation queries of one dataset's target pool."""
     input:
-        data=rules.prepare_dataset.output.data,
-        splits=rules.prepare_dataset.output.splits,
-        code=package("data", "splits", "seeding", "queries"),
+        data=DATA,
+        splits=SPLITS,
+        code=code("queries"),
     output:
-        "results/train/queries/{dataset}/queries.parquet",
+        queries=QUERY_SET,
     params:
-        neighbour=wf.attack_options(config, "query-neighbor"),
-        augment=wf.attack_options(config, "query-augment"),
+        neighbour=plan.attack_options(config, "query-neighbor"),
+        augment=plan.attack_options(config, "query-augment"),
         seed=config["seed"],
     log:
-        "results/train/logs/make_queries/{dataset}.log",
+        "results/queries/logs/make_queries/{dataset}.log",
     benchmark:
-        "results/train/benchmarks/make_queries/{dataset}.tsv"
+        "results/queries/benchmarks/make_queries/{dataset}.tsv"
     script:
         "../scripts/make_queries.py"
 
@@ -28,19 +32,19 @@ rule make_queries:
 rule query_signals:
     """Logits and signals of every target and the shadow model on every query."""
     input:
-        data=rules.prepare_dataset.output.data,
-        queries=rules.make_queries.output[0],
-        models=lambda w: expand(rules.train_shard.output.models, shard=QUERY_SHARDS, **w),
-        code=package("data", "models", "training", "signals", "queries", "gpu"),
+        data=DATA,
+        queries=QUERY_SET,
+        models=queried_shards,
+        code=code("queries"),
     output:
-        "results/train/queries/{dataset}/{arch}/outputs.parquet",
+        outputs=QUERY_ARTIFACTS[QUERY_OUTPUTS],
     threads: config["training"]["threads"]
     resources:
-        gpu=lambda w: int(wf.uses_torch(config, w.arch)),
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
     log:
-        "results/train/logs/query_signals/{dataset}/{arch}.log",
+        "results/queries/logs/query_signals/{dataset}/{arch}.log",
     benchmark:
-        "results/train/benchmarks/query_signals/{dataset}/{arch}.tsv"
+        "results/queries/benchmarks/query_signals/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_signals.py"
 
@@ -48,37 +52,104 @@ rule query_signals:
 rule hsj_distances:
     """HopSkipJump boundary distances of every target (Query-adv on images; empty otherwise)."""
     input:
-        data=rules.prepare_dataset.output.data,
-        splits=rules.prepare_dataset.output.splits,
-        models=lambda w: expand(rules.train_shard.output.models, shard=QUERY_SHARDS, **w),
-        code=package("data", "splits", "seeding", "models", "training", "queries", "hopskipjump", "gpu"),
+        data=DATA,
+        splits=SPLITS,
+        models=queried_shards,
+        code=code("queries"),
     output:
-        "results/train/queries/{dataset}/{arch}/hsj.parquet",
+        distances=QUERY_ARTIFACTS[DISTANCES],
     params:
-        options=wf.attack_options(config, "query-adv"),
+        arch_name=lambda w: w.arch,
+        options=plan.attack_options(config, "query-adv"),
         seed=config["seed"],
     threads: config["training"]["threads"]
     resources:
-        gpu=lambda w: int(wf.uses_torch(config, w.arch) and wf.modality(w.dataset) == "image"),
+        gpu=lambda w: int(plan.uses_torch(config, w.arch) and plan.modality(w.dataset) == "image"),
     log:
-        "results/train/logs/hsj_distances/{dataset}/{arch}.log",
+        "results/queries/logs/hsj_distances/{dataset}/{arch}.log",
     benchmark:
-        "results/train/benchmarks/hsj_distances/{dataset}/{arch}.tsv"
+        "results/queries/benchmarks/hsj_distances/{dataset}/{arch}.tsv"
     script:
         "../scripts/hsj_distances.py"
 
 
-ATTACK_ARTIFACTS["query-neighbor"] = {"queries": rules.query_signals.output[0]}
-ATTACK_ARTIFACTS["query-augment"] = {"queries": rules.query_signals.output[0]}
-ATTACK_ARTIFACTS["query-adv"] = {"queries": rules.query_signals.output[0],
-                                 "distances": rules.hsj_distances.output[0]}
+rule query_transfer:
+    """Query-transfer: a surrogate per target model, trained on T relabelled by the target."""
+    input:
+        data=DATA,
+        splits=SPLITS,
+        signals=lambda w: expand(SIGNALS, shard=range(len(SHARDS)), **w),
+        code=code("queries"),
+    output:
+        surrogates=QUERY_ARTIFACTS[SURROGATES],
+    params:
+        arch_name=lambda w: w.arch,
+        arch=lambda w: config["architectures"][w.arch],
+        options=plan.attack_options(config, "query-transfer"),
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
+    log:
+        "results/queries/logs/query_transfer/{dataset}/{arch}.log",
+    benchmark:
+        "results/queries/benchmarks/query_transfer/{dataset}/{arch}.tsv"
+    script:
+        "../scripts/query_transfer.py"
 
-# Benchmark files of the query jobs this run builds (the cost table reads them).
-_QUERY_JOBS = {"query-neighbor": [rules.query_signals], "query-augment": [rules.query_signals],
-               "query-adv": [rules.query_signals, rules.hsj_distances]}
-_QUERIED = [(d, a, attack) for d, a in EXPERIMENTS for attack in wf.attacks_for(config, d, a)
-            if attack in _QUERY_JOBS]
-QUERY_BENCHMARKS = sorted({
-    *[rules.make_queries.benchmark.format(dataset=d) for d, _, _ in _QUERIED],
-    *[rule.benchmark.format(dataset=d, arch=a) for d, a, attack in _QUERIED for rule in _QUERY_JOBS[attack]],
-})
+
+rule query_qrm:
+    """Query-qrm: a Gaussian quantile regressor per target model, fitted on the auxiliary pool."""
+    input:
+        data=DATA,
+        splits=SPLITS,
+        signals=lambda w: expand(SIGNALS, shard=range(len(SHARDS)), **w),
+        code=code("queries"),
+    output:
+        regressors=QUERY_ARTIFACTS[REGRESSORS],
+    params:
+        arch_name=lambda w: w.arch,
+        arch=lambda w: config["architectures"][w.arch],
+        options=plan.attack_options(config, "query-qrm"),
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
+    log:
+        "results/queries/logs/query_qrm/{dataset}/{arch}.log",
+    benchmark:
+        "results/queries/benchmarks/query_qrm/{dataset}/{arch}.tsv"
+    script:
+        "../scripts/query_qrm.py"
+
+
+rule query_ref:
+    """Query-ref (images): canaries optimised on the reference models, phi under every model."""
+    input:
+        data=DATA,
+        splits=SPLITS,
+        models=lambda w: expand(MODELS, shard=range(len(SHARDS)), **w),
+        code=code("queries"),
+    output:
+        canaries=QUERY_ARTIFACTS[CANARIES],
+    params:
+        arch_name=lambda w: w.arch,
+        options=plan.attack_options(config, "query-ref"),
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    log:
+        "results/queries/logs/query_ref/{dataset}/{arch}.log",
+    benchmark:
+        "results/queries/benchmarks/query_ref/{dataset}/{arch}.tsv"
+    script:
+        "../scripts/query_ref.py"
+
+
+rule queries:
+    """Target of the queries stage (DVC stage `queries`): the artifacts the configured attacks
+    read."""
+    input:
+        built_query_artifacts(),
+    localrule: True

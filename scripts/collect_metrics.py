@@ -1,5 +1,5 @@
 """Snakemake adapter for rule collect_metrics."""
-from miaflow import jobs
+from miaflow.jobs import report
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.collect_metrics(snakemake.input.metrics, snakemake.output.metrics, snakemake.output.summary)
+run(report.collect_metrics, snakemake)

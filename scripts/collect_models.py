@@ -1,5 +1,5 @@
 """Snakemake adapter for rule collect_models."""
-from miaflow import jobs
+from miaflow.jobs import report
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.collect_models(snakemake.input.records, snakemake.output[0])
+run(report.collect_models, snakemake)

@@ -1,7 +1,5 @@
 """Snakemake adapter for rule cost_table."""
-from pathlib import Path
+from miaflow.jobs import report
+from miaflow.jobs.adapter import run
 
-from miaflow import jobs
-
-with jobs.job_log(snakemake.log[0]):
-    jobs.cost_table(snakemake.input.benchmarks, "results", Path(snakemake.output[0]).with_suffix(""))
+run(report.cost_table, snakemake)

@@ -1,6 +1,5 @@
 """Snakemake adapter for rule download_dataset."""
-from miaflow import data, jobs
+from miaflow.jobs import prepare
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    data.download_source(snakemake.wildcards.dataset, snakemake.params.options,
-                         snakemake.wildcards.filename, snakemake.output[0])
+run(prepare.download_dataset, snakemake)

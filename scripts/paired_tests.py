@@ -1,6 +1,5 @@
 """Snakemake adapter for rule paired_tests."""
-from miaflow import jobs
+from miaflow.jobs import report
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.paired_tests(snakemake.input.metrics, snakemake.params.metrics, snakemake.params.alpha,
-                      snakemake.output[0])
+run(report.paired_tests, snakemake)

@@ -1,7 +1,5 @@
 """Snakemake adapter for rule prepare_dataset."""
-from miaflow import jobs
+from miaflow.jobs import prepare
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.prepare_dataset(snakemake.wildcards.dataset, snakemake.params.options,
-                         snakemake.params.splits, snakemake.params.seed, snakemake.output.data,
-                         snakemake.output.splits)
+run(prepare.prepare_dataset, snakemake)

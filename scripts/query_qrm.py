@@ -1,7 +1,5 @@
 """Snakemake adapter for rule query_qrm."""
-from miaflow import jobs
+from miaflow.jobs import queries
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.query_qrm(snakemake.input.data, snakemake.input.splits, snakemake.input.signals,
-                   snakemake.wildcards.arch, snakemake.params.arch, snakemake.params.options,
-                   snakemake.params.seed, snakemake.threads, snakemake.output[0])
+run(queries.query_qrm, snakemake)

@@ -1,7 +1,5 @@
 """Snakemake adapter for rule query_ref."""
-from miaflow import jobs
+from miaflow.jobs import queries
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.query_ref(snakemake.input.data, snakemake.input.splits, snakemake.input.models,
-                   snakemake.wildcards.arch, snakemake.params.options, snakemake.params.seed,
-                   snakemake.threads, snakemake.output[0])
+run(queries.query_ref, snakemake)

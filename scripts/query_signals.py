@@ -1,6 +1,5 @@
 """Snakemake adapter for rule query_signals."""
-from miaflow import jobs
+from miaflow.jobs import queries
+from miaflow.jobs.adapter import run
 
-with jobs.job_log(snakemake.log[0]):
-    jobs.query_signals(snakemake.input.data, snakemake.input.queries, snakemake.input.models,
-                       snakemake.threads, snakemake.output[0])
+run(queries.query_signals, snakemake)

@@ -16,7 +16,7 @@ from miaflow import ensemble, models, workflow
 from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
 from miaflow.splits import make_splits
-from miaflow.training import load_shard, save_shard, shard_logits, train_models
+from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
 from tests.test_training import ARCHS, toy_dataset
 
 TORCH_LR = {"kind": "torch_lr", "optimizer": "adam", "lr": 0.05, "weight_decay": 0.001, "epochs": 10,
@@ -64,7 +64,7 @@ def test_batched_weights_equal_the_loop(arch_name, optimizer, caplog):
 
 def test_members_stop_early_on_their_own(caplog):
     arch = dict(ARCHS["mlp"], epochs=30, patience=1)
-    with caplog.at_level("INFO", logger="miaflow.ensemble"):
+    with caplog.at_level("INFO", logger="miaflow.models.ensemble"):
         train_models(toy_dataset(image=False), toy_splits(), SHARD, "mlp", arch, seed=3)
     stop_epochs = [int(line.split()[-1]) for line in caplog.messages if "early stop" in line]
     assert len(stop_epochs) >= 2 and len(set(stop_epochs)) >= 2  # members stop at their own epochs
@@ -212,7 +212,7 @@ def test_schema_accepts_gpu_options_on_torch_kinds_only(repo):
 def test_non_torch_shards_do_not_import_torch(repo):
     """LR and CatBoost jobs skip the ensemble before it imports torch (seconds per job)."""
     code = ("import sys; from tests.test_training import toy_dataset, ARCHS; "
-            "from miaflow.splits import make_splits; from miaflow.training import train_models; "
+            "from miaflow.splits import make_splits; from miaflow.models.training import train_models; "
             "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, n_population=0); "
             "train_models(toy_dataset(False), splits, ['target-0'], 'lr', ARCHS['lr'], 3); "
             "print('torch' in sys.modules)")

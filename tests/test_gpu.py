@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from miaflow.gpu import gpu_slot, visible_devices
+from miaflow.compute import gpu_slot, visible_devices
 
 
 def test_no_device_means_no_slot(tmp_path):
@@ -38,7 +38,7 @@ def test_concurrent_holders_get_distinct_devices(tmp_path, monkeypatch):
 def test_a_job_waits_for_a_free_slot_held_by_another_process(tmp_path):
     code = textwrap.dedent(f"""
         import time
-        from miaflow.gpu import gpu_slot
+        from miaflow.compute import gpu_slot
         with gpu_slot({str(tmp_path)!r}, poll_seconds=0.05, devices=["0"]) as device:
             print(device, time.time())
     """)

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from miaflow.metrics import (
+from miaflow.evaluation.metrics import (
     METRIC_NAMES,
     METRICS_COLUMNS,
     attack_metrics,

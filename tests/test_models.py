@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from miaflow.models import augment_images, build_torch_model
+from miaflow.models.architectures import augment_images, build_torch_model
 
 # Parameter counts at 32x32x3 and 10 classes: torchvision's mobilenet_v2(num_classes=10) has
 # 2,236,682; kuangliu's CIFAR ResNet18 11,173,962; VGG11-bn (conv biases, one linear layer)
@@ -87,7 +87,7 @@ def test_augmentation_is_seeded():
 
 
 def test_training_with_augmentation_is_deterministic_and_differs_from_plain(tmp_path):
-    from miaflow.training import LEARNERS, load_shard, save_shard, shard_logits
+    from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
 
     generator = np.random.default_rng(0)
     x = generator.normal(size=(32, 3, 8, 8)).astype(np.float32)

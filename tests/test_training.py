@@ -7,7 +7,7 @@ import pytest
 
 from miaflow.data import Dataset
 from miaflow.splits import Splits, make_splits
-from miaflow.training import load_shard, save_shard, shard_logits, train_models
+from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
 
 ARCHS = {
     "mlp": {"kind": "mlp", "hidden": [32], "activation": "tanh", "optimizer": "adam", "lr": 0.01,

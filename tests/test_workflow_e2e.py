@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from miaflow.metrics import METRIC_NAMES
+from miaflow.evaluation.metrics import METRIC_NAMES
 
 pytestmark = pytest.mark.e2e
 

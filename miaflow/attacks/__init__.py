@@ -1,6 +1,6 @@
 """Membership-inference attacks, one module per family, all behind one registry.
 
-Importing this package registers every attack: `ATTACKS` maps each id (ALGORITHMS.md names) to
+Importing this package registers every attack: `ATTACKS` maps each id (docs/algorithms.md#attack-index) to
 its score function; `run_attack` runs one on `AttackInputs` (signals only, higher = member).
 """
 
@@ -8,7 +8,6 @@ from miaflow.attacks import (  # noqa: F401  (importing registers the attacks)
     learning,
     metric,
     query,
-    query_models,
     reference,
     song_mittal,
 )
@@ -22,7 +21,7 @@ from miaflow.attacks.registry import (
     run_attack,
 )
 
-# The 21 algorithms of the TDDBench benchmark (ALGORITHMS.md 3), in the paper's order.
+# The 21 algorithms of the TDDBench benchmark (docs/algorithms.md#attack-index), in the paper's order.
 TDDBENCH_ALGORITHMS = (
     "metric-loss", "metric-conf", "metric-corr", "metric-ent", "metric-ment",
     "learn-original", "learn-top3", "learn-sorted", "learn-label", "learn-merge",

@@ -1,4 +1,4 @@
-"""Learning-based attacks: an MLP trained on the shadow model's outputs (ALGORITHMS.md 3.2, 2.4).
+"""Learning-based attacks: an MLP trained on the shadow model's outputs (docs/algorithms.md#learning-based-attacks, #attack-classifier).
 
 The shadow model is reference model 0 (its pool is T): its features on T, labelled by its own
 membership, train the attack classifier; the classifier's member probability on the target's
@@ -15,7 +15,7 @@ import numpy as np
 from scipy.special import softmax
 
 from miaflow.attacks.registry import AttackInputs, register
-from miaflow.optimizers import Adam
+from miaflow.models.optimizers import Adam
 from miaflow.signals import LOG_ZERO_PROB
 
 HIDDEN = (64, 32)
@@ -28,7 +28,7 @@ TOP_K = 3
 ULD_FILL = -1.0  # TDDBench's stand-in for the true-label logit in ULD's max (compat quirk)
 
 
-# --- feature maps Ψ(model, i) (ALGORITHMS.md 3.2) ----------------------------------------------
+# --- feature maps Ψ(model, i) (docs/algorithms.md#learning-based-attacks) ----------------------------------------------
 
 def _finite_logits(signals: Mapping[str, np.ndarray]) -> np.ndarray:
     """Logits in float64; GBDT/LR log-probabilities of exactly 0 become log(1e-45), as signals do."""
@@ -92,7 +92,7 @@ def features_merge(signals: Mapping[str, np.ndarray], compat_uld: bool = True) -
     return np.hstack([_one_hot(signals, logits.shape[1]), np.stack(columns, axis=1)])
 
 
-# --- the attack classifier (ALGORITHMS.md 2.4) -------------------------------------------------
+# --- the attack classifier (docs/algorithms.md#attack-classifier) -------------------------------------------------
 
 def train_attack_classifier(features: np.ndarray, is_member: np.ndarray, seed: int):
     """The TDDBench attack MLP F→64→32→2 fitted on shadow features, as a torch module.

@@ -1,4 +1,4 @@
-"""Metric-based attacks: the target model's own per-sample signals (ALGORITHMS.md 3.1).
+"""Metric-based attacks: the target model's own per-sample signals (docs/algorithms.md#metric-based-attacks).
 
 No thresholds are learned and no other model is used; the ROC sweeps every threshold.
 """

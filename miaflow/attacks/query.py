@@ -1,9 +1,12 @@
-"""Label-only and neighbour query attacks (ALGORITHMS.md 3.4): Query-neighbor, -augment, -adv.
+"""Query-based attacks (docs/algorithms.md#query-based-attacks): TDDBench's query family.
 
-They read the models' outputs on the query set of `miaflow.queries` (artifact `queries`: one
-row per model, sample and query, with signals) and, for Query-adv on images, HopSkipJump
-distances (artifact `distances`), never a model. Rows are picked by `inputs.target_model` (and
-`reference-0`, the shadow model) and aligned with the evaluated samples by sample id.
+They never touch a model: the queries stage writes what they read, and an attack names it in
+`reads`. Query-neighbor, -augment and -adv read the models' outputs on the dataset's query set
+(artifact `queries`: one row per model, sample and query, with signals) and, for Query-adv on
+images, HopSkipJump distances (`distances`). Query-transfer, -qrm and -ref read the outputs of
+the models the queries stage trains for them (`surrogates`, `regressors`, `canaries`). Rows are
+picked by `inputs.target_model` (and `reference-0`, the shadow model) and aligned with the
+evaluated samples by sample id.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import json
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from miaflow.attacks.learning import member_probability, train_attack_classifier
+from miaflow.attacks.reference import in_out_stats, log_likelihood_ratio
 from miaflow.attacks.registry import AttackInputs, register
-from miaflow.queries import AUGMENT, AUGMENT_SHADOW, NEIGHBOUR, ORIG
+from miaflow.models.kinds import CANARIES, DISTANCES, QUERY_OUTPUTS, REGRESSORS, SURROGATES
+from miaflow.queries.sets import AUGMENT, AUGMENT_SHADOW, NEIGHBOUR, ORIG
 
 SHADOW = "reference-0"
 
@@ -44,7 +50,7 @@ def query_signal(path: str, model: str, kinds: Sequence[str], signal: str,
 
 
 def _queries(inputs: AttackInputs) -> str:
-    return str(inputs.extra["queries"])
+    return str(inputs.extra[QUERY_OUTPUTS])
 
 
 def _first_queries(values: np.ndarray, inputs: AttackInputs) -> np.ndarray:
@@ -54,7 +60,7 @@ def _first_queries(values: np.ndarray, inputs: AttackInputs) -> np.ndarray:
     return values if used is None else values[: 1 + int(used)]
 
 
-@register("query-neighbor", "query")
+@register("query-neighbor", "query", reads=(QUERY_OUTPUTS,))
 def query_neighbor(inputs: AttackInputs) -> np.ndarray:
     """Share of noisy neighbours with a higher loss than the sample (mean loss rise for text)."""
     path = _queries(inputs)
@@ -66,7 +72,7 @@ def query_neighbor(inputs: AttackInputs) -> np.ndarray:
     return (rise > 0).mean(axis=0)
 
 
-@register("query-augment", "query", needs=("reference",))
+@register("query-augment", "query", needs=("reference",), reads=(QUERY_OUTPUTS,))
 def query_augment(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on correctness under 10 augmentations, trained on the shadow model."""
     path = _queries(inputs)
@@ -82,7 +88,7 @@ def query_augment(inputs: AttackInputs) -> np.ndarray:
     return member_probability(model, target.T)
 
 
-@register("query-adv", "query", subset=True)
+@register("query-adv", "query", subset=True, reads=(QUERY_OUTPUTS, DISTANCES))
 def query_adv(inputs: AttackInputs) -> np.ndarray:
     """Distance to the decision boundary (HopSkipJump, images) or correctness under noise."""
     path = _queries(inputs)
@@ -92,9 +98,75 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
         return _first_queries(correct, inputs).mean(axis=0)
     import pyarrow.parquet as pq
 
-    table = pq.read_table(inputs.extra["distances"], columns=["sample_id", "distance"],
+    table = pq.read_table(inputs.extra[DISTANCES], columns=["sample_id", "distance"],
                           filters=[("model_id", "=", inputs.target_model)])
     scores = np.full(len(inputs.sample_ids), np.nan)
     at = np.searchsorted(inputs.sample_ids, table.column("sample_id").to_numpy())
     scores[at] = table.column("distance").to_numpy()
+    return scores
+
+
+# --- attacks whose models the queries stage trains (miaflow.queries.attack_models) ---------------
+
+def _rows(path: str, model_ids: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
+    """Rows of `model_ids` in an artifact, sorted by model (in the given order) and sample."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["model_id", "sample_id", *columns],
+                          filters=[("model_id", "in", list(model_ids))]).to_pandas()
+    table["model_id"] = pd.Categorical(table["model_id"], categories=list(model_ids))
+    return table.sort_values([c for c in ("model_id", "sample_id", "canary") if c in table],
+                             ignore_index=True)
+
+
+def _target_rows(inputs: AttackInputs, artifact: str, columns: Sequence[str]) -> pd.DataFrame:
+    """The target's rows of an artifact covering all of pool T, in the order of `inputs`."""
+    table = _rows(inputs.extra[artifact], [inputs.target_model], columns)
+    if not np.array_equal(table["sample_id"].to_numpy(), inputs.sample_ids):
+        raise ValueError(f"{inputs.extra[artifact]}: rows of {inputs.target_model} do not cover "
+                         "the evaluated samples")
+    return table
+
+
+@register("query-transfer", "query", reads=(SURROGATES,))
+def query_transfer(inputs: AttackInputs) -> np.ndarray:
+    """Li & Zhang: negative true-label loss of a surrogate trained on the target's predicted labels."""
+    return -_target_rows(inputs, SURROGATES, ["loss"])["loss"].to_numpy(np.float64)
+
+
+@register("query-qrm", "query", reads=(REGRESSORS,))
+def query_qrm(inputs: AttackInputs) -> np.ndarray:
+    """Bertran et al.: target score standardised by a regressor fitted on non-members, (s − μ)/σ."""
+    from miaflow.io import read_parquet_metadata
+
+    signal = read_parquet_metadata(inputs.extra[REGRESSORS])["signal"]
+    table = _target_rows(inputs, REGRESSORS, ["mu", "log_sigma"])
+    return ((inputs.target[signal] - table["mu"].to_numpy())
+            / np.exp(table["log_sigma"].to_numpy()))
+
+
+@register("query-ref", "query", needs=("reference",), subset=True, modalities=("image",),
+          reads=(CANARIES,))
+def query_ref(inputs: AttackInputs) -> np.ndarray:
+    """Wen et al.: mean over canaries of LiRA's fixed-variance LLR of the target's canary phi.
+
+    Scores only the points that have canaries; the others are NaN (not evaluated).
+    """
+    n_references = inputs.reference_keep.shape[0]
+    references = [f"reference-{m}" for m in range(n_references)]
+    table = _rows(inputs.extra[CANARIES], [*references, inputs.target_model], ["canary", "phi"])
+    points = np.unique(table["sample_id"].to_numpy())
+    n_canaries = int(table["canary"].max()) + 1
+    if len(table) != (n_references + 1) * len(points) * n_canaries:
+        raise ValueError(f"{inputs.extra[CANARIES]}: not every model has phi of every canary")
+    phi = table["phi"].to_numpy().reshape(n_references + 1, len(points) * n_canaries)
+    position = np.searchsorted(inputs.sample_ids, points)
+    if not np.array_equal(inputs.sample_ids[np.minimum(position, len(inputs.sample_ids) - 1)], points):
+        raise ValueError(f"{inputs.extra[CANARIES]}: canaries of samples outside pool T")
+    keep = np.repeat(inputs.reference_keep[:, position], n_canaries, axis=1)
+    phi_in, phi_out = in_out_stats(phi[:n_references], keep)
+    llr = log_likelihood_ratio(phi[n_references], phi_in.median, phi_in.pooled_std,
+                                phi_out.median, phi_out.pooled_std)
+    scores = np.full(len(inputs.sample_ids), np.nan)
+    scores[position] = llr.reshape(len(points), n_canaries).mean(axis=1)
     return scores

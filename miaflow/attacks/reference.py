@@ -1,5 +1,5 @@
 """Attacks that calibrate the target by reference models: TDDBench's model-based family
-(ALGORITHMS.md 3.3) and the LiRA variants of the literature (ALGORITHMS.md 4.1), all with Q = 1.
+(docs/algorithms.md#model-based-attacks) and the LiRA variants of the literature (docs/algorithms.md#lira-variants), all with Q = 1.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from miaflow.attacks.registry import AttackInputs, register
 STD_EPS = 1e-30  # added to every Gaussian standard deviation, as the reference code does
 
 
-# --- IN/OUT statistics over the reference-model axis (ALGORITHMS.md 1.5, 4.1) -----------------
+# --- IN/OUT statistics over the reference-model axis (docs/algorithms.md#notation, #lira-variants) -----------------
 
 @dataclass(frozen=True)
 class SideStats:
@@ -57,14 +57,14 @@ def _norm():
     return norm
 
 
-def _log_likelihood_ratio(x: np.ndarray, mu_in: np.ndarray, sd_in: np.ndarray | float,
+def log_likelihood_ratio(x: np.ndarray, mu_in: np.ndarray, sd_in: np.ndarray | float,
                           mu_out: np.ndarray, sd_out: np.ndarray | float) -> np.ndarray:
     """log N(x; IN) − log N(x; OUT): LiRA's online score, positive for members."""
     return (_norm().logpdf(x, mu_in, np.add(sd_in, STD_EPS))
             - _norm().logpdf(x, mu_out, np.add(sd_out, STD_EPS)))
 
 
-# --- Model family: target calibrated by reference models (ALGORITHMS.md 3.3) ------------------
+# --- Model family: target calibrated by reference models (docs/algorithms.md#model-based-attacks) ------------------
 
 @register("model-loss", "model", needs=("reference",))
 def model_loss(inputs: AttackInputs) -> np.ndarray:
@@ -84,7 +84,7 @@ def model_calibration(inputs: AttackInputs) -> np.ndarray:
 def model_lira(inputs: AttackInputs) -> np.ndarray:
     """TDDBench LiRA on phi: median locations, global IN and OUT spreads ("tdd" fixed variance)."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return _log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.pooled_std,
+    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.pooled_std,
                                  phi_out.median, phi_out.pooled_std)
 
 
@@ -107,13 +107,13 @@ def model_robust(inputs: AttackInputs) -> np.ndarray:
     return np.searchsorted(np.sort(r_z), r_x / gamma, side="left") / r_z.size
 
 
-# --- LiRA family on phi, Q = 1 (ALGORITHMS.md 4.1) --------------------------------------------
+# --- LiRA family on phi, Q = 1 (docs/algorithms.md#lira-variants) --------------------------------------------
 
 @register("lira-online", "lira", needs=("reference",))
 def lira_online(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA: Gaussian likelihood ratio of IN vs OUT phi, per-example variance."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return _log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.std,
+    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.std,
                                  phi_out.median, phi_out.std)
 
 
@@ -121,7 +121,7 @@ def lira_online(inputs: AttackInputs) -> np.ndarray:
 def lira_online_fixvar(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA with Carlini's fixed variance: both spreads are the std of all IN phi values."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return _log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.pooled_std,
+    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.pooled_std,
                                  phi_out.median, phi_in.pooled_std)
 
 
@@ -129,7 +129,7 @@ def lira_online_fixvar(inputs: AttackInputs) -> np.ndarray:
 def lira_online_residual(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA with TF-Privacy's fixed variance: spreads of phi around each sample's median."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return _log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.residual_std,
+    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.residual_std,
                                  phi_out.median, phi_out.residual_std)
 
 
@@ -154,7 +154,7 @@ def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
     return _norm().cdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
 
 
-# --- Model-fpr and offline RMIA (ALGORITHMS.md 3.3) --------------------------------------------
+# --- Model-fpr and offline RMIA (docs/algorithms.md#model-based-attacks) --------------------------------------------
 
 @register("model-fpr", "model", needs=("reference",))
 def model_fpr(inputs: AttackInputs) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 An attack is a function from `AttackInputs` (signals of the target and of reference/population
 models, never the models themselves) to one score per evaluated sample, **higher = more likely a
-member** (ALGORITHMS.md 1.2). Attacks register themselves with `register`; the workflow runs them
+member** (docs/algorithms.md#score-direction). Attacks register themselves with `register`; the workflow runs them
 by name through `run_attack`, which checks their needs and sanitises their scores.
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from miaflow.data import MODALITIES
+from miaflow.data.dataset import MODALITIES
+from miaflow.models.kinds import CANARIES, DISTANCES, QUERY_OUTPUTS, REGRESSORS, SURROGATES
 from miaflow.signals import SignalStore
 from miaflow.splits import Splits
 
@@ -23,6 +24,8 @@ log = logging.getLogger("miaflow.attacks")
 
 NEEDS = frozenset({"reference", "population"})
 FAMILIES = ("metric", "learning", "model", "query", "lira", "song-mittal")
+# Artifacts of the queries stage an attack may read beside the signal store (`Attack.reads`).
+ARTIFACTS = (QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES)
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class AttackInputs:
     """Everything an attack may read for one target model: signals, never models.
 
     Signal mappings are keyed by signal name (`miaflow.signals.SIGNALS`, plus `logits` and
-    `label`). Reference index 0 is the shadow model of learning-based attacks (ALGORITHMS.md 2.2).
+    `label`). Reference index 0 is the shadow model of learning-based attacks (docs/algorithms.md#reference-population-and-shadow-models).
     """
 
     target: Mapping[str, np.ndarray]  # signal -> (n,) target model on evaluated samples (pool T)
@@ -42,7 +45,7 @@ class AttackInputs:
     options: Mapping[str, Any]  # this attack's options from params.yaml (may be empty)
     seed: int = 0  # named seed of this (experiment, attack, target model), for attacks that draw
     target_model: str = "target-0"  # model id of the target, to pick its rows in `extra` artifacts
-    extra: Mapping[str, Any] = field(default_factory=dict)  # attack-specific artifacts (paths)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # artifact name -> path (`Attack.reads`)
     # sample ids of pool T in the order of every (n,) array, to align rows of `extra` artifacts
     sample_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
@@ -58,6 +61,7 @@ class Attack:
     score: ScoreFn
     subset: bool = False  # scores only some samples: NaN marks the others, dropped from the table
     modalities: frozenset[str] = frozenset(MODALITIES)  # data it applies to; others skip it
+    reads: tuple[str, ...] = ()  # artifacts of the queries stage it reads (ARTIFACTS names)
 
     @property
     def doc(self) -> str:
@@ -70,12 +74,14 @@ ATTACKS: dict[str, Attack] = {}
 
 
 def register(name: str, family: str, needs: tuple[str, ...] = (), subset: bool = False,
-             modalities: tuple[str, ...] = MODALITIES) -> Callable[[ScoreFn], ScoreFn]:
+             modalities: tuple[str, ...] = MODALITIES,
+             reads: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
     """Decorator adding a score function to ATTACKS under `name`.
 
     `subset=True`: the attack evaluates only some samples and returns NaN for the rest, which
     the score table leaves out. `modalities`: the data modalities it applies to; the workflow
-    does not run it on other datasets, so their metrics have no row for it.
+    does not run it on other datasets, so their metrics have no row for it. `reads`: artifacts
+    of the queries stage it reads from `AttackInputs.extra`, by name (ARTIFACTS).
     """
     if not NEEDS.issuperset(needs):
         raise ValueError(f"attack {name!r}: unknown needs {set(needs) - NEEDS}")
@@ -83,18 +89,21 @@ def register(name: str, family: str, needs: tuple[str, ...] = (), subset: bool =
         raise ValueError(f"attack {name!r}: unknown family {family!r}")
     if not modalities or not set(modalities) <= set(MODALITIES):
         raise ValueError(f"attack {name!r}: modalities must be a non-empty subset of {MODALITIES}")
+    if not set(reads) <= set(ARTIFACTS):
+        raise ValueError(f"attack {name!r}: unknown artifacts {set(reads) - set(ARTIFACTS)}")
 
     def decorate(score: ScoreFn) -> ScoreFn:
         if name in ATTACKS:
             raise ValueError(f"attack {name!r} is registered twice")
-        ATTACKS[name] = Attack(name, family, frozenset(needs), score, subset, frozenset(modalities))
+        ATTACKS[name] = Attack(name, family, frozenset(needs), score, subset, frozenset(modalities),
+                              tuple(reads))
         return score
 
     return decorate
 
 
 def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
-    """Scores of attack `name` as float64, with ±inf and NaN replaced (ALGORITHMS.md 1.4).
+    """Scores of attack `name` as float64, with ±inf and NaN replaced (docs/algorithms.md#numerical-stability).
 
     For a `subset` attack NaN means "not evaluated" and stays NaN.
     """

@@ -1,5 +1,5 @@
 """Song & Mittal: threshold attacks (class-dependent or global) and the privacy risk score
-(ALGORITHMS.md 5.1–5.3).
+(docs/algorithms.md#song--mittal).
 
 The shadow model is reference model 0: its shadow-train set is its members in the target pool T,
 its shadow-test set the rest of T. Thresholds and histograms are learned on the shadow's values
@@ -150,7 +150,7 @@ def decision_accuracy(attack: str, scores: np.ndarray, is_member: np.ndarray) ->
     return 0.5 * (predicted[is_member].mean() + (~predicted[~is_member]).mean())
 
 
-# --- privacy risk score (ALGORITHMS.md 5.2) -----------------------------------------------------
+# --- privacy risk score (docs/algorithms.md#privacy-risk-score) -----------------------------------------------------
 
 def risk_histograms(train_values: np.ndarray, test_values: np.ndarray, bins: int = 5,
                     log_bins: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -249,7 +249,7 @@ def sm_risk(inputs: AttackInputs) -> np.ndarray:
                         signal=str(options.get("signal", "mentr")))
 
 
-# --- analyses of risk scores (ALGORITHMS.md 5.3) ------------------------------------------------
+# --- analyses of risk scores (docs/algorithms.md#analyses) ------------------------------------------------
 
 def risk_cdf(risk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Empirical CDF of risk scores: sorted values x and F(x) = fraction of scores ≤ x."""

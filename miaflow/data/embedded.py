@@ -1,0 +1,74 @@
+"""Embedded datasets: shipped inside installed packages or generated from the seed, so the
+default run needs no file and no network."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from miaflow.data.dataset import Dataset
+from miaflow.data.sources import Sources
+from miaflow.data.tabular import standardise
+from miaflow.seeding import derive_seed, rng
+
+
+def load_digits(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
+    """sklearn digits as 1x8x8 images, pixels mapped to [-1, 1] (TDDBench's mean=std=0.5)."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    pixels = bunch.images[:, None, :, :] / 16.0  # raw grey levels are 0..16
+    return Dataset("digits", "image", ((pixels - 0.5) / 0.5).astype(np.float32),
+                   bunch.target.astype(np.int64), 10)
+
+
+def load_purchase(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
+    """Synthetic Purchase-100-style data, labelled the way Shokri et al. labelled the real one.
+
+    Customers of `n_classes` latent types (uneven sizes) buy each product independently; a type's
+    per-product probability is Beta-distributed with mean `density` and a small first parameter,
+    so each type buys a few products often and most almost never. Labels are k-means clusters of
+    the binary purchase vectors (not the latent types), renumbered by first appearance so they do
+    not depend on KMeans' internal centre order.
+    """
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+
+    n_samples, n_features = int(opts["n_samples"]), int(opts["n_features"])
+    n_classes, density = int(opts["n_classes"]), float(opts["density"])
+    if not 0 < density < 1 or not 2 <= n_classes <= n_samples:
+        raise ValueError(f"purchase: need 0 < density < 1 and 2 <= n_classes <= n_samples, "
+                         f"got {opts}")
+
+    generator = rng(seed, "purchase", "customers")
+    type_sizes = generator.dirichlet(np.full(n_classes, 20.0))
+    types = generator.choice(n_classes, size=n_samples, p=type_sizes)
+    shape_a = 0.05
+    shape_b = shape_a * (1 - density) / density  # Beta mean a / (a + b) = density
+    buy_prob = generator.beta(shape_a, shape_b, size=(n_classes, n_features))
+    bought = (generator.random((n_samples, n_features)) < buy_prob[types]).astype(np.float32)
+
+    kmeans = KMeans(n_clusters=n_classes, n_init=4,
+                    random_state=derive_seed(seed, "purchase", "kmeans") % 2**32)
+    # One thread: OpenMP threads spin badly on a busy machine (10x slower), and Snakemake already
+    # runs jobs in parallel.
+    with threadpool_limits(limits=1):
+        clusters = kmeans.fit_predict(bought.astype(np.float64))
+    present, first_index = np.unique(clusters, return_index=True)
+    if len(present) != n_classes:
+        raise ValueError(f"purchase: k-means left {n_classes - len(present)} of {n_classes} "
+                         "clusters empty; use fewer classes or more samples")
+    renumber = np.empty(n_classes, dtype=np.int64)
+    renumber[np.argsort(first_index)] = np.arange(n_classes)
+    return Dataset("purchase", "tabular", bought, renumber[clusters], n_classes)
+
+
+def load_breast_cancer(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
+    """sklearn breast cancer (Wisconsin diagnostic), 30 z-scored features, 2 classes."""
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer()
+    return Dataset("breast_cancer", "tabular", standardise(bunch.data),
+                   bunch.target.astype(np.int64), 2)

@@ -1,0 +1,1 @@
+"""From scores to results: metrics, paired statistical tests, paper tables and figures."""

@@ -1,0 +1,137 @@
+"""Paper figures (PNG): log-log ROC curves, AUROC against the generalisation gap and against the
+number of reference models and queries, privacy-risk CDFs.
+
+matplotlib is imported inside each function (it takes about a second, and table-only jobs never
+need it), and figures are drawn on a bare `Figure`, without pyplot's global state. The PNGs carry
+no software version, so identical inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from miaflow.io import write_with
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+ROC_FPR_GRID = np.geomspace(1e-4, 1.0, 200)
+FIGURE_SIZE = (7.5, 4.5)  # inches: a square plot plus the legend on its right
+FIGURE_DPI = 150
+
+
+def plot_roc_loglog(
+    roc: pd.DataFrame, path: str | Path, title: str, auroc: Mapping[str, float] | None = None
+) -> None:
+    """Log-log ROC of each attack, averaged over repeats, for one dataset/target model.
+
+    `roc` holds `miaflow.evaluation.metrics.roc_table` rows of a single (dataset, target_model). Each repeat's
+    TPR is interpolated onto a common log-spaced FPR grid (1e-4..1) and averaged, as in LiRA-style
+    plots; `auroc` (attack -> mean AUROC) adds the value to the legend.
+    """
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    if len(roc[["dataset", "target_model"]].drop_duplicates()) > 1:
+        raise ValueError("plot_roc_loglog draws one dataset/target model; filter `roc` first")
+    # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes = figure.add_subplot()
+    colours = colormaps["tab20"].colors  # 20 distinct colours: attacks never share one
+    for k, (attack, curves) in enumerate(roc.groupby("attack", sort=True)):
+        tprs = [np.interp(ROC_FPR_GRID, c["fpr"], c["tpr"]) for _, c in curves.groupby("repeat")]
+        label = f"{attack} (AUROC {auroc[attack]:.3f})" if auroc and attack in auroc else str(attack)
+        axes.plot(ROC_FPR_GRID, np.mean(tprs, axis=0), label=label, linewidth=1.2,
+                  color=colours[k % len(colours)], linestyle=("-", "--", ":")[k // len(colours) % 3])
+    axes.plot(ROC_FPR_GRID, ROC_FPR_GRID, "k--", linewidth=0.8, label="chance")
+    axes.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1),
+             xlabel="False positive rate", ylabel="True positive rate", title=title)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+    _save_png(figure, path)
+
+
+def _save_png(figure: Figure, path: str | Path) -> None:
+    """Write a PNG atomically, without the "Software" entry (matplotlib's version string), so
+    only the drawing decides the bytes."""
+    figure.tight_layout()
+    write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
+                                                metadata={"Software": None}))
+
+
+def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
+                      families: Mapping[str, str], path: str | Path) -> None:
+    """TDDBench Fig. 2: AUROC of each target model against its train − test accuracy gap, one
+    point per (experiment, attack, repeat), coloured by attack family."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    targets = models[models["role"] == "target"]
+    gaps = pd.DataFrame({"dataset": targets["dataset"], "target_model": targets["arch"],
+                         "repeat": targets["model_id"].str.rsplit("-", n=1).str[-1].astype(int),
+                         "gap": targets["train_acc"] - targets["test_acc"]})
+    auroc = metrics[metrics["metric"] == "auroc"].merge(gaps, on=["dataset", "target_model", "repeat"])
+    figure = Figure(figsize=FIGURE_SIZE)
+    axes = figure.add_subplot()
+    colours = colormaps["tab10"].colors
+    for k, (family, points) in enumerate(auroc.groupby(auroc["attack"].map(families), sort=True)):
+        axes.scatter(points["gap"], points["value"], s=10, alpha=0.6, label=family,
+                     color=colours[k % len(colours)])
+    axes.axhline(0.5, color="k", linestyle="--", linewidth=0.8)
+    axes.set(xlabel="Target train − test accuracy", ylabel="AUROC",
+             title="Attack AUROC against the target's generalisation gap")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    _save_png(figure, path)
+
+
+def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
+    """TDDBench Fig. 4: AUROC (mean ± std over target models) against the number of reference
+    models and, in a second panel, of queries, one line per attack."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    axes_names = [a for a in ("reference models", "queries") if a in set(sweep["axis"])] or ["reference models"]
+    figure = Figure(figsize=(FIGURE_SIZE[0] * len(axes_names), FIGURE_SIZE[1]))
+    colours = colormaps["tab20"].colors
+    for k, axis in enumerate(axes_names, start=1):
+        axes = figure.add_subplot(1, len(axes_names), k)
+        rows = sweep[sweep["axis"] == axis]
+        for j, (attack, runs) in enumerate(rows.groupby("attack", sort=True)):
+            stats = runs.groupby("count")["auroc"].agg(["mean", "std"]).reset_index()
+            axes.errorbar(stats["count"], stats["mean"], yerr=stats["std"].fillna(0.0),
+                          label=attack, color=colours[j % len(colours)], marker="o", markersize=3,
+                          linewidth=1.2, capsize=2)
+        counts = sorted(rows["count"].unique())
+        axes.set(xscale="log", xlabel=f"Number of {axis}", ylabel="AUROC", title=title)
+        if counts:
+            axes.set_xticks(counts, labels=[str(c) for c in counts])
+            axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+        axes.minorticks_off()
+    _save_png(figure, path)
+
+
+def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
+    """Empirical CDF of privacy risk scores over the target's members and non-members (pooled
+    over repeats) of one dataset/target model: the further apart, the more members stand out."""
+    from matplotlib.figure import Figure
+
+    from miaflow.attacks.song_mittal import risk_cdf
+
+    risk = scores[scores["attack"] == "sm-risk"]
+    if len(risk[["dataset", "target_model"]].drop_duplicates()) > 1:
+        raise ValueError("plot_risk_cdf draws one dataset/target model; filter `scores` first")
+    figure = Figure(figsize=(5.0, 4.0))
+    axes = figure.add_subplot()
+    for is_member, label, colour in [(True, "members", "tab:red"),
+                                     (False, "non-members", "tab:blue")]:
+        values, cdf = risk_cdf(risk.loc[risk["is_member"] == is_member, "score"].to_numpy())
+        axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
+                  where="post", label=f"{label} (n = {len(values)})", color=colour)
+    axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score", ylabel="Cumulative fraction",
+             title=title)
+    axes.legend(loc="upper left", fontsize="small")
+    _save_png(figure, path)

@@ -1,0 +1,351 @@
+"""Paper tables (CSV + Markdown + LaTeX), written atomically; the figures are in `plots`.
+
+Table builders return a DataFrame of display strings and put their caption in
+`table.attrs["caption"]`, so the caption is built from the same data as the cells.
+Outputs are deterministic: identical inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from miaflow.evaluation.metrics import METRIC_NAMES
+from miaflow.io import write_text
+
+MISSING = "–"
+BENCHMARK_COLUMNS = ("s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out",
+                     "mean_load", "cpu_time")
+_LATEX_SPECIALS = str.maketrans(
+    {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
+)
+
+
+def write_table(df: pd.DataFrame, stem: str | Path, caption: str) -> None:
+    """Write `stem.csv` (data), `stem.md` (caption line, then the table) and `stem.tex`."""
+    write_text(f"{stem}.csv", df.to_csv(index=False, lineterminator="\n"))
+    write_text(f"{stem}.md", f"{caption}\n\n{df.to_markdown(index=False)}\n")
+    # to_latex escapes the cells but not the caption, which often names metrics like tpr_at_1pct.
+    latex = df.to_latex(index=False, escape=True, caption=caption.translate(_LATEX_SPECIALS))
+    write_text(f"{stem}.tex", latex)
+
+
+def format_mean_std(mean: float, std: float, digits: int = 3) -> str:
+    """Format as "0.812 ± 0.013"; the mean alone when std is NaN (one repeat has no spread),
+    MISSING when the mean itself is undefined."""
+    if math.isnan(mean):
+        return MISSING
+    if math.isnan(std):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _count_text(counts: pd.Series) -> str:
+    """The number of repeats, as "5", or "3–5" when cells rest on different numbers."""
+    low, high = int(counts.min()), int(counts.max())
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def auroc_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """TDDBench Table-4 layout: one row per attack, one column per "dataset/target_model",
+    cells "mean ± std" of AUROC over repeats. Takes `miaflow.evaluation.metrics.summary` output."""
+    auroc = summary[summary["metric"] == "auroc"]
+    cells = auroc.assign(
+        column=auroc["dataset"] + "/" + auroc["target_model"],
+        cell=[format_mean_std(m, s) for m, s in zip(auroc["mean"], auroc["std"])],
+    )
+    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
+    table = table.rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        "AUROC of each attack (rows) per dataset/target model (columns): mean ± standard deviation "
+        f"over {_count_text(auroc['n_repeats'])} target models (repeats), std with ddof = 1."
+    )
+    return table
+
+
+def accuracy_table(models: pd.DataFrame) -> pd.DataFrame:
+    """Train and test accuracy of the target models per (dataset, arch), and the generalisation
+    gap (train − test, per model), as mean ± std over target models: the gap explains leakage."""
+    targets = models[models["role"] == "target"]
+    targets = targets.assign(gap=targets["train_acc"] - targets["test_acc"])
+    rows = [
+        {
+            "dataset": dataset,
+            "arch": arch,
+            "n_models": len(group),
+            **{col: format_mean_std(group[col].mean(), group[col].std())
+               for col in ("train_acc", "test_acc", "gap")},
+        }
+        for (dataset, arch), group in targets.groupby(["dataset", "arch"], sort=True)
+    ]
+    table = pd.DataFrame(rows, columns=["dataset", "arch", "n_models", "train_acc", "test_acc", "gap"])
+    table.attrs["caption"] = (
+        "Target-model accuracy: mean ± standard deviation (ddof = 1) over target models; "
+        "gap = train − test accuracy."
+    )
+    return table
+
+
+def tests_table(tests: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
+    """Compact view of `miaflow.evaluation.stats.paired_tests` for one metric.
+
+    `sig` is "*" where the BY-adjusted t-test rejects H0 and "†" where the BY-adjusted
+    permutation test does.
+    """
+    rows = tests[tests["metric"] == metric]
+    table = pd.DataFrame({
+        "attack_a": rows["attack_a"],
+        "attack_b": rows["attack_b"],
+        "dataset/model": rows["dataset"] + "/" + rows["target_model"],
+        "mean_diff": rows["mean_diff"],
+        "p_ttest_by": rows["p_ttest_by"],
+        "p_perm_by": rows["p_perm_by"],
+        "sig": [("*" if t else "") + ("†" if p else "")
+                for t, p in zip(rows["reject_ttest"], rows["reject_perm"])],
+    }).reset_index(drop=True)
+    pairs = int(rows["n_pairs"].min()) if len(rows) else 0
+    table.attrs["caption"] = (
+        f"One-sided paired tests of H1: attack A > attack B on {metric}, paired over target models; "
+        f"p-values Benjamini–Yekutieli-adjusted over all {len(tests)} comparisons; "
+        "* t-test rejects H0, † permutation test rejects H0. "
+        f"With {pairs} paired repeats the exact permutation p-value is at least 1/2^{pairs}"
+        f" = {2.0 ** -pairs:.3g} before adjustment."
+    )
+    return table
+
+
+def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:
+    """TDDBench Table-5 layout: per dataset, AUROC of each attack (rows) across target
+    architectures (columns), "mean ± std" over repeats; datasets with one architecture included."""
+    auroc = summary[summary["metric"] == "auroc"]
+    cells = auroc.assign(cell=[format_mean_std(m, s) for m, s in zip(auroc["mean"], auroc["std"])])
+    table = cells.pivot(index=["dataset", "attack"], columns="target_model", values="cell")
+    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        "AUROC of each attack per dataset (rows) across target-model architectures (columns): "
+        f"mean ± standard deviation over {_count_text(auroc['n_repeats'])} target models, ddof = 1."
+    )
+    return table
+
+
+def reference_mismatch_table(summary: pd.DataFrame,
+                             architectures: Mapping[tuple[str, str], tuple[str, str]]) -> pd.DataFrame:
+    """TDDBench Table-6 layout: AUROC when the reference (and shadow) models have another
+    architecture than the target, beside the matched setting, for every dataset and target
+    architecture that has such an experiment. Columns are "dataset: target ← reference".
+
+    `architectures` maps each experiment's (dataset, target_model label) to its (target,
+    reference) architectures."""
+    auroc = summary[summary["metric"] == "auroc"]
+    pairs = [architectures[key] for key in zip(auroc["dataset"], auroc["target_model"])]
+    auroc = auroc.assign(target=[t for t, _ in pairs], reference=[r for _, r in pairs])
+    mixed = auroc.loc[auroc["target"] != auroc["reference"], ["dataset", "target"]].drop_duplicates()
+    shown = auroc.merge(mixed, on=["dataset", "target"])
+    cells = shown.assign(
+        column=shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"],
+        cell=[format_mean_std(m, s) for m, s in zip(shown["mean"], shown["std"])])
+    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
+    table = table.rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        "AUROC when the reference, population and shadow models have the architecture after the "
+        "arrow and the target the one before it (limited knowledge), beside the matched setting: "
+        f"mean ± standard deviation over {_count_text(shown['n_repeats']) if len(shown) else 0} "
+        "target models, ddof = 1. Query attacks are not run with mismatched references."
+    )
+    return table
+
+
+def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) -> pd.DataFrame:
+    """TDDBench Tables 14–16 layout: every metric (columns) of every attack (rows) on one
+    dataset and target architecture, "mean ± std" over repeats."""
+    rows = summary[(summary["dataset"] == dataset) & (summary["target_model"] == target_model)]
+    cells = rows.assign(cell=[format_mean_std(m, s) for m, s in zip(rows["mean"], rows["std"])])
+    order = sorted(set(rows["metric"]), key=lambda m: (m not in METRIC_NAMES,
+                                                     METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
+    table = cells.pivot(index="attack", columns="metric", values="cell").reindex(columns=order)
+    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    table.attrs["caption"] = (
+        f"All metrics of every attack on {dataset} / {target_model}: mean ± standard deviation "
+        f"over {_count_text(rows['n_repeats'])} target models (ddof = 1); precision, recall, F1, "
+        "accuracy (balanced), FPR, FNR and advantage at the threshold maximising balanced accuracy."
+    )
+    return table
+
+
+def family_table(summary: pd.DataFrame, timings: pd.DataFrame,
+                 families: Mapping[str, str]) -> pd.DataFrame:
+    """TDDBench Table-7 layout: per attack family, average and best AUROC over its attacks and
+    all experiments, and the largest wall and CPU time one of its attacks took on one experiment.
+
+    `timings` has columns attack, s, cpu_time (rule score_attacks' run records). Memory is
+    measured per scoring job (all attacks of an experiment) and is in the cost table, as is the
+    training of the shared reference models.
+    """
+    auroc = summary[summary["metric"] == "auroc"].assign(family=lambda d: d["attack"].map(families))
+    cost = timings.assign(family=timings["attack"].map(families))
+    rows = []
+    for family, group in auroc.groupby("family", sort=True):
+        best = group.loc[group["mean"].idxmax()]
+        mine = cost[cost["family"] == family]
+        rows.append({
+            "family": family,
+            "attacks": group["attack"].nunique(),
+            "average_auroc": f"{group['mean'].mean():.3f}",
+            "best_auroc": f"{best['mean']:.3f} ({best['attack']}, {best['dataset']}/{best['target_model']})",
+            "max_wall_s": f"{mine['s'].max():.1f}" if len(mine) else MISSING,
+            "max_cpu_s": f"{mine['cpu_time'].max():.1f}" if len(mine) else MISSING,
+        })
+    table = pd.DataFrame(rows, columns=["family", "attacks", "average_auroc", "best_auroc",
+                                        "max_wall_s", "max_cpu_s"])
+    table.attrs["caption"] = (
+        "Attack families: mean AUROC over their attacks and experiments, the best attack, and the "
+        "largest wall and CPU seconds one of its attacks took to score all target models of one "
+        "experiment. Peak memory per scoring job, the shared reference-model training and the "
+        "jobs that build query artifacts (query sets, surrogates, regressors, canaries, "
+        "HopSkipJump) are in the cost table."
+    )
+    return table
+
+
+def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
+    """Parse Snakemake `benchmark:` TSV files laid out as `root/<stage>/benchmarks/<rule>/<job...>.tsv`.
+
+    (Each DVC stage keeps its benchmark files inside its own output directory.)
+
+    Returns one row per benchmark record with columns stage, rule, job (the rest of the path
+    without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
+    (values Snakemake could not measure) become NaN. max_rss is in MiB, as Snakemake writes it.
+    """
+    frames = []
+    for path in sorted(map(Path, paths)):
+        stage, *parts = path.relative_to(root).with_suffix("").parts
+        if len(parts) < 2 or parts.pop(0) != "benchmarks":
+            raise ValueError(f"{path}: expected {root}/<stage>/benchmarks/<rule>/<job>.tsv")
+        frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
+        frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
+        frame.insert(0, "stage", stage)
+        frame.insert(1, "rule", parts[0])
+        frame.insert(2, "job", "/".join(parts[1:]))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["stage", "rule", "job", *BENCHMARK_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _total(values: pd.Series) -> float:
+    """Sum that stays NaN, not 0, when no job reported the value."""
+    return values.sum(min_count=1)
+
+
+def cost_table(benchmarks: pd.DataFrame) -> pd.DataFrame:
+    """Compute cost per (stage, rule) from `read_benchmarks` rows, plus a final "total" row."""
+    table = (
+        benchmarks.groupby(["stage", "rule"], sort=True)
+        .agg(
+            jobs=("job", "nunique"),
+            total_wall_s=("s", _total),
+            max_wall_s=("s", "max"),
+            peak_max_rss_mib=("max_rss", "max"),
+            total_cpu_s=("cpu_time", _total),
+        )
+        .reset_index()
+    )
+    total = {
+        "stage": "total",
+        "rule": "",
+        "jobs": table["jobs"].sum(),
+        "total_wall_s": _total(table["total_wall_s"]),
+        "max_wall_s": table["max_wall_s"].max(),
+        "peak_max_rss_mib": table["peak_max_rss_mib"].max(),
+        "total_cpu_s": _total(table["total_cpu_s"]),
+    }
+    table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+    table.attrs["caption"] = (
+        "Compute cost per workflow stage and rule, from Snakemake benchmark files: wall-clock "
+        "seconds, peak resident memory (MiB) and CPU seconds; GPU time and memory are not included."
+    )
+    return table
+
+
+# --- Song & Mittal: threshold attacks and privacy risk scores (docs/algorithms.md#song--mittal) -----------------
+
+def _mean_std_cells(values: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
+    """Per group of `keys`: "mean ± std" (ddof = 1, NaN values skipped) of each column, and the
+    number of repeats."""
+    grouped = values.groupby(keys, sort=True)
+    cells = grouped[columns].agg(["mean", "std"])
+    table = pd.DataFrame({column: [format_mean_std(m, s) for m, s in
+                                   zip(cells[(column, "mean")], cells[(column, "std")])]
+                          for column in columns}, index=cells.index)
+    table["n_repeats"] = grouped.size()
+    return table.reset_index()
+
+
+def song_mittal_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Decision accuracy ½(TPR + TNR) of Song & Mittal's threshold attacks at their learned
+    thresholds: class-dependent (rows) beside the class-independent version, per dataset/model.
+
+    `scores` holds score-file rows of sm-* threshold attacks (decision: score ≥ the attack's
+    `DECISION_THRESHOLDS` entry).
+    """
+    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS, GLOBAL_COUNTERPART, decision_accuracy
+
+    mine = scores[scores["attack"].isin(list(DECISION_THRESHOLDS))]
+    per_repeat = pd.DataFrame(
+        [(*key, decision_accuracy(key[2], group["score"].to_numpy(), group["is_member"].to_numpy()))
+         for key, group in mine.groupby(["dataset", "target_model", "attack", "repeat"], sort=True)],
+        columns=["dataset", "target_model", "attack", "repeat", "accuracy"])
+    stats = per_repeat.groupby(["dataset", "target_model", "attack"], sort=True)["accuracy"].agg(
+        ["mean", "std", "size"])
+
+    def cell(key: tuple[str, str, str | None]) -> str:
+        if key not in stats.index:
+            return MISSING
+        return format_mean_std(stats.at[key, "mean"], stats.at[key, "std"])
+
+    rows = [{"dataset": dataset, "target_model": model, "attack": attack,
+             "class_dependent": cell((dataset, model, attack)),
+             "class_independent": cell((dataset, model, GLOBAL_COUNTERPART[attack])),
+             "n_repeats": int(stats.at[(dataset, model, attack), "size"])}
+            for dataset, model, attack in stats.index if attack in GLOBAL_COUNTERPART]
+    table = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "class_dependent",
+                                        "class_independent", "n_repeats"])
+    table.attrs["caption"] = (
+        "Song & Mittal threshold attacks: attack accuracy ½(TPR + TNR) at the thresholds learned "
+        "on the shadow model (reference 0), per-class thresholds (class_dependent) vs one threshold "
+        "over all classes (class_independent, the -global attacks; none for correctness); mean ± "
+        "standard deviation (ddof = 1) over target models."
+    )
+    return table
+
+
+def risk_precision_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Precision and recall of "member iff privacy risk r ≥ τ" for τ = 1.0 … 0.5, per
+    dataset/target model, mean ± std over repeats (precision undefined where nothing is predicted:
+    those repeats are left out of its mean)."""
+    from miaflow.attacks.song_mittal import risk_precision_recall
+
+    risk = scores[scores["attack"] == "sm-risk"]
+    rows = [{"dataset": dataset, "target_model": model, "repeat": repeat, "threshold": tau,
+             "precision": precision, "recall": recall}
+            for (dataset, model, repeat), group in risk.groupby(
+                ["dataset", "target_model", "repeat"], sort=True)
+            for tau, precision, recall in risk_precision_recall(group["score"].to_numpy(),
+                                                                group["is_member"].to_numpy())]
+    values = pd.DataFrame(rows, columns=["dataset", "target_model", "repeat", "threshold",
+                                         "precision", "recall"])
+    table = _mean_std_cells(values, ["dataset", "target_model", "threshold"],
+                            ["precision", "recall"])
+    table = table.sort_values(["dataset", "target_model", "threshold"],
+                              ascending=[True, True, False], ignore_index=True)
+    table.attrs["caption"] = (
+        "Privacy risk score (Song & Mittal, per-class shadow histograms): precision and recall of "
+        "predicting member iff risk ≥ threshold on the target's pool, mean ± standard deviation "
+        "(ddof = 1) over target models; precision skips repeats where no sample reaches the "
+        "threshold."
+    )
+    return table

@@ -1,0 +1,63 @@
+"""What every stage's jobs share: the job's log, reading the membership matrix, compute sessions."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from miaflow.models.kinds import KINDS
+from miaflow.splits import Splits
+
+log = logging.getLogger(__name__)
+Paths = Sequence[str | Path]
+
+
+@contextmanager
+def job_log(path: str | Path | None) -> Iterator[None]:
+    """Send this job's log records (and warnings) to the rule's log file."""
+    handler: logging.Handler = logging.FileHandler(path, mode="w") if path else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    try:
+        yield
+    except Exception:
+        log.exception("job failed")
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+
+
+def read_splits(path: str | Path) -> Splits:
+    return Splits.from_table(pq.read_table(path))
+
+
+@contextmanager
+def compute_session(arch: Mapping[str, Any], threads: int) -> Iterator[None]:
+    """For torch models: hold a free GPU (if any), use the job's threads, stay deterministic.
+
+    Other kinds (LR, CatBoost) run on CPU and never take a GPU slot.
+    """
+    if not KINDS[arch["kind"]].torch:
+        yield
+        return
+    from miaflow.compute import gpu_slot, use_deterministic_algorithms
+
+    with gpu_slot():
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # needed by deterministic cuBLAS
+        import torch
+
+        torch.set_num_threads(threads)
+        use_deterministic_algorithms(compiled=bool(arch.get("compile")))
+        torch.backends.cudnn.benchmark = False
+        yield

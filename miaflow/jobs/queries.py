@@ -1,0 +1,217 @@
+"""Jobs of the queries stage: what query attacks read beside the signal store (`Attack.reads`).
+
+The dataset's query set and every target's and the shadow's outputs on it, HopSkipJump boundary
+distances, and the outputs of the models that Query-transfer, -qrm and -ref train or optimise
+themselves (`miaflow.queries.attack_models`), all on the target pool T.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from miaflow import io
+from miaflow.jobs.common import Paths, compute_session, read_splits
+
+log = logging.getLogger(__name__)
+
+
+def make_queries(*, data: str | Path, splits: str | Path, queries: str | Path,
+                 neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
+    """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
+    from miaflow.data import read_dataset
+    from miaflow.queries.sets import info_metadata
+    from miaflow.queries.sets import make_queries as generate
+
+    loaded = read_dataset(data)
+    pool = read_splits(splits).target_samples
+    made = generate(loaded.features[pool], pool, loaded.modality, seed, loaded.name, neighbour,
+                    augment)
+    log.info("%s: %s queries over %d samples", loaded.name,
+             {kind: len(v) for kind, v in made.features.items()}, len(pool))
+    io.write_parquet(queries, made.to_table(),
+                     {"data_hash": loaded.content_hash(), **info_metadata(made.info)})
+
+
+def query_signals(*, data: str | Path, queries: str | Path, models: Paths, outputs: str | Path,
+                  threads: int) -> None:
+    """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
+    from miaflow.data import read_dataset
+    from miaflow.models.training import load_shard, shard_logits
+    from miaflow.queries.sets import query_outputs, read_queries
+    from miaflow.splits import role_of
+
+    loaded = read_dataset(data)
+    meta = io.read_parquet_metadata(queries)
+    if meta["data_hash"] != loaded.content_hash():
+        raise ValueError(f"{queries} was generated from other data than {data}")
+    blocks = read_queries(pq.read_table(queries), loaded.feature_shape)
+    shards = [load_shard(path) for path in models]
+    wanted = [(weights, {**metadata, "model_ids": [m for m in metadata["model_ids"]
+                                                    if role_of(m) == "target" or m == "reference-0"]})
+              for weights, metadata in shards]
+    model_ids = [m for _, metadata in wanted for m in metadata["model_ids"]]
+
+    def logits_of(features: np.ndarray) -> np.ndarray:
+        return np.concatenate([shard_logits(w, m, features) for w, m in wanted if m["model_ids"]])
+
+    with compute_session(shards[0][1]["arch"], threads):
+        table = query_outputs(blocks, loaded.labels, model_ids, logits_of)
+    log.info("%d models x %d query blocks", len(model_ids), len(blocks))
+    io.write_parquet(outputs, table, {"data_hash": meta["data_hash"], "queries": meta["queries"]})
+
+
+def hsj_distances(*, data: str | Path, splits: str | Path, models: Paths,
+                  distances: str | Path, arch_name: str, options: Mapping[str, Any], seed: int,
+                  threads: int) -> None:
+    """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset.
+
+    Other modalities need no distances (Query-adv is mean correctness under noise there): the
+    table is written empty so that the rule's output exists for every experiment.
+    """
+    from miaflow.data import read_dataset
+    from miaflow.models.training import load_shard
+    from miaflow.queries.hopskipjump import PAPER, Budget, boundary_distances
+    from miaflow.queries.sets import evaluated_subset
+    from miaflow.seeding import derive_seed
+    from miaflow.splits import role_of
+
+    loaded = read_dataset(data)
+    opts = {**PAPER, **options}
+    frames = [pd.DataFrame({"model_id": pd.Series(dtype=str), "sample_id": pd.Series(dtype=np.int64),
+                            "distance": pd.Series(dtype=np.float64),
+                            "success": pd.Series(dtype=bool)})]
+    if loaded.modality == "image":
+        subset = np.sort(evaluated_subset(read_splits(splits).target_samples,
+                                          int(opts["boundary_eva_num"]), seed, loaded.name))
+        budget = Budget(*(int(opts[k]) for k in ("max_iter", "max_eval", "init_eval", "init_size")))
+        for path in models:
+            weights, metadata = load_shard(path)
+            with compute_session(metadata["arch"], threads):
+                for model in (m for m in metadata["model_ids"] if role_of(m) == "target"):
+                    logits_of = _classifier(metadata, weights[model], loaded.feature_shape)
+                    distance, success = boundary_distances(
+                        logits_of, loaded.features[subset], loaded.labels[subset], budget,
+                        int(opts["batch_size"]),
+                        derive_seed(seed, "queries", loaded.name, arch_name, "hsj", model))
+                    log.info("%s: %d points, %d attacks succeeded, mean distance %.4f", model,
+                             len(subset), success.sum(), distance.mean())
+                    frames.append(pd.DataFrame({"model_id": model, "sample_id": subset,
+                                                "distance": distance, "success": success}))
+    io.write_parquet(distances, pd.concat(frames, ignore_index=True),
+                     {"data_hash": loaded.content_hash(), "hsj": json.dumps(opts, sort_keys=True)})
+
+
+def _classifier(metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray],
+                feature_shape: tuple[int, ...]) -> Callable[[Any], Any]:
+    """A function from a torch batch to logits, for any model kind (torch modules built once)."""
+    import torch
+
+    from miaflow.models.kinds import KINDS
+    from miaflow.models.training import LEARNERS
+
+    arch, n_classes = metadata["arch"], metadata["n_classes"]
+    if not KINDS[arch["kind"]].torch:
+        learner = LEARNERS[arch["kind"]]
+        return lambda x: torch.from_numpy(learner.logits(arch, weights, x.numpy(), n_classes))
+    from miaflow.queries.attack_models import torch_models
+
+    model = torch_models({"model": weights}, arch, feature_shape, n_classes)["model"]
+    return lambda x: model(x.to(next(model.parameters()).device)).float().cpu()
+
+
+def query_transfer(*, data: str | Path, splits: str | Path, signals: Paths,
+                   surrogates: str | Path, arch_name: str, arch: Mapping[str, Any],
+                   options: Mapping[str, Any], seed: int, threads: int) -> None:
+    """Query-transfer: per target, a surrogate trained on pool T relabelled by the target's
+    predictions (argmax of its cached logits); writes the surrogates' outputs on T."""
+    from miaflow.data import read_dataset
+    from miaflow.queries.attack_models import TRANSFER_DEFAULTS, options_with_defaults, surrogate_logits
+    from miaflow.seeding import derive_seed
+    from miaflow.signals import SignalStore, outputs_table
+
+    options = options_with_defaults(options, TRANSFER_DEFAULTS)
+    loaded, keep = read_dataset(data), read_splits(splits)
+    pool, targets = keep.target_samples, keep.models("target")
+    predicted = SignalStore.read(list(signals)).matrix(targets, "logits", pool).argmax(axis=-1)
+    with compute_session(arch, threads):
+        logits = np.stack([
+            surrogate_logits(arch, loaded.features[pool], predicted[t], loaded.n_classes,
+                             options["val_ratio"],
+                             derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
+                             threads, f"surrogate-of-{target}")
+            for t, target in enumerate(targets)])
+    io.write_parquet(surrogates, outputs_table(targets, pool, loaded.labels[pool], logits),
+                     {"data_hash": loaded.content_hash()})
+
+
+def query_qrm(*, data: str | Path, splits: str | Path, signals: Paths, regressors: str | Path,
+              arch_name: str, arch: Mapping[str, Any], options: Mapping[str, Any], seed: int,
+              threads: int) -> None:
+    """Query-qrm: per target, a Gaussian regressor of its score on the auxiliary pool A (known
+    non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed."""
+    from miaflow.data import read_dataset
+    from miaflow.models.kinds import KINDS
+    from miaflow.queries.attack_models import QRM_DEFAULTS, options_with_defaults, quantile_regression
+    from miaflow.seeding import derive_seed
+    from miaflow.signals import SignalStore
+
+    options = options_with_defaults(options, QRM_DEFAULTS)
+    loaded, keep = read_dataset(data), read_splits(splits)
+    pool, auxiliary, targets = keep.target_samples, keep.auxiliary_samples, keep.models("target")
+    signal = KINDS[arch["kind"]].qrm_signal
+    scores = SignalStore.read(list(signals)).matrix(targets, signal, auxiliary)
+    frames = []
+    with compute_session(arch, threads):
+        for target, score in zip(targets, scores):
+            mu, log_sigma = quantile_regression(
+                arch, loaded.features[auxiliary], score, loaded.features[pool], options,
+                derive_seed(seed, "query-qrm", loaded.name, arch_name, target), threads)
+            frames.append(pd.DataFrame({"model_id": target, "sample_id": pool,
+                                        "mu": mu.astype(np.float64),
+                                        "log_sigma": log_sigma.astype(np.float64)}))
+    io.write_parquet(regressors, pd.concat(frames, ignore_index=True),
+                     {"data_hash": loaded.content_hash(), "signal": signal})
+
+
+def query_ref(*, data: str | Path, splits: str | Path, models: Paths, canaries: str | Path,
+              arch_name: str, options: Mapping[str, Any], seed: int, threads: int) -> None:
+    """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
+    writes phi of every canary under every reference and every target model."""
+    from miaflow.data import read_dataset
+    from miaflow.models.training import load_shard
+    from miaflow.queries.attack_models import (REF_DEFAULTS, canary_anchors, canary_table,
+                                               evaluated_points, optimise_canaries,
+                                               options_with_defaults, torch_models)
+    from miaflow.seeding import derive_seed, rng
+
+    options = options_with_defaults(options, REF_DEFAULTS)
+    loaded, keep = read_dataset(data), read_splits(splits)
+    named_seed = derive_seed(seed, "query-ref", loaded.name, arch_name)
+    points = evaluated_points(keep.target_samples, int(options["boundary_eva_num"]), named_seed)
+    references, targets = keep.models("reference"), keep.models("target")
+    weights, arch = {}, None
+    for path in models:
+        shard, metadata = load_shard(path)
+        weights.update({m: w for m, w in shard.items() if m in references + targets})
+        arch = metadata["arch"]
+    with compute_session(arch, threads):
+        modules = torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
+        reference_keep = np.stack([keep.members(m)[points] for m in references])
+        anchors = canary_anchors(loaded.features[points], int(options["n_canaries"]),
+                                 rng(named_seed, "augmentations"))
+        optimised = optimise_canaries([modules[m] for m in references], reference_keep, anchors,
+                                      loaded.labels[points], int(options["steps"]),
+                                      rng(named_seed, "reference-draws"))
+        ids = references + targets
+        table = canary_table(ids, [modules[m] for m in ids], optimised, points,
+                             loaded.labels[points])
+    log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))
+    io.write_parquet(canaries, table, {"data_hash": loaded.content_hash()})

@@ -1,0 +1,166 @@
+"""Jobs of the report stage: the metrics contract, statistical tests, paper tables and figures.
+
+Per-experiment files (ROC, scaling and risk figures, per-experiment metric tables) are named by
+`Experiment.file_name` in the rules, and found here among a rule's outputs by that name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from miaflow import io
+from miaflow.jobs.common import Paths
+from miaflow.workflow.plan import Experiment
+
+HEADLINE_METRICS = ("auroc", "tpr_at_1pct_fpr")  # in DVC's metrics summary
+
+
+def _file_named(paths: Paths, name: str) -> Path:
+    """The one path among `paths` whose file name is `name`."""
+    matches = [Path(p) for p in paths if Path(p).name == name]
+    if len(matches) != 1:
+        raise ValueError(f"expected one output named {name!r} among {sorted(map(str, paths))}")
+    return matches[0]
+
+
+def _stem(paths: Paths) -> Path:
+    """The common stem of a table's files (`multiext(stem, ".csv", ".md", ".tex")` outputs)."""
+    stems = {Path(p).with_suffix("") for p in paths}
+    if len(stems) != 1:
+        raise ValueError(f"the files of one table must share a stem, got {sorted(map(str, paths))}")
+    return stems.pop()
+
+
+def _write(table: pd.DataFrame, paths: Paths) -> None:
+    from miaflow.evaluation.tables import write_table
+
+    write_table(table, _stem(paths), table.attrs["caption"])
+
+
+def _concat(paths: Paths, **read: Any) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p, **read) for p in paths], ignore_index=True)
+
+
+def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path,
+                    summary: str | Path) -> None:
+    """The `results/metrics.parquet` contract and DVC's metrics file (mean over repeats)."""
+    from miaflow.evaluation.metrics import summary as mean_over_repeats
+
+    long = _concat(experiment_metrics)
+    io.write_parquet(metrics, long)
+    means = mean_over_repeats(long)
+    headline = means[means["metric"].isin(HEADLINE_METRICS)]
+    nested: dict[str, Any] = {}
+    for row in headline.itertuples(index=False):
+        experiment = nested.setdefault(f"{row.dataset}/{row.target_model}", {})
+        experiment.setdefault(row.attack, {})[row.metric] = round(float(row.mean), 6)
+    io.write_json(summary, nested)
+
+
+def collect_models(*, records: Paths, models: str | Path) -> None:
+    """Train/test accuracy of every trained model in one table."""
+    io.write_parquet(models, pd.DataFrame([row for path in records for row in io.read_json(path)]))
+
+
+def paired_tests(*, metrics: str | Path, tests: str | Path, tested_metrics: Sequence[str],
+                 alpha: float) -> None:
+    from miaflow.evaluation.stats import paired_tests as run_tests
+
+    io.write_parquet(tests, run_tests(pd.read_parquet(metrics), tuple(tested_metrics), alpha))
+
+
+def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: Paths,
+           auroc_table: Paths, accuracy_table: Paths, tests_table: Paths, roc_figures: Paths,
+           experiments: Sequence[Experiment]) -> None:
+    """Headline tables (csv, md, tex) and one log-log ROC figure per experiment."""
+    from miaflow.evaluation import tables as build
+    from miaflow.evaluation.metrics import summary
+    from miaflow.evaluation.plots import plot_roc_loglog
+
+    means = summary(pd.read_parquet(metrics))
+    _write(build.auroc_table(means), auroc_table)
+    _write(build.accuracy_table(pd.read_parquet(models)), accuracy_table)
+    _write(build.tests_table(pd.read_parquet(tests)), tests_table)
+    curves = _concat(roc)
+    auroc = means[means["metric"] == "auroc"]
+    for experiment in experiments:
+        mine = ((curves["dataset"] == experiment.dataset)
+                & (curves["target_model"] == experiment.label))
+        chosen = auroc[(auroc["dataset"] == experiment.dataset)
+                       & (auroc["target_model"] == experiment.label)]
+        plot_roc_loglog(curves[mine],
+                              _file_named(roc_figures, experiment.file_name("roc", ".png")),
+                              f"{experiment.dataset} / {experiment.label}",
+                              auroc=dict(zip(chosen["attack"], chosen["mean"])))
+
+
+def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timings: Paths,
+                 by_architecture: Paths, families: Paths, reference_mismatch: Paths,
+                 metric_tables: Paths, gap_figure: str | Path, scaling_figures: Paths,
+                 experiments: Sequence[Experiment]) -> None:
+    """TDDBench's further tables and figures: AUROC across architectures (Table 5), with
+    references of another architecture (Table 6), attack families with cost (Table 7), all
+    metrics per experiment (Tables 14–16), AUROC against the generalisation gap (Fig. 2) and
+    against the number of reference models and queries (Fig. 4)."""
+    from miaflow.attacks import ATTACKS
+    from miaflow.evaluation import tables as build
+    from miaflow.evaluation.metrics import summary
+    from miaflow.evaluation.plots import plot_auroc_vs_gap, plot_scaling_sweep
+
+    long = pd.read_parquet(metrics)
+    means = summary(long)
+    family_of = {name: attack.family for name, attack in ATTACKS.items()}
+    spent = pd.concat([pd.read_csv(p, sep="\t") for p in timings], ignore_index=True)
+    _write(build.auroc_by_architecture(means), by_architecture)
+    _write(build.family_table(means, spent, family_of), families)
+    architectures = {(e.dataset, e.label): (e.arch, e.ref_arch) for e in experiments}
+    _write(build.reference_mismatch_table(means, architectures), reference_mismatch)
+    for experiment in experiments:
+        table = build.all_metrics_table(means, experiment.dataset, experiment.label)
+        stem = experiment.file_name("metrics", "")
+        _write(table, [p for p in metric_tables if Path(p).with_suffix("").name == stem])
+    plot_auroc_vs_gap(long, pd.read_parquet(models), family_of, gap_figure)
+    swept = _concat(sweeps)
+    for experiment in experiments:
+        mine = ((swept["dataset"] == experiment.dataset)
+                & (swept["target_model"] == experiment.label))
+        plot_scaling_sweep(swept[mine],
+                                 _file_named(scaling_figures,
+                                             experiment.file_name("scaling", ".png")),
+                                 f"{experiment.dataset} / {experiment.label}")
+
+
+def cost_table(*, benchmarks: Paths, cost: Paths, results: str | Path) -> None:
+    """Time and peak memory per stage and rule, from every job's benchmark file below `results`."""
+    from miaflow.evaluation import tables as build
+
+    _write(build.cost_table(build.read_benchmarks([Path(p) for p in benchmarks], Path(results))),
+           cost)
+
+
+def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
+    """Song & Mittal's threshold attacks: class-dependent vs global thresholds."""
+    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS
+    from miaflow.evaluation.tables import song_mittal_table as build
+
+    _write(build(_concat(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])),
+           song_mittal)
+
+
+def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Paths,
+                      experiments: Sequence[Experiment]) -> None:
+    """Privacy risk score: precision/recall of r ≥ τ, and one CDF figure per experiment."""
+    from miaflow.evaluation.plots import plot_risk_cdf
+    from miaflow.evaluation.tables import risk_precision_table
+
+    risk = _concat(scores, filters=[("attack", "==", "sm-risk")])
+    _write(risk_precision_table(risk), risk_precision)
+    for experiment in experiments:
+        mine = (risk["dataset"] == experiment.dataset) & (risk["target_model"] == experiment.label)
+        plot_risk_cdf(risk[mine],
+                      _file_named(risk_figures, experiment.file_name("risk-cdf", ".png")),
+                      f"Privacy risk: {experiment.dataset} / {experiment.label}")

@@ -1,0 +1,317 @@
+"""Train shards of models and compute their per-sample outputs.
+
+A shard is a few models of one (dataset, architecture), trained by one job to amortise the
+interpreter's start-up. Every model is a plain dict of arrays (its weights), so all kinds share
+one storage format: a shard is one safetensors file whose keys are `<model_id>/<tensor name>`.
+CatBoost models are kept in CatBoost's own `cbm` format, stored as a byte tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from miaflow import io
+from miaflow.compute import torch_device
+from miaflow.data.dataset import Dataset
+from miaflow.models import transformers
+from miaflow.models.kinds import KINDS
+from miaflow.seeding import derive_seed
+from miaflow.splits import Splits, role_of
+
+log = logging.getLogger(__name__)
+
+Weights = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """What one training run produced beside the weights: accuracy on members and on held-out.
+
+    Timings are left to Snakemake's benchmark files so that artifacts stay byte-identical.
+    """
+
+    model_id: str
+    role: str
+    n_train: int
+    n_heldout: int
+    train_acc: float
+    test_acc: float
+
+
+@dataclass(frozen=True)
+class Learner:
+    """How to fit one kind of model and how to get logits (or log-probabilities) from it."""
+
+    fit: Callable[..., Weights]
+    logits: Callable[..., np.ndarray]
+
+
+# --- torch models (mlp, cnn, torch_lr) -------------------------------------------------------
+
+def predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+    """Logits of a torch module, always in eval mode: no dropout or batch-norm updates."""
+    import torch
+
+    device = next(model.parameters()).device
+    model.eval()
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, len(features), batch_size):
+            batch = torch.tensor(features[start:start + batch_size]).to(device)  # a copy: inputs may be read-only
+            outputs.append(model(batch).float().cpu().numpy())
+    return np.concatenate(outputs)
+
+
+def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
+                  n_classes: int) -> np.ndarray:
+    import torch
+
+    from miaflow.models.ensemble import build_module
+
+    model = build_module(arch, features.shape[1:], n_classes)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    return predict(model.to(torch_device()), features)
+
+
+def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
+               x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
+               threads: int, model_id: str) -> Weights:
+    """Minibatch training (TDDBench recipe); early stopping on held-out accuracy if patience > 0.
+
+    The architecture's GPU-path options apply here as in the ensemble: `precision: bf16` autocasts
+    the forward (weights, optimizer and held-out inference stay fp32), `channels_last` keeps
+    images and convolution weights NHWC, `compile` runs the training forward through
+    `torch.compile`. The training data are copied to the device once."""
+    import torch
+    import torch.nn.functional as F
+
+    from miaflow.models import optimizers
+    from miaflow.models.architectures import augment_images
+    from miaflow.models.ensemble import SGD_MOMENTUM, Options, build_module, learning_rates
+
+    device = torch_device()
+    options = Options.of(arch)
+    torch.manual_seed(seed)
+    model = build_module(arch, x_train.shape[1:], n_classes).to(device)
+    if options.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    forward = options.compiled(model)
+    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
+                              enabled=options.precision == "bf16")
+    if arch["optimizer"] == "sgd":
+        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=SGD_MOMENTUM,
+                                   weight_decay=arch["weight_decay"])
+    else:
+        optimizer = optimizers.Adam(model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"])
+    x = torch.from_numpy(x_train).to(device)
+    y = torch.from_numpy(y_train).to(device)
+    shuffle = torch.Generator().manual_seed(seed)
+    augmenter = torch.Generator().manual_seed(derive_seed(seed, "augment")) if arch.get("augment") else None
+    best_acc, best_state, stale = -1.0, None, 0
+    epochs, patience = arch["epochs"], arch["patience"]
+    report_every = max(1, epochs // 5)
+
+    for epoch, lr in enumerate(learning_rates(arch), start=1):
+        optimizer.lr = lr
+        model.train()
+        total = torch.zeros((), device=device)
+        for batch in torch.randperm(len(x), generator=shuffle).to(device).split(arch["batch_size"]):
+            inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
+            if options.channels_last:
+                inputs = inputs.contiguous(memory_format=torch.channels_last)
+            with autocast:
+                logits = forward(inputs)
+            loss = F.cross_entropy(logits.float(), y[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.detach() * len(batch)
+        if patience or epoch % report_every == 0 or epoch == epochs:
+            acc = _accuracy(predict(model, x_heldout), y_heldout)
+            log.info("%s epoch %d/%d loss %.4f held-out acc %.4f", model_id, epoch, epochs,
+                     total.item() / len(x), acc)
+            if patience:
+                if acc > best_acc:
+                    best_acc, stale = acc, 0
+                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                else:
+                    stale += 1
+                    if stale > patience:
+                        log.info("%s early stop at epoch %d", model_id, epoch)
+                        break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
+
+
+# --- logistic regression (scikit-learn) -------------------------------------------------------
+
+def _fit_lr(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
+            x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
+            threads: int, model_id: str) -> Weights:
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(C=arch["C"], max_iter=arch["max_iter"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(x_train.reshape(len(x_train), -1), y_train)
+    if any(issubclass(w.category, ConvergenceWarning) for w in caught):
+        log.info("%s: lbfgs stopped at max_iter=%d before converging", model_id, arch["max_iter"])
+    return {"coef": model.coef_.astype(np.float64), "intercept": model.intercept_.astype(np.float64),
+            "classes": model.classes_.astype(np.int64)}
+
+
+def _lr_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
+               n_classes: int) -> np.ndarray:
+    """Log-probabilities over all classes; classes absent from training get log(0) = -inf."""
+    from scipy.special import log_softmax
+
+    decision = features.reshape(len(features), -1) @ weights["coef"].T + weights["intercept"]
+    if weights["coef"].shape[0] == 1:  # binary: sklearn stores one decision function
+        decision = np.hstack([np.zeros_like(decision), decision])
+    out = np.full((len(features), n_classes), -np.inf)
+    out[:, weights["classes"]] = log_softmax(decision, axis=1)
+    return out.astype(np.float32)
+
+
+# --- CatBoost ---------------------------------------------------------------------------------
+
+def _fit_catboost(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
+                  x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
+                  threads: int, model_id: str) -> Weights:
+    from catboost import CatBoostClassifier
+
+    rounds = arch["early_stopping_rounds"]
+    model = CatBoostClassifier(
+        iterations=arch["iterations"], learning_rate=arch["learning_rate"], depth=arch["depth"],
+        loss_function="MultiClass", class_names=list(range(n_classes)), random_seed=seed % 2**31,
+        thread_count=threads, verbose=False, allow_writing_files=False,
+    )
+    eval_set = (x_heldout, y_heldout) if rounds else None
+    model.fit(x_train.reshape(len(x_train), -1), y_train, eval_set=eval_set,
+              early_stopping_rounds=rounds or None)
+    info = model.get_metadata()  # drop the random guid and the clock: same seed, same bytes
+    info["model_guid"] = f"miaflow-{model_id}-{seed}"
+    del info["train_finish_time"]
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_model(f"{tmp}/model.cbm", format="cbm")
+        blob = Path(f"{tmp}/model.cbm").read_bytes()
+    return {"cbm": np.frombuffer(blob, dtype=np.uint8).copy()}
+
+
+def _catboost_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
+                     n_classes: int) -> np.ndarray:
+    from catboost import CatBoostClassifier
+
+    model = CatBoostClassifier().load_model(blob=weights["cbm"].tobytes())
+    proba = model.predict_proba(features.reshape(len(features), -1))
+    with np.errstate(divide="ignore"):
+        return np.log(proba).astype(np.float32)
+
+
+# How each trainer of the kinds table fits and runs a model.
+TRAINERS: dict[str, Learner] = {
+    "torch": Learner(_fit_torch, _torch_logits),
+    "transformer": Learner(transformers.fit_transformer, transformers.transformer_logits),
+    "lr": Learner(_fit_lr, _lr_logits),
+    "catboost": Learner(_fit_catboost, _catboost_logits),
+}
+LEARNERS: dict[str, Learner] = {name: TRAINERS[kind.trainer] for name, kind in KINDS.items()}
+
+
+def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.argmax(logits, axis=1) == labels)) if len(labels) else float("nan")
+
+
+# --- shards -----------------------------------------------------------------------------------
+
+def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arch_name: str,
+                 arch: Mapping[str, Any], seed: int, threads: int = 1) -> tuple[dict[str, Weights], list[ModelRecord]]:
+    """Train each model on its keep-matrix row; held-out = the rest of its pool.
+
+    Torch shards train as one vectorised ensemble (`miaflow.models.ensemble`) when the architecture
+    allows it (`batched`, default on); otherwise, and for other kinds, one model after another."""
+    learner = LEARNERS[arch["kind"]]
+    members = {m: splits.members(m) for m in model_ids}
+    heldout = {m: splits.pool_of(m) & ~members[m] for m in model_ids}
+    seeds = {m: derive_seed(seed, "train", dataset.name, arch_name, m) for m in model_ids}
+    weights = _fit_batched(dataset, members, heldout, seeds, arch)
+    records = []
+    for model_id in model_ids:
+        started = time.perf_counter()
+        args = (dataset.features[members[model_id]], dataset.labels[members[model_id]],
+                dataset.features[heldout[model_id]], dataset.labels[heldout[model_id]])
+        if model_id not in weights:
+            weights[model_id] = learner.fit(arch, *args, dataset.n_classes, seeds[model_id], threads,
+                                            model_id)
+        train_acc = _accuracy(learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1])
+        test_acc = _accuracy(learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3])
+        records.append(ModelRecord(model_id, role_of(model_id), int(members[model_id].sum()),
+                                   int(heldout[model_id].sum()), train_acc, test_acc))
+        log.info("trained %s: train acc %.4f, test acc %.4f (%.1f s)", model_id, train_acc,
+                 test_acc, time.perf_counter() - started)
+    return weights, records
+
+
+def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: Mapping[str, np.ndarray],
+                 seeds: Mapping[str, int], arch: Mapping[str, Any]) -> dict[str, Weights]:
+    """Every model of the shard at once, or {} when the architecture does not batch."""
+    if not KINDS[arch["kind"]].batched:
+        return {}  # without importing torch (e.g. LR and CatBoost jobs)
+    from miaflow.models.ensemble import fit_ensemble, wants_batched
+
+    if not wants_batched(arch):
+        return {}
+    started = time.perf_counter()
+    ids = list(members)
+    fitted = fit_ensemble(arch, dataset.features, dataset.labels,
+                          [np.flatnonzero(members[m]) for m in ids],
+                          [np.flatnonzero(heldout[m]) for m in ids],
+                          dataset.n_classes, [seeds[m] for m in ids], ids, torch_device())
+    if fitted is None:
+        return {}
+    log.info("trained %d models as one ensemble in %.1f s", len(ids), time.perf_counter() - started)
+    return dict(zip(ids, fitted))
+
+
+def save_shard(path: str | Path, weights: Mapping[str, Weights], metadata: Mapping[str, Any]) -> None:
+    from safetensors.numpy import save
+
+    tensors = {f"{model_id}/{name}": np.ascontiguousarray(array)
+               for model_id, model in weights.items() for name, array in model.items()}
+    # One metadata entry: safetensors orders several entries arbitrarily, which breaks byte identity.
+    header = json.dumps({**metadata, "model_ids": list(weights)}, sort_keys=True)
+    io.write_bytes(path, save(tensors, metadata={"miaflow": header}))
+
+
+def load_shard(path: str | Path) -> tuple[dict[str, Weights], dict[str, Any]]:
+    """Weights per model and the shard's metadata (no unpickling: safetensors is plain data)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as handle:
+        metadata = json.loads(handle.metadata()["miaflow"])
+        weights: dict[str, Weights] = {m: {} for m in metadata["model_ids"]}
+        for key in handle.keys():
+            model_id, name = key.split("/", 1)
+            weights[model_id][name] = handle.get_tensor(key)
+    return weights, metadata
+
+
+def shard_logits(weights: Mapping[str, Weights], metadata: Mapping[str, Any],
+                 features: np.ndarray) -> np.ndarray:
+    """(n_models, n_samples, n_classes) float32 outputs of every model of a shard."""
+    arch = metadata["arch"]
+    learner = LEARNERS[arch["kind"]]
+    return np.stack([learner.logits(arch, weights[m], features, metadata["n_classes"])
+                     for m in metadata["model_ids"]]).astype(np.float32)

@@ -1,0 +1,178 @@
+"""What the workflow builds, derived from the validated params once at parse time (no checkpoints).
+
+The rule files ask this module which experiments, model shards and attacks exist, so the DAG is
+known before any job runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from miaflow.splits import planned_model_ids
+
+# `training.models_per_job: auto` puts every model of an experiment in one job, split into balanced
+# shards of at most this many: one Python job costs >= 3.5 s of imports, while a batched shard of
+# the default's small models trains in seconds (README, "Speed and benchmarks").
+AUTO_MODELS_PER_JOB = 32
+REFERENCE_SEPARATOR = "_ref_"
+
+
+class Experiment(NamedTuple):
+    """One attacked setting: target models of architecture `arch` on `dataset`, calibrated by
+    reference, population and shadow models of architecture `ref_arch` (the same one unless the
+    experiment studies limited knowledge, TDDBench Table 6).
+
+    A named tuple, so that Snakemake can record it as a rule parameter (its repr is stable) and
+    pass it to a job whole.
+    """
+
+    dataset: str
+    arch: str
+    ref_arch: str
+    exclude_attacks: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """How results name it (`target_model` in every table): the target architecture, plus
+        `_ref_<ref_arch>` when the references have another one."""
+        return self.arch if not self.mixed else f"{self.arch}{REFERENCE_SEPARATOR}{self.ref_arch}"
+
+    @property
+    def mixed(self) -> bool:
+        """The references have another architecture than the target."""
+        return self.arch != self.ref_arch
+
+    @property
+    def name(self) -> str:
+        """`<dataset>/<label>`: its wildcards in artifact paths."""
+        return f"{self.dataset}/{self.label}"
+
+    def file_name(self, prefix: str, suffix: str) -> str:
+        """Name of its file among a report's per-experiment figures or tables, e.g.
+        `roc-digits-cnn.png`: rules declare it, jobs find their output by it."""
+        return f"{prefix}-{self.dataset}-{self.label}{suffix}"
+
+
+def experiments(config: Mapping[str, Any]) -> list[Experiment]:
+    """Every experiment of params.yaml, in its order."""
+    return [Experiment(e["dataset"], e["arch"], e.get("ref_arch", e["arch"]),
+                       tuple(e.get("exclude_attacks", ()))) for e in config["experiments"]]
+
+
+def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(dataset, arch) pairs whose models are trained: every target and reference architecture."""
+    pairs = [(e.dataset, arch) for e in experiments(config) for arch in (e.arch, e.ref_arch)]
+    return list(dict.fromkeys(pairs))
+
+
+def datasets(config: Mapping[str, Any]) -> list[str]:
+    return list(dict.fromkeys(e.dataset for e in experiments(config)))
+
+
+def model_ids(config: Mapping[str, Any]) -> list[str]:
+    """Every model trained per experiment, in keep-matrix order."""
+    splits = config["splits"]
+    return planned_model_ids(splits["repeats"], splits["n_reference"], splits["n_population"])
+
+
+def models_per_job(config: Mapping[str, Any]) -> int:
+    """`training.models_per_job`, with `auto` resolved to balanced shards of <= AUTO_MODELS_PER_JOB."""
+    size, total = config["training"]["models_per_job"], len(model_ids(config))
+    if size == "auto":
+        return math.ceil(total / math.ceil(total / AUTO_MODELS_PER_JOB))
+    return size
+
+
+def shards(config: Mapping[str, Any]) -> list[list[str]]:
+    """Model ids grouped into training jobs of `models_per_job(config)` models."""
+    ids, size = model_ids(config), models_per_job(config)
+    return [ids[start:start + size] for start in range(0, len(ids), size)]
+
+
+def dataset_options(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    return dict(config.get("datasets", {}).get(dataset, {}))
+
+
+def local_inputs(config: Mapping[str, Any], dataset: str) -> list[str]:
+    """Files a dataset is read from (none for the embedded, offline datasets): below its `path`
+    option, else below data/raw/<dataset>/, where rule download_dataset fetches them."""
+    from miaflow.data import source_paths
+
+    return [str(path) for path in source_paths(dataset, dataset_options(config, dataset))]
+
+
+def uses_torch(config: Mapping[str, Any], arch: str) -> bool:
+    from miaflow.models.kinds import KINDS
+
+    return KINDS[config["architectures"][arch]["kind"]].torch
+
+
+def attack_options(config: Mapping[str, Any], attack: str) -> dict[str, Any]:
+    return dict(config.get("attack_options", {}).get(attack, {}))
+
+
+def modality(dataset: str) -> str:
+    """'image', 'tabular' or 'text', from the dataset registry (known before any data is loaded)."""
+    from miaflow.data import DATASETS
+
+    return DATASETS[dataset].modality
+
+
+def attacks_for(config: Mapping[str, Any], experiment: Experiment) -> list[str]:
+    """The configured attacks that apply to an experiment, in params.yaml order: those for its
+    dataset's modality (e.g. Query-ref: images only), not excluded by it, and, when the
+    references have another architecture than the target, not the query family, whose artifacts
+    are built per architecture."""
+    from miaflow.attacks import ATTACKS
+
+    return [a for a in config["attacks"] if modality(experiment.dataset) in ATTACKS[a].modalities
+            and a not in experiment.exclude_attacks
+            and not (experiment.mixed and ATTACKS[a].family == "query")]
+
+
+def artifacts_for(config: Mapping[str, Any], experiment: Experiment,
+                  attacks: list[str] | None = None) -> list[str]:
+    """Names of the queries stage's artifacts that the experiment's attacks (or `attacks`) read."""
+    from miaflow.attacks import ATTACKS
+
+    chosen = attacks_for(config, experiment) if attacks is None else attacks
+    return sorted({name for attack in chosen for name in ATTACKS[attack].reads})
+
+
+def reference_counts(config: Mapping[str, Any]) -> list[int]:
+    """Numbers of reference models for the scaling study: whole pairs, doubling up to all."""
+    total, counts, count = config["splits"]["n_reference"], [], 2
+    while count < total:
+        counts.append(count)
+        count *= 2
+    return counts + [total] if total else []
+
+
+def swept_attacks(config: Mapping[str, Any]) -> list[str]:
+    """The configured attacks whose scores depend on how many reference models calibrate them."""
+    from miaflow.attacks import ATTACKS
+
+    return [a for a in config["attacks"] if ATTACKS[a].family in ("model", "lira")
+            and "reference" in ATTACKS[a].needs]
+
+
+# Query attacks whose score uses a number of extra queries that a sweep can cut down (Query-adv
+# only off images: on images it is a HopSkipJump distance).
+QUERY_COUNT_ATTACKS = ("query-neighbor", "query-augment", "query-adv")
+
+
+def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> dict[str, list[int]]:
+    """Query attacks of an experiment for the scaling study, each with its query counts: 1, 2, 5,
+    10, … up to the number generated (option `n_queries`, else that of query-neighbor)."""
+    options = config.get("attack_options", {})
+    generated = options.get("query-neighbor", {}).get("n_queries", 10)
+    swept = {}
+    for attack in attacks_for(config, experiment):
+        if attack not in QUERY_COUNT_ATTACKS or (attack == "query-adv"
+                                                 and modality(experiment.dataset) == "image"):
+            continue
+        total = options.get(attack, {}).get("n_queries", generated)
+        swept[attack] = sorted({k for k in (1, 2, 5) if k < total} | {total})
+    return swept

@@ -1,0 +1,118 @@
+# What every stage's rule file shares: the plan derived from params.yaml, the paths of the
+# artifacts one stage writes and another reads, and input functions. The stage files read only
+# the names defined here, never each other's.
+
+from miaflow.models.kinds import QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES
+from miaflow.workflow import code as library
+from miaflow.workflow import plan
+
+
+EXPERIMENTS = plan.experiments(config)  # what is attacked and reported
+EXPERIMENT_BY_NAME = {e.name: e for e in EXPERIMENTS}  # "<dataset>/<label>": the path wildcards
+TRAINED = plan.trained(config)  # (dataset, arch): whose models are trained
+SHARDS = plan.shards(config)  # model ids of each training job
+TABLE_FORMATS = (".csv", ".md", ".tex")
+
+# --- artifacts that cross stages -------------------------------------------------------------
+DATA = "results/prepare/data/{dataset}.parquet"
+SPLITS = "results/prepare/splits/{dataset}.parquet"
+MODELS = "results/train/models/{dataset}/{arch}/shard-{shard}.safetensors"
+RECORDS = "results/train/models/{dataset}/{arch}/shard-{shard}.json"
+SIGNALS = "results/train/signals/{dataset}/{arch}/shard-{shard}.parquet"
+QUERY_SET = "results/queries/sets/{dataset}.parquet"
+# What query attacks read beside the signal store, by the names of `Attack.reads`.
+QUERY_ARTIFACTS = {
+    QUERY_OUTPUTS: "results/queries/outputs/{dataset}/{arch}.parquet",
+    DISTANCES: "results/queries/hsj/{dataset}/{arch}.parquet",
+    SURROGATES: "results/queries/transfer/{dataset}/{arch}.parquet",
+    REGRESSORS: "results/queries/qrm/{dataset}/{arch}.parquet",
+    CANARIES: "results/queries/ref/{dataset}/{arch}.parquet",
+}
+SCORES = "results/evaluate/scores/{dataset}/{experiment}.parquet"
+ATTACK_TIMINGS = "results/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.attacks.tsv"
+EXPERIMENT_METRICS = "results/evaluate/metrics/{dataset}/{experiment}.parquet"
+ROC = "results/evaluate/roc/{dataset}/{experiment}.parquet"
+SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"
+METRICS = "results/metrics.parquet"  # the contract: every metric, long format
+MODEL_RECORDS = "results/report/models.parquet"
+TESTS = "results/report/tests.parquet"
+
+
+wildcard_constraints:
+    dataset="[a-z0-9_]+",
+    arch="[a-z0-9_]+",
+    experiment="[a-z0-9_]+",
+    shard=r"\d+",
+
+
+def code(stage):
+    """The library files the jobs of `stage` run (the import closure of miaflow.jobs.<stage>):
+    an input of every rule, so that editing one reruns exactly the jobs that use it."""
+    return library.files(f"miaflow.jobs.{stage}")
+
+
+def experiment(wildcards):
+    """The Experiment of a job's {dataset}/{experiment} wildcards."""
+    return EXPERIMENT_BY_NAME[f"{wildcards.dataset}/{wildcards.experiment}"]
+
+
+def per_experiment(pattern):
+    """`pattern` for every experiment ({dataset}, {experiment}: its label)."""
+    return [pattern.format(dataset=e.dataset, experiment=e.label) for e in EXPERIMENTS]
+
+
+def experiment_files(prefix, suffix, directory):
+    """One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it)."""
+    return [f"{directory}/{e.file_name(prefix, suffix)}" for e in EXPERIMENTS]
+
+
+def per_shard(pattern):
+    """`pattern` for every trained (dataset, arch) and training shard."""
+    return [pattern.format(dataset=d, arch=a, shard=shard)
+            for shard in range(len(SHARDS)) for d, a in TRAINED]
+
+
+def shard_files(pattern, role):
+    """Input function: `pattern` for every shard of an experiment's target models (role "arch")
+    or reference models ("ref_arch")."""
+    return lambda w: [pattern.format(dataset=w.dataset, arch=getattr(experiment(w), role), shard=k)
+                      for k in range(len(SHARDS))]
+
+
+def attacks(wildcards):
+    return plan.attacks_for(config, experiment(wildcards))
+
+
+def query_artifacts(attacks_of):
+    """Input function (for `unpack`): the queries stage's artifacts that the attacks
+    `attacks_of(experiment)` read, by name."""
+    def named(wildcards):
+        chosen = experiment(wildcards)
+        return {name: QUERY_ARTIFACTS[name].format(dataset=chosen.dataset, arch=chosen.arch)
+                for name in plan.artifacts_for(config, chosen, attacks_of(chosen))}
+    return named
+
+
+def built_query_artifacts():
+    """Every query artifact the configured attacks read, over all experiments, and the query
+    sets of the datasets whose models are queried."""
+    named = {(e, name) for e in EXPERIMENTS for name in plan.artifacts_for(config, e)}
+    return sorted({QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in named}
+                  | {QUERY_SET.format(dataset=e.dataset) for e, name in named if name == QUERY_OUTPUTS})
+
+
+def benchmarks_of(targets):
+    """Benchmark files of the jobs that write `targets` (found by matching each target against
+    the rules' outputs), for the cost table."""
+    found = set()
+    for target in targets:
+        for rule in workflow.rules:
+            if rule.benchmark and rule.is_producer(target):
+                found.add(str(rule.benchmark.apply_wildcards(rule.get_wildcards(target))))
+    return sorted(found)
+
+
+def stage_targets(*stages):
+    """The files the target rules of `stages` request (for input functions: they run once every
+    rule file is parsed)."""
+    return [str(path) for stage in stages for path in workflow.get_rule(stage).input]

@@ -1,0 +1,65 @@
+# Stage evaluate: membership scores of every attack per experiment, their metrics and ROC curves,
+# and the scaling study (miaflow.jobs.evaluate).
+
+
+rule score_attacks:
+    """Membership scores of every attack and target model of one experiment, their metrics and ROC."""
+    input:
+        unpack(query_artifacts(lambda e: plan.attacks_for(config, e))),
+        splits=SPLITS,
+        signals=shard_files(SIGNALS, "arch"),
+        reference_signals=shard_files(SIGNALS, "ref_arch"),
+        code=code("evaluate"),
+    output:
+        scores=SCORES,
+        timings=ATTACK_TIMINGS,
+        metrics=EXPERIMENT_METRICS,  # with Clopper-Pearson intervals
+        roc=ROC,
+    params:
+        experiment=experiment,
+        attacks=attacks,
+        options=config.get("attack_options", {}),
+        seed=config["seed"],
+        fpr_levels=config["metrics"]["fpr_levels"],
+        confidence=config["metrics"]["confidence"],
+    log:
+        "results/evaluate/logs/score_attacks/{dataset}/{experiment}.log",
+    benchmark:
+        "results/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.tsv"
+    script:
+        "../scripts/score_attacks.py"
+
+
+rule scaling_sweep:
+    """AUROC with 2, 4, … reference models and with 1, 2, 5, … queries (TDDBench Fig. 4)."""
+    input:
+        unpack(query_artifacts(lambda e: list(plan.swept_query_attacks(config, e)))),
+        splits=SPLITS,
+        signals=shard_files(SIGNALS, "arch"),
+        reference_signals=shard_files(SIGNALS, "ref_arch"),
+        code=code("evaluate"),
+    output:
+        sweep=SWEEP,
+    params:
+        experiment=experiment,
+        reference_attacks=plan.swept_attacks(config),
+        reference_counts=plan.reference_counts(config),
+        query_attacks=lambda w: plan.swept_query_attacks(config, experiment(w)),
+        options=config.get("attack_options", {}),
+        seed=config["seed"],
+    log:
+        "results/evaluate/logs/scaling_sweep/{dataset}/{experiment}.log",
+    benchmark:
+        "results/evaluate/benchmarks/scaling_sweep/{dataset}/{experiment}.tsv"
+    script:
+        "../scripts/scaling_sweep.py"
+
+
+rule evaluate:
+    """Target of the evaluate stage (DVC stage `evaluate`)."""
+    input:
+        per_experiment(SCORES),
+        per_experiment(EXPERIMENT_METRICS),
+        per_experiment(ROC),
+        per_experiment(SWEEP),
+    localrule: True

@@ -1,0 +1,50 @@
+# Stage prepare: every dataset in canonical order, and its membership matrix (miaflow.jobs.prepare).
+
+
+rule download_dataset:
+    """Fetch one upstream file of a dataset (retries, sha256 check, atomic write). Runs only when
+    prepare_dataset needs a data/raw file that is missing; `path` options bypass it."""
+    input:
+        code=code("prepare"),
+    output:
+        file="data/raw/{dataset}/{filename}",
+    wildcard_constraints:
+        filename=".+",
+    params:
+        dataset=lambda w: w.dataset,
+        filename=lambda w: w.filename,
+        options=lambda w: plan.dataset_options(config, w.dataset),
+    log:
+        "results/prepare/logs/download_dataset/{dataset}/{filename}.log",
+    localrule: True
+    script:
+        "../scripts/download_dataset.py"
+
+
+rule prepare_dataset:
+    """A dataset in canonical order as Parquet, and its splits and membership matrix (TDDBench)."""
+    input:
+        sources=lambda w: plan.local_inputs(config, w.dataset),
+        code=code("prepare"),
+    output:
+        data=DATA,
+        splits=SPLITS,
+    params:
+        dataset=lambda w: w.dataset,
+        options=lambda w: plan.dataset_options(config, w.dataset),
+        split_settings=config["splits"],
+        seed=config["seed"],
+    log:
+        "results/prepare/logs/prepare_dataset/{dataset}.log",
+    benchmark:
+        "results/prepare/benchmarks/prepare_dataset/{dataset}.tsv"
+    script:
+        "../scripts/prepare_dataset.py"
+
+
+rule prepare:
+    """Target of the prepare stage (DVC stage `prepare`)."""
+    input:
+        expand(DATA, dataset=plan.datasets(config)),
+        expand(SPLITS, dataset=plan.datasets(config)),
+    localrule: True
