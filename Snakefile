@@ -29,6 +29,13 @@ config.clear()
 config.update(effective)
 
 
+wildcard_constraints:
+    dataset="[a-z0-9_]+",
+    arch="[a-z0-9_]+",
+    experiment="[a-z0-9_]+",
+    shard=r"\d+",
+
+
 include: "rules/common.smk"
 include: "rules/prepare.smk"
 include: "rules/train.smk"

@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmark this checkout's package, not an installed one
 
 import train_throughput  # noqa: E402
-from miaflow import training  # noqa: E402
+from miaflow.compute import torch_device  # noqa: E402
+from miaflow.models import training  # noqa: E402
 from train_throughput import PROBLEMS, Problem, forward_flops  # noqa: E402
 
 WRN28_2 = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.1, "weight_decay": 5e-4, "batch_size": 256,
@@ -55,7 +56,7 @@ def synchronize() -> None:
 
 def matmul_peak(dtype: torch.dtype, size: int, repeats: int = 10) -> float:
     """Median dense matmul TFLOP/s on random data (never zeros: they run faster), after warm-up."""
-    a, b = (torch.randn(size, size, device=training.torch_device(), dtype=dtype) for _ in range(2))
+    a, b = (torch.randn(size, size, device=torch_device(), dtype=dtype) for _ in range(2))
     for _ in range(3):
         a @ b
     times = []
@@ -102,7 +103,7 @@ def wrn_rows(n_samples: int, extra_epochs: int, variants: dict[str, dict], peak:
 def small_model_rows(n_models: int, n_samples: int, epochs: int) -> list[str]:
     rows = []
     for name, problem in [("warm-up", PROBLEMS["lr"]), *PROBLEMS.items()]:  # CUDA/cuBLAS set-up first
-        r = train_throughput.run(problem, n_models, n_samples, epochs, device=training.torch_device())
+        r = train_throughput.run(problem, n_models, n_samples, epochs, device=torch_device())
         if name == "warm-up":
             continue
         note = "  (ensemble refused the architecture)" if r["refused"] else ""

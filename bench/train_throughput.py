@@ -29,9 +29,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmark this checkout's package, not an installed one
 
-from miaflow import ensemble, training  # noqa: E402
+from miaflow.models import ensemble, training  # noqa: E402
 from miaflow.splits import make_splits  # noqa: E402
-from miaflow.workflow import experiments  # noqa: E402
+from miaflow.workflow.plan import experiments  # noqa: E402
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 TDDBENCH_MLP = {"kind": "mlp", "hidden": [512, 256, 128, 64], "activation": "tanh", "optimizer": "adam",
@@ -103,7 +103,7 @@ def synchronize(device: str) -> None:
 
 def run(problem: Problem, n_models: int, n_samples: int, epochs: int, device: str = "cpu") -> dict[str, Any]:
     """The shard trained as one ensemble and one model after another, both on `device` (the
-    per-model trainer uses `training.torch_device()`, so pass that). GFLOP/s by wall time and by
+    per-model trainer uses `torch_device()`, so pass that). GFLOP/s by wall time and by
     the process's CPU time (divided by the thread count: a shared machine's waits drop out);
     `peak` / `peak_cpu` are this process's fp32 matmul GFLOP/s, the same two ways, before and
     after (best); NaN off the CPU."""

@@ -34,7 +34,7 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "params.yaml"]
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "params.yaml"]
 HOOK_DIR = ".bench-hook"  # in the copy: sitecustomize.py, one record per job, floor scripts
 BENCHMARK_COLUMNS = {"s", "h:m:s", "cpu_time"}  # header of a Snakemake benchmark file
 

@@ -1,6 +1,6 @@
-# What every stage's rule file shares: the plan derived from params.yaml, the paths of the
-# artifacts one stage writes and another reads, and input functions. The stage files read only
-# the names defined here, never each other's.
+# Shared by the stage files (prepare, train, queries, evaluate, report): the plan derived from
+# params.yaml, the paths of the artifacts one stage writes and another reads, and the input
+# functions. A stage file reads only the names defined here, never another stage file's.
 
 from miaflow.models.kinds import QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES
 from miaflow.workflow import code as library
@@ -36,18 +36,14 @@ SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"
 METRICS = "results/metrics.parquet"  # the contract: every metric, long format
 MODEL_RECORDS = "results/report/models.parquet"
 TESTS = "results/report/tests.parquet"
-
-
-wildcard_constraints:
-    dataset="[a-z0-9_]+",
-    arch="[a-z0-9_]+",
-    experiment="[a-z0-9_]+",
-    shard=r"\d+",
+# The software every job runs: the pinned packages of `make setup`, as a conda environment for
+# `snakemake --sdm conda` (relative to the stage files).
+SOFTWARE = "../envs/miaflow.yaml"
 
 
 def code(stage):
-    """The library files the jobs of `stage` run (the import closure of miaflow.jobs.<stage>):
-    an input of every rule, so that editing one reruns exactly the jobs that use it."""
+    """The library files the jobs of `stage` run (the import closure of miaflow.jobs.<stage>),
+    listed as inputs so that editing one reruns exactly the jobs that use it."""
     return library.files(f"miaflow.jobs.{stage}")
 
 
@@ -79,6 +75,12 @@ def shard_files(pattern, role):
                       for k in range(len(SHARDS))]
 
 
+def queried_shards(w):
+    """Model shards holding a target or the shadow model (reference-0): those queried."""
+    return [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k) for k, ids in enumerate(SHARDS)
+            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
+
+
 def attacks(wildcards):
     return plan.attacks_for(config, experiment(wildcards))
 
@@ -106,9 +108,9 @@ def benchmarks_of(targets):
     the rules' outputs), for the cost table."""
     found = set()
     for target in targets:
-        for rule in workflow.rules:
-            if rule.benchmark and rule.is_producer(target):
-                found.add(str(rule.benchmark.apply_wildcards(rule.get_wildcards(target))))
+        for producer in workflow.rules:
+            if producer.benchmark and producer.is_producer(target):
+                found.add(str(producer.benchmark.apply_wildcards(producer.get_wildcards(target))))
     return sorted(found)
 
 

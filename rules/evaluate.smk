@@ -22,6 +22,8 @@ rule score_attacks:
         seed=config["seed"],
         fpr_levels=config["metrics"]["fpr_levels"],
         confidence=config["metrics"]["confidence"],
+    conda:
+        SOFTWARE
     log:
         "results/evaluate/logs/score_attacks/{dataset}/{experiment}.log",
     benchmark:
@@ -47,6 +49,8 @@ rule scaling_sweep:
         query_attacks=lambda w: plan.swept_query_attacks(config, experiment(w)),
         options=config.get("attack_options", {}),
         seed=config["seed"],
+    conda:
+        SOFTWARE
     log:
         "results/evaluate/logs/scaling_sweep/{dataset}/{experiment}.log",
     benchmark:

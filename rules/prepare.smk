@@ -14,6 +14,8 @@ rule download_dataset:
         dataset=lambda w: w.dataset,
         filename=lambda w: w.filename,
         options=lambda w: plan.dataset_options(config, w.dataset),
+    conda:
+        SOFTWARE
     log:
         "results/prepare/logs/download_dataset/{dataset}/{filename}.log",
     localrule: True
@@ -34,6 +36,8 @@ rule prepare_dataset:
         options=lambda w: plan.dataset_options(config, w.dataset),
         split_settings=config["splits"],
         seed=config["seed"],
+    conda:
+        SOFTWARE
     log:
         "results/prepare/logs/prepare_dataset/{dataset}.log",
     benchmark:

@@ -3,12 +3,6 @@
 # distances, and the outputs of the surrogates, regressors and canaries these attacks train.
 
 
-def queried_shards(w):
-    """Model shards holding a target or the shadow model (reference-0): those queried."""
-    return [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k) for k, ids in enumerate(SHARDS)
-            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
-
-
 rule make_queries:
     """Neighbour and augmentation queries of one dataset's target pool."""
     input:
@@ -21,6 +15,8 @@ rule make_queries:
         neighbour=plan.attack_options(config, "query-neighbor"),
         augment=plan.attack_options(config, "query-augment"),
         seed=config["seed"],
+    conda:
+        SOFTWARE
     log:
         "results/queries/logs/make_queries/{dataset}.log",
     benchmark:
@@ -41,6 +37,8 @@ rule query_signals:
     threads: config["training"]["threads"]
     resources:
         gpu=lambda w: int(plan.uses_torch(config, w.arch)),
+    conda:
+        SOFTWARE
     log:
         "results/queries/logs/query_signals/{dataset}/{arch}.log",
     benchmark:
@@ -65,6 +63,8 @@ rule hsj_distances:
     threads: config["training"]["threads"]
     resources:
         gpu=lambda w: int(plan.uses_torch(config, w.arch) and plan.modality(w.dataset) == "image"),
+    conda:
+        SOFTWARE
     log:
         "results/queries/logs/hsj_distances/{dataset}/{arch}.log",
     benchmark:
@@ -90,6 +90,8 @@ rule query_transfer:
     threads: config["training"]["threads"]
     resources:
         gpu=lambda w: int(plan.uses_torch(config, w.arch)),
+    conda:
+        SOFTWARE
     log:
         "results/queries/logs/query_transfer/{dataset}/{arch}.log",
     benchmark:
@@ -115,6 +117,8 @@ rule query_qrm:
     threads: config["training"]["threads"]
     resources:
         gpu=lambda w: int(plan.uses_torch(config, w.arch)),
+    conda:
+        SOFTWARE
     log:
         "results/queries/logs/query_qrm/{dataset}/{arch}.log",
     benchmark:
@@ -139,6 +143,8 @@ rule query_ref:
     threads: config["training"]["threads"]
     resources:
         gpu=1,
+    conda:
+        SOFTWARE
     log:
         "results/queries/logs/query_ref/{dataset}/{arch}.log",
     benchmark:

@@ -13,6 +13,8 @@ rule collect_metrics:
     output:
         metrics=METRICS,
         summary="results/summary.json",
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/collect_metrics.log",
     benchmark:
@@ -28,6 +30,8 @@ rule collect_models:
         code=code("report"),
     output:
         models=MODEL_RECORDS,
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/collect_models.log",
     benchmark:
@@ -46,6 +50,8 @@ rule paired_tests:
     params:
         tested_metrics=config["stats"]["metrics"],
         alpha=config["stats"]["alpha"],
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/paired_tests.log",
     benchmark:
@@ -69,6 +75,8 @@ rule tables:
         roc_figures=experiment_files("roc", ".png", "results/figures"),
     params:
         experiments=EXPERIMENTS,
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/tables.log",
     benchmark:
@@ -95,6 +103,8 @@ rule study_tables:
         scaling_figures=experiment_files("scaling", ".png", "results/figures"),
     params:
         experiments=EXPERIMENTS,
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/study_tables.log",
     benchmark:
@@ -110,6 +120,8 @@ rule song_mittal_table:
         code=code("report"),
     output:
         song_mittal=multiext("results/tables/song_mittal", *TABLE_FORMATS),
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/song_mittal_table.log",
     benchmark:
@@ -128,6 +140,8 @@ rule risk_score_report:
         risk_figures=experiment_files("risk-cdf", ".png", "results/figures"),
     params:
         experiments=EXPERIMENTS,
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/risk_score_report.log",
     benchmark:
@@ -144,8 +158,8 @@ rule cost_table:
         code=code("report"),
     output:
         cost=multiext("results/tables/cost", *TABLE_FORMATS),
-    params:
-        results="results",
+    conda:
+        SOFTWARE
     log:
         "results/report/logs/cost_table.log",
     script:

@@ -21,6 +21,8 @@ rule train_shard:
     threads: config["training"]["threads"]
     resources:
         gpu=lambda w: int(plan.uses_torch(config, w.arch)),
+    conda:
+        SOFTWARE
     log:
         "results/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
     benchmark:

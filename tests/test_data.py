@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from miaflow import config, workflow
+from miaflow import config
+from miaflow.workflow import plan as workflow
 from miaflow.data import (DATASETS, RAW_DIR, ChecksumError, Dataset, DownloadError, download,
                           download_source, load_dataset, read_dataset, source_paths,
                           write_dataset)
@@ -520,7 +521,7 @@ def test_default_source_is_data_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert load_dataset("purchase100", {}, seed=0).labels.tolist() == [0, 1]
 
 
-# --- Text modality: raw strings and embeddings (miaflow.text.embed replaced by a fake) ---
+# --- Text modality: raw strings and embeddings (miaflow.pretrained.embed replaced by a fake) ---
 
 def _fake_embed(texts, model_name, batch_size=64, max_length=128) -> np.ndarray:
     """Deterministic stand-in: 8 floats from each text's and the model name's sha256."""
@@ -532,14 +533,14 @@ def _fake_embed(texts, model_name, batch_size=64, max_length=128) -> np.ndarray:
 
 @pytest.fixture
 def fake_text(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Installs the fake `miaflow.text` module; returns the model names it was called with."""
+    """Installs the fake `miaflow.pretrained` module; returns the model names it was called with."""
     calls: list[str] = []
 
     def embed(texts, model_name, batch_size=64, max_length=128):
         calls.append(model_name)
         return _fake_embed(texts, model_name)
 
-    monkeypatch.setitem(sys.modules, "miaflow.text", types.SimpleNamespace(embed=embed))
+    monkeypatch.setitem(sys.modules, "miaflow.pretrained", types.SimpleNamespace(embed=embed))
     return calls
 
 
@@ -748,10 +749,10 @@ def test_download_offline_names_file(tmp_path: Path) -> None:
 
 def test_download_source_fetches_registered_file(tmp_path: Path, monkeypatch) -> None:
     """The rule's entry point resolves the file name to its URL and checksum."""
-    import miaflow.data as data
+    import miaflow.data.registry as registry
 
     fetched = []
-    monkeypatch.setattr(data, "download",
+    monkeypatch.setattr(registry, "download",
                         lambda url, dest, sha256: fetched.append((url, sha256)) or "ok")
     assert download_source("location30", {}, "dataset_location.tgz", tmp_path / "f") == "ok"
     assert fetched[0][0].endswith("/dataset_location.tgz") and len(fetched[0][1]) == 64

@@ -12,7 +12,8 @@ import torch
 import yaml
 from sklearn.metrics import roc_auc_score
 
-from miaflow import ensemble, models, workflow
+from miaflow.models import architectures as models, ensemble
+from miaflow.workflow import plan as workflow
 from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
 from miaflow.splits import make_splits

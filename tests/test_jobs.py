@@ -1,13 +1,59 @@
-"""Jobs that write several artifacts in one process write what the separate steps would."""
+"""Jobs: the Snakemake adapter hands named fields over by name, and jobs that write several
+artifacts in one process write what the separate steps would."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from types import SimpleNamespace
+
 import pytest
 
-from miaflow import io, jobs
+from miaflow import io
 from miaflow.data import read_dataset, write_dataset
+from miaflow.jobs import adapter, evaluate, prepare, train
 from miaflow.splits import make_splits
+from miaflow.workflow.plan import Experiment
 from test_training import ARCHS, toy_dataset
+
+
+class Fields(dict):
+    """Stands in for Snakemake's named lists: `items()` of the named entries."""
+
+
+def fake_snakemake(input=None, output=None, params=None, threads=1, log=()):
+    return SimpleNamespace(rule="a_rule", input=Fields(input or {}), output=Fields(output or {}),
+                           params=Fields(params or {}), threads=threads, log=list(log))
+
+
+def test_adapter_passes_named_fields_and_threads_by_name():
+    received = {}
+
+    def job(*, data, splits, model_ids, threads):
+        received.update(data=data, splits=splits, model_ids=model_ids, threads=threads)
+
+    snakemake = fake_snakemake(input={"data": "d.parquet", "code": ["miaflow/io.py"]},
+                               output={"splits": "s.parquet"}, params={"model_ids": ["m"]},
+                               threads=3)
+    adapter.run(job, snakemake)
+    assert received == {"data": "d.parquet", "splits": "s.parquet", "model_ids": ["m"], "threads": 3}
+
+
+def test_adapter_leaves_threads_out_of_jobs_that_do_not_take_them():
+    def job(*, data):
+        pass
+
+    assert adapter.arguments(job, fake_snakemake(input={"data": "x"}, threads=2)) == {"data": "x"}
+
+
+def test_a_misnamed_key_fails_loudly_with_its_name():
+    def job(*, data, splits):
+        pass
+
+    with pytest.raises(TypeError, match="'split'"):
+        adapter.run(job, fake_snakemake(input={"data": "x"}, output={"split": "y"}))
+    with pytest.raises(TypeError, match="'data' is also the key"):
+        adapter.arguments(job, fake_snakemake(input={"data": "x"}, output={"data": "y"}))
 
 
 def _trained_shard(tmp_path, arch_name: str):
@@ -18,8 +64,9 @@ def _trained_shard(tmp_path, arch_name: str):
     drawn = make_splits(240, seed=1, dataset="toy", repeats=2, n_reference=2, n_population=0)
     io.write_parquet(splits, drawn.to_table(), {"data_hash": dataset.content_hash()})
     models, signals = tmp_path / "shard-0.safetensors", tmp_path / "shard-0.parquet"
-    jobs.train_shard(data, splits, list(drawn.model_ids), "toy", arch_name, ARCHS[arch_name], 3, 1,
-                     models, tmp_path / "shard-0.json", signals)
+    train.train_shard(data=data, splits=splits, models=models, records=tmp_path / "shard-0.json",
+                      signals=signals, model_ids=list(drawn.model_ids), arch_name=arch_name,
+                      arch=ARCHS[arch_name], seed=3, threads=1)
     return data, splits, models, signals
 
 
@@ -27,30 +74,42 @@ def _trained_shard(tmp_path, arch_name: str):
 def test_train_shard_writes_the_signals_of_its_saved_models(tmp_path, arch_name):
     data, _, models, signals = _trained_shard(tmp_path, arch_name)
     separately = tmp_path / "separately.parquet"
-    jobs.compute_signals(data, models, 1, separately)
+    train.compute_signals(data=data, models=models, signals=separately, threads=1)
     assert signals.read_bytes() == separately.read_bytes()
 
 
 def test_score_attacks_writes_the_metrics_of_its_scores(tmp_path):
     _, splits, _, signals = _trained_shard(tmp_path, "lr")
     out = {name: tmp_path / f"{name}.parquet" for name in ("scores", "metrics", "roc")}
-    jobs.score_attacks(splits, [signals], [signals], ["metric-loss", "lira-offline"], {}, "toy", "lr",
-                       0, [], [], out["scores"], tmp_path / "timings.tsv", metrics_out=out["metrics"],
-                       roc_out=out["roc"], fpr_levels=[0.01, 0.1], confidence=0.9)
-    jobs.compute_metrics(out["scores"], [0.01, 0.1], 0.9, tmp_path / "metrics-2.parquet",
-                         tmp_path / "roc-2.parquet")
+    evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
+                           timings=tmp_path / "timings.tsv", experiment=Experiment("toy", "lr", "lr"),
+                           attacks=["metric-loss", "lira-offline"], options={}, seed=0,
+                           fpr_levels=[0.01, 0.1], confidence=0.9, **out)
+    evaluate.compute_metrics(scores=out["scores"], fpr_levels=[0.01, 0.1], confidence=0.9,
+                             metrics=tmp_path / "metrics-2.parquet", roc=tmp_path / "roc-2.parquet")
     assert out["metrics"].read_bytes() == (tmp_path / "metrics-2.parquet").read_bytes()
     assert out["roc"].read_bytes() == (tmp_path / "roc-2.parquet").read_bytes()
 
 
+def test_score_attacks_names_an_artifact_the_rule_does_not_give(tmp_path):
+    _, splits, _, signals = _trained_shard(tmp_path, "lr")
+    with pytest.raises(ValueError, match="'query-qrm' reads \\['regressors'\\]"):
+        evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
+                               scores=tmp_path / "s.parquet", timings=tmp_path / "t.tsv",
+                               metrics=tmp_path / "m.parquet", roc=tmp_path / "r.parquet",
+                               experiment=Experiment("toy", "lr", "lr"), attacks=["query-qrm"],
+                               options={}, seed=0, fpr_levels=[0.1], confidence=0.9)
+
+
 def test_prepare_dataset_draws_the_splits_of_the_stored_data(tmp_path):
-    params = {"target_ratio": 0.5, "member_ratio": 0.5, "repeats": 2, "n_reference": 2,
-              "n_population": 2}
+    settings = {"target_ratio": 0.5, "member_ratio": 0.5, "repeats": 2, "n_reference": 2,
+                "n_population": 2}
     data, splits = tmp_path / "data.parquet", tmp_path / "splits.parquet"
-    jobs.prepare_dataset("breast_cancer", {}, params, 7, data, splits)
+    prepare.prepare_dataset(sources=[], data=data, splits=splits, dataset="breast_cancer",
+                            options={}, split_settings=settings, seed=7)
 
     stored = read_dataset(data)
-    drawn = make_splits(len(stored.labels), seed=7, dataset="breast_cancer", **params)
+    drawn = make_splits(len(stored.labels), seed=7, dataset="breast_cancer", **settings)
     io.write_parquet(tmp_path / "separately.parquet", drawn.to_table(),
                      {"data_hash": stored.content_hash()})
     assert splits.read_bytes() == (tmp_path / "separately.parquet").read_bytes()
@@ -60,12 +119,9 @@ def test_prepare_dataset_draws_the_splits_of_the_stored_data(tmp_path):
 def test_use_deterministic_algorithms_sets_torchs_flags(compiled):
     """Both forms turn on deterministic kernels (warn only); only the compiled one pays for
     importing torch._inductor, whose own flag it also sets."""
-    import subprocess
-    import sys
-
     probe = f"""
 import sys, torch
-from miaflow.jobs import use_deterministic_algorithms
+from miaflow.compute import use_deterministic_algorithms
 use_deterministic_algorithms(compiled={compiled})
 inductor = sys.modules.get("torch._inductor.config")
 print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from miaflow import optimizers
+from miaflow.models import optimizers
 
 
 def _model(seed: int) -> nn.Module:
@@ -75,7 +75,7 @@ def test_training_does_not_import_torch_dynamo():
     """The reason the module exists: torch.optim's constructor imports torch._dynamo."""
     probe = """
 import sys, torch
-from miaflow import optimizers
+from miaflow.models import optimizers
 model = torch.nn.Linear(3, 2)
 for make in (optimizers.Adam, optimizers.AdamW, optimizers.SGD):
     optimizer = make(model.parameters(), lr=0.1)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "params.yaml"]
+FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "params.yaml"]
 
 
 def dry_run(repo: Path, root: Path, profile: str) -> str:

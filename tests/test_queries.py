@@ -11,11 +11,13 @@ import torch
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
-from miaflow import io, jobs
+from miaflow import io
+from miaflow.jobs import evaluate, queries, train
+from miaflow.workflow.plan import Experiment
 from miaflow.attacks import ATTACKS, AttackInputs, run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.queries.hopskipjump import Budget, boundary_distances
-from miaflow.queries import (
+from miaflow.queries.sets import (
     ANGLE_CANDIDATES,
     AUGMENT,
     AUGMENT_SHADOW,
@@ -337,14 +339,17 @@ def _memorising_experiment(tmp_path, modality: str):
     save_shard(shard, weights, {"arch_name": "mlp", "arch": arch, "n_classes": 2,
                                 "data_hash": dataset.content_hash(), "seed": 0})
     signals = tmp_path / "signals.parquet"
-    jobs.compute_signals(data, shard, 1, signals)
-    queries = tmp_path / "queries.parquet"
-    jobs.make_queries(data, splits_path, "toy", {"magnitude": 0.5}, {}, 0, queries)
+    train.compute_signals(data=data, models=shard, signals=signals, threads=1)
+    query_set = tmp_path / "queries.parquet"
+    queries.make_queries(data=data, splits=splits_path, queries=query_set,
+                         neighbour={"magnitude": 0.5}, augment={}, seed=0)
     outputs = tmp_path / "outputs.parquet"
-    jobs.query_signals(data, queries, [shard], 1, outputs)
+    queries.query_signals(data=data, queries=query_set, models=[shard], outputs=outputs, threads=1)
     hsj = tmp_path / "hsj.parquet"
-    jobs.hsj_distances(data, splits_path, [shard], "toy", "mlp",
-                       {"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60}, 0, 1, hsj)
+    queries.hsj_distances(data=data, splits=splits_path, models=[shard], distances=hsj,
+                          arch_name="mlp",
+                          options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
+                          seed=0, threads=1)
     return splits_path, signals, {"queries": outputs, "distances": hsj}
 
 
@@ -355,10 +360,12 @@ def test_query_attacks_detect_members_of_memorising_models(tmp_path, modality):
     splits, signals, artifacts = _memorising_experiment(tmp_path, modality)
     for attack in ["query-neighbor", "query-augment", "query-adv"]:
         output = tmp_path / f"{attack}.parquet"
-        needed = {k: v for k, v in artifacts.items() if k == "queries" or attack == "query-adv"}
-        jobs.score_attacks(splits, [signals], [signals], [attack], {}, "toy", "mlp", 0,
-                           list(needed.values()), [(attack, name) for name in needed], output,
-                           tmp_path / f"{attack}.tsv")
+        evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
+                               scores=output, timings=tmp_path / f"{attack}.tsv",
+                               metrics=tmp_path / f"{attack}-metrics.parquet",
+                               roc=tmp_path / f"{attack}-roc.parquet",
+                               experiment=Experiment("toy", "mlp", "mlp"), attacks=[attack],
+                               options={}, seed=0, fpr_levels=[0.1], confidence=0.95, **artifacts)
         scores = pd.read_parquet(output)
         for repeat, part in scores.groupby("repeat"):
             auroc = roc_auc_score(part["is_member"], part["score"])
@@ -415,7 +422,7 @@ def test_query_rules_run_through_snakemake(tmp_path, repo):
 
     root = tmp_path / "project"
     root.mkdir()
-    for name in ["Snakefile", "rules", "scripts", "miaflow", "profiles"]:
+    for name in ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs"]:
         source = repo / name
         if source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -434,9 +441,9 @@ def test_query_rules_run_through_snakemake(tmp_path, repo):
     result = subprocess.run(["snakemake", scores, "--cores", "2"], cwd=root, env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    queries = pd.read_parquet(root / "results/train/queries/digits/queries.parquet")
+    queries = pd.read_parquet(root / "results/queries/sets/digits.parquet")
     assert set(queries["query_kind"]) == {ORIG, NEIGHBOUR, AUGMENT}
-    outputs = pd.read_parquet(root / "results/train/queries/digits/lr/outputs.parquet",
+    outputs = pd.read_parquet(root / "results/queries/outputs/digits/lr.parquet",
                               columns=["model_id"])
     assert set(outputs["model_id"]) == {"target-0", "target-1", "reference-0"}
     table = pd.read_parquet(root / scores)

@@ -1,7 +1,7 @@
 """Query-transfer, Query-qrm and Query-ref: their training jobs and their scores.
 
 Toy experiments are written to disk as the workflow would (dataset, splits, signal store, model
-shards), so the job functions and `jobs.score_attacks` run exactly as in a Snakemake job.
+shards), so the job functions and `miaflow.jobs.evaluate.score_attacks` run exactly as in a Snakemake job.
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from miaflow import jobs, query_models, workflow
+from miaflow.jobs import evaluate, queries
+from miaflow.queries import attack_models as query_models
+from miaflow.workflow import plan as workflow
+from miaflow.workflow.plan import Experiment
 from miaflow.attacks import ATTACKS, AttackInputs, attack_inputs, run_attack
 from miaflow.attacks.reference import in_out_stats
 from miaflow.data import Dataset, write_dataset
 from miaflow.io import read_parquet_metadata, write_parquet
+from miaflow.models.kinds import KINDS
 from miaflow.seeding import rng as named_rng
 from miaflow.signals import SignalStore, outputs_table, write_signal_shard
 from miaflow.splits import make_splits
@@ -51,11 +55,14 @@ def _write_experiment(root, features, labels, n_classes, logits_of, modality="ta
 
 
 def _scores(root, splits_path, signals, attack, artifacts, options=None, repeat=1):
-    """Scores of `attack` for target `repeat` through `jobs.score_attacks`, and its ground truth."""
+    """Scores of `attack` for target `repeat` through `miaflow.jobs.evaluate.score_attacks`, and its ground truth."""
     output = root / f"{attack}.parquet"
-    jobs.score_attacks(splits_path, [signals], [signals], [attack], {attack: options or {}}, "toy",
-                       "arch", 0, list(artifacts.values()), [(attack, name) for name in artifacts],
-                       output, root / f"{attack}.tsv")
+    evaluate.score_attacks(splits=splits_path, signals=[signals], reference_signals=[signals],
+                           scores=output, timings=root / f"{attack}.tsv",
+                           metrics=root / f"{attack}-metrics.parquet",
+                           roc=root / f"{attack}-roc.parquet", experiment=Experiment("toy", "arch", "arch"),
+                           attacks=[attack], options={attack: options or {}}, seed=0,
+                           fpr_levels=[0.1], confidence=0.95, **artifacts)
     table = pd.read_parquet(output)
     return table[table["repeat"] == repeat]
 
@@ -86,7 +93,8 @@ def transfer_toy(tmp_path_factory):
 def test_query_transfer_detects_members_of_a_memorising_target(transfer_toy):
     root, (data, splits_path, signals, splits) = transfer_toy
     output = root / "surrogates.parquet"
-    jobs.query_transfer(data, splits_path, [signals], "lr", LR, {}, 0, 1, output)
+    queries.query_transfer(data=data, splits=splits_path, signals=[signals], surrogates=output,
+                           arch_name="lr", arch=LR, options={}, seed=0, threads=1)
     surrogates = pd.read_parquet(output)
     assert sorted(surrogates["model_id"].unique()) == ["target-0", "target-1"]
     assert len(surrogates) == 2 * len(splits.target_samples)
@@ -97,7 +105,8 @@ def test_query_transfer_detects_members_of_a_memorising_target(transfer_toy):
     np.testing.assert_allclose(scores["score"].to_numpy(), -mine["loss"].to_numpy())
 
     again = root / "surrogates-again.parquet"
-    jobs.query_transfer(data, splits_path, [signals], "lr", LR, {}, 0, 1, again)
+    queries.query_transfer(data=data, splits=splits_path, signals=[signals], surrogates=again,
+                           arch_name="lr", arch=LR, options={}, seed=0, threads=1)
     assert _digest(again) == _digest(output)
 
 
@@ -142,19 +151,21 @@ def qrm_toy(tmp_path_factory):
 def test_query_qrm_detects_members(qrm_toy, arch):
     root, (data, splits_path, signals, splits), _ = qrm_toy
     output = root / f"regressors-{arch['kind']}.parquet"
-    jobs.query_qrm(data, splits_path, [signals], arch["kind"], arch,
-                   {"epochs": 20, "catboost_iterations": 50}, 0, 1, output)
+    queries.query_qrm(data=data, splits=splits_path, signals=[signals], regressors=output,
+                      arch_name=arch["kind"], arch=arch,
+                      options={"epochs": 20, "catboost_iterations": 50}, seed=0, threads=1)
     scores = _scores(root, splits_path, signals, "query-qrm", {"regressors": output})
     assert roc_auc_score(scores["is_member"], scores["score"]) > 0.9
-    assert read_parquet_metadata(output)["signal"] == query_models.QRM_SIGNAL[arch["kind"]]
+    assert read_parquet_metadata(output)["signal"] == KINDS[arch["kind"]].qrm_signal
 
 
 def test_query_qrm_catboost_is_reproducible(qrm_toy):
     root, (data, splits_path, signals, _), _ = qrm_toy
     first, second = root / "cb-1.parquet", root / "cb-2.parquet"
     for path in (first, second):
-        jobs.query_qrm(data, splits_path, [signals], "catboost", CATBOOST,
-                       {"catboost_iterations": 30}, 0, 1, path)
+        queries.query_qrm(data=data, splits=splits_path, signals=[signals], regressors=path,
+                          arch_name="catboost", arch=CATBOOST,
+                          options={"catboost_iterations": 30}, seed=0, threads=1)
     assert _digest(first) == _digest(second)
     table = pd.read_parquet(first)
     assert np.isfinite(table[["mu", "log_sigma"]].to_numpy()).all()
@@ -164,7 +175,8 @@ def test_query_qrm_linear_path_known_answer(qrm_toy):
     """LR path: mu = least-squares fit of phi on A, sigma = std of phi over A."""
     root, (data, splits_path, signals, splits), features = qrm_toy
     output = root / "regressors-known.parquet"
-    jobs.query_qrm(data, splits_path, [signals], "lr", LR, {}, 0, 1, output)
+    queries.query_qrm(data=data, splits=splits_path, signals=[signals], regressors=output,
+                      arch_name="lr", arch=LR, options={}, seed=0, threads=1)
     store = SignalStore.read([signals])
     aux, pool = splits.auxiliary_samples, splits.target_samples
     phi_aux = store.matrix(["target-1"], "phi", aux)[0]
@@ -349,7 +361,8 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
 
     output = tmp_path / "canaries.parquet"
     options = {"boundary_eva_num": 50, "n_canaries": 3, "steps": 5}
-    jobs.query_ref(data, splits_path, [shard], "cnn", options, 0, 1, output)
+    queries.query_ref(data=data, splits=splits_path, models=[shard], canaries=output,
+                      arch_name="cnn", options=options, seed=0, threads=1)
     table = pd.read_parquet(output)
     assert len(table) == (4 + 2) * 50 * 3
     assert set(table["sample_id"]) <= set(splits.target_samples)
@@ -359,7 +372,8 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
                                   np.sort(table["sample_id"].unique()))
     assert roc_auc_score(scored["is_member"], scored["score"]) > 0.7
     again = tmp_path / "canaries-again.parquet"
-    jobs.query_ref(data, splits_path, [shard], "cnn", options, 0, 1, again)
+    queries.query_ref(data=data, splits=splits_path, models=[shard], canaries=again,
+                      arch_name="cnn", options=options, seed=0, threads=1)
     assert _digest(again) == _digest(output)
 
 
@@ -377,8 +391,10 @@ def test_evaluated_points_are_a_seeded_subset_of_the_pool():
 def test_query_ref_is_image_only_and_skipped_on_tabular_data():
     assert ATTACKS["query-ref"].modalities == {"image"} and ATTACKS["query-ref"].subset
     config = {"attacks": ["metric-loss", "query-ref", "query-qrm"]}
-    assert workflow.attacks_for(config, "digits") == ["metric-loss", "query-ref", "query-qrm"]
-    assert workflow.attacks_for(config, "purchase") == ["metric-loss", "query-qrm"]
+    assert workflow.attacks_for(config, Experiment("digits", "cnn", "cnn")) == [
+        "metric-loss", "query-ref", "query-qrm"]
+    assert workflow.attacks_for(config, Experiment("purchase", "mlp", "mlp")) == [
+        "metric-loss", "query-qrm"]
 
 
 def test_only_subset_attacks_keep_nan_scores(monkeypatch):

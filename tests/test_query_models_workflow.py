@@ -1,4 +1,4 @@
-"""The query-model rules through the real `snakemake` on a tiny config: the DVC `train` target
+"""The query-model rules through the real `snakemake` on a tiny config: the DVC `queries` target
 builds their artifacts, scores read them, and Query-ref has metrics rows on images only."""
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ def test_query_model_attacks_run_through_snakemake(tmp_path):
     root = make_project(tmp_path / "project", params)
 
     run(["snakemake", "prepare", "--cores", "2"], root)
-    # The DVC train stage's command: only its own rules, and it must build the query artifacts.
-    run(["snakemake", "train", "--cores", "2", "--allowed-rules", "train", "train_shard",
-         "query_transfer", "query_qrm", "query_ref"], root)
-    queries = sorted(p.relative_to(root / "results/train/queries").as_posix()
-                     for p in (root / "results/train/queries").rglob("*.parquet"))
-    assert queries == ["qrm/breast_cancer/lr.parquet", "qrm/digits/cnn.parquet",
-                       "ref/digits/cnn.parquet", "transfer/breast_cancer/lr.parquet",
-                       "transfer/digits/cnn.parquet"]
+    run(["snakemake", "train", "--cores", "2", "--allowed-rules", "train_shard", "train"], root)
+    # The DVC queries stage's command: only its own rules, and it must build the query artifacts.
+    run(["snakemake", "queries", "--cores", "2", "--allowed-rules", "query_transfer", "query_qrm",
+         "query_ref", "queries"], root)
+    built = sorted(p.relative_to(root / "results/queries").as_posix()
+                   for p in (root / "results/queries").rglob("*.parquet"))
+    assert built == ["qrm/breast_cancer/lr.parquet", "qrm/digits/cnn.parquet",
+                     "ref/digits/cnn.parquet", "transfer/breast_cancer/lr.parquet",
+                     "transfer/digits/cnn.parquet"]
 
     run(["snakemake", "collect_metrics", "--cores", "2", "--allowed-rules", "collect_metrics",
          "score_attacks"], root)

@@ -10,7 +10,9 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from test_attacks import _write_toy_store
 
-from miaflow import tables
+from miaflow.evaluation import tables
+from miaflow.jobs.report import risk_score_report
+from miaflow.workflow.plan import Experiment
 from miaflow.attacks import AttackInputs, attack_inputs, run_attack
 from miaflow.attacks import song_mittal as sm
 
@@ -266,13 +268,15 @@ def test_risk_precision_table_and_cdf_figure(tmp_path):
     # τ = 0.6: repeat 0 predicts 3 samples (2 members), repeat 1 one member.
     assert at_06["precision"] == tables.format_mean_std(5 / 6, np.std([2 / 3, 1.0], ddof=1))
 
-    stem = tmp_path / "risk_precision"
-    figures = {("toy", "mlp"): tmp_path / "risk-cdf-toy-mlp.png"}
+    tables_out = [tmp_path / f"risk_precision{suffix}" for suffix in (".csv", ".md", ".tex")]
+    figure = tmp_path / "risk-cdf-toy-mlp.png"
     paths = [tmp_path / "scores.parquet"]
     scores.to_parquet(paths[0])
-    tables.write_risk_report(paths, stem, figures)
+    report = dict(scores=paths, risk_precision=tables_out, risk_figures=[figure],
+                  experiments=[Experiment("toy", "mlp", "mlp")])
+    risk_score_report(**report)
     assert (tmp_path / "risk_precision.md").read_text().startswith("Privacy risk score")
-    first = figures[("toy", "mlp")].read_bytes()
+    first = figure.read_bytes()
     assert first.startswith(b"\x89PNG")
-    tables.write_risk_report(paths, stem, figures)
-    assert figures[("toy", "mlp")].read_bytes() == first  # deterministic bytes
+    risk_score_report(**report)
+    assert figure.read_bytes() == first  # deterministic bytes

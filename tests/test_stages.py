@@ -1,58 +1,160 @@
-"""DVC stages split the Snakemake rules between them: every rule in exactly one stage."""
+"""The stage is the unit in every layer: rule files, jobs modules, DVC stages and results folders
+line up; code dependencies are derived from imports; the import graph has no cycle; `snakemake
+--lint` is clean."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
+from miaflow.workflow import code, stages
 
-def test_every_rule_belongs_to_exactly_one_dvc_stage(repo):
-    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    snakemake = {name: next(c for c in ([stage["cmd"]] if isinstance(stage["cmd"], str) else stage["cmd"])
-                            if c.startswith("snakemake")) for name, stage in stages.items()}
-    allowed = {name: cmd.split("--allowed-rules")[1].split() for name, cmd in snakemake.items()}
-    listed = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--list-rules"],
-                            cwd=repo, capture_output=True, text=True, check=True).stdout
-    rules = {line.split()[0] for line in listed.splitlines() if line.strip()}
-    flat = [rule for names in allowed.values() for rule in names]
-    assert sorted(flat) == sorted(rules)
-    for name, stage in stages.items():
-        target = snakemake[name].split()[1]
-        assert target in allowed[name], f"stage {name} does not allow its own target rule {target}"
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def rule_code(repo: Path) -> dict[str, set[str]]:
-    """Files each rule runs, read off the rule files: the rule file itself, its script, and the
-    library modules its `package(...)` code input names (always with `jobs` and `io`)."""
-    code = {}
-    for smk in sorted((repo / "rules").glob("*.smk")):
-        for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
-            name = block.split(":", 1)[0].strip()
-            files = {f"rules/{smk.name}", "Snakefile", "miaflow/workflow.py", "miaflow/config.py",
-                     "miaflow/schemas"}
-            script = re.search(r'script:\s*"\.\./(scripts/[^"]+)"', block)
-            files |= {script.group(1)} if script else set()
-            package = re.search(r"package\(([^)]*)\)", block)
-            modules = re.findall(r'"([^"]+)"', package.group(1)) if package else []
-            for module in ("jobs", "io", *modules):
-                files.add(f"miaflow/{module}" if (repo / "miaflow" / module).is_dir()
-                          else f"miaflow/{module}.py")
-            code[name] = files
-    return code
+def dvc_stages(repo: Path) -> dict:
+    return yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
 
 
-def test_every_stage_depends_on_the_code_its_rules_run(repo):
-    """Otherwise `dvc repro` skips a stage whose code changed and `dvc status` reports it clean."""
-    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    code = rule_code(repo)
-    assert {"train_shard", "score_attacks", "prepare_dataset"} <= code.keys()
-    for name, stage in stages.items():
-        command = " ".join([stage["cmd"]] if isinstance(stage["cmd"], str) else stage["cmd"])
-        rules = command.split("--allowed-rules")[1].split("\n")[0].split()
-        needed = set().union(*(code.get(rule, set()) for rule in rules))
-        missing = sorted(needed - set(stage["deps"]))
-        assert not missing, f"dvc stage {name} lacks deps {missing}"
+def snakemake_command(stage: dict) -> str:
+    commands = [stage["cmd"]] if isinstance(stage["cmd"], str) else stage["cmd"]
+    return next(c for c in commands if c.startswith("snakemake"))
+
+
+def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder(repo):
+    assert sorted(p.stem for p in (repo / "rules").glob("*.smk")) == sorted([*stages.STAGES, "common"])
+    assert sorted(p.stem for p in (repo / "miaflow/jobs").glob("*.py")) == sorted(
+        [*stages.STAGES, "__init__", "adapter", "common"])
+    assert list(dvc_stages(repo)) == list(stages.STAGES)
+    for name, stage in dvc_stages(repo).items():
+        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
+        mine = [o for o in outs if o.startswith(f"results/{name}")]
+        assert mine, f"DVC stage {name} has no output under results/{name}"
+        # the report stage also publishes the contract files at the top of results/
+        assert set(outs) - set(mine) <= {"results/metrics.parquet", "results/tables", "results/figures"}
+
+
+def test_every_rule_belongs_to_exactly_the_dvc_stage_of_its_rule_file(repo):
+    listed = subprocess.run([SNAKEMAKE, "--list-rules"], cwd=repo, capture_output=True, text=True,
+                            check=True).stdout
+    every_rule = {line.split()[0] for line in listed.splitlines() if line[:1].strip()}
+    allowed = {}
+    for name, stage in dvc_stages(repo).items():
+        command = snakemake_command(stage)
+        assert command.split()[1] == name, f"DVC stage {name} must ask for its target rule {name}"
+        allowed[name] = command.split("--allowed-rules")[1].split()
+        assert sorted(allowed[name]) == sorted(stages.rules(name, repo)), name
+    assert sorted(r for names in allowed.values() for r in names) == sorted(every_rule - {"all"})
+
+
+def test_every_stage_depends_on_exactly_the_code_its_command_runs(repo):
+    """Otherwise `dvc repro` skips a stage whose code changed and `dvc status` reports it clean.
+    `python -m miaflow.workflow.stages` rewrites the deps."""
+    for name, stage in dvc_stages(repo).items():
+        listed = sorted(d for d in stage["deps"] if not d.startswith("results/"))
+        assert listed == stages.code_deps(name, repo), f"dvc.yaml stage {name}: deps out of date"
+    assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses("report", "miaflow.models.ensemble")
+
+
+def test_the_closure_follows_lazy_imports_and_includes_parent_packages(tmp_path):
+    package = tmp_path / "miaflow"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("def job():\n    from miaflow.sub import b\n")
+    (package / "sub" / "b.py").write_text("import json\nimport miaflow.c\n")
+    (package / "c.py").write_text("x = 1\n")
+    (package / "unused.py").write_text("")
+    assert code.closure("miaflow.a", tmp_path) == (
+        "miaflow", "miaflow.a", "miaflow.c", "miaflow.sub", "miaflow.sub.b")
+    assert code.files("miaflow.a", tmp_path) == [
+        "miaflow/__init__.py", "miaflow/a.py", "miaflow/c.py", "miaflow/sub/__init__.py",
+        "miaflow/sub/b.py"]
+
+
+def import_edges(root: Path) -> dict[str, set[str]]:
+    """module -> the package modules it imports (anywhere in it; `from pkg import submodule`
+    counts as an import of the submodule, as Python resolves it)."""
+    edges = {}
+    for path in sorted((root / "miaflow").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.startswith("miaflow"))
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("miaflow"):
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    targets.add(submodule if code.module_file(submodule, root) else node.module)
+        edges[module] = targets - {module}
+    return edges
+
+
+def test_the_package_import_graph_has_no_cycle(repo):
+    edges = import_edges(repo)
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == "open":
+                pytest.fail("import cycle: " + " -> ".join([*path[path.index(target):], target]))
+            if target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_no_module_uses_another_modules_private_names(repo):
+    for path in sorted((repo / "miaflow").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("miaflow"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path} imports private names {private} of {node.module}"
+                aliases.update(a.asname or a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                aliases.update(a.asname or a.name.split(".")[0] for a in node.names
+                               if a.name.startswith("miaflow"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases):
+                pytest.fail(f"{path}:{node.lineno} uses {node.value.id}.{node.attr}")
+
+
+def test_code_and_rules_point_only_inside_the_repository(repo):
+    for path in [repo / "Snakefile", *(repo / "rules").glob("*.smk"), *(repo / "scripts").glob("*.py"),
+                 *(repo / "miaflow").rglob("*.py")]:
+        text = path.read_text()
+        assert "shared/" not in text and "ALGORITHMS.md" not in text, path
+        for anchor in re.findall(r"docs/algorithms\.md#([a-z0-9-]+)", text):
+            headings = (repo / "docs/algorithms.md").read_text()
+            slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+                     for h in re.findall(r"^#+ (.+)$", headings, re.M)}
+            assert anchor in slugs, f"{path} cites a missing section #{anchor}"
+
+
+def test_scripts_only_hand_the_snakemake_object_to_a_job(repo):
+    for script in sorted((repo / "scripts").glob("*.py")):
+        rule = script.stem
+        stage = next(s for s in stages.STAGES if rule in stages.rules(s, repo))
+        body = [line for line in script.read_text().splitlines()[1:] if line.strip()]
+        assert body == [f"from miaflow.jobs import {stage}", "from miaflow.jobs.adapter import run",
+                        f"run({stage}.{rule}, snakemake)"], script
+
+
+def test_snakemake_lint_is_clean(repo):
+    result = subprocess.run([SNAKEMAKE, "--lint"], cwd=repo, capture_output=True, text=True)
+    assert result.returncode == 0 and "Congratulations" in result.stdout + result.stderr, (
+        result.stdout + result.stderr)

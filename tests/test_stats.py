@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy.stats import false_discovery_control, permutation_test, ttest_rel
 
-from miaflow import stats
+from miaflow.evaluation import stats
 from miaflow.evaluation.stats import TEST_COLUMNS, paired_tests, permutation_pvalues, sign_flips
 
 # Per-repeat AUROC of three attacks on one dataset/model: "strong" beats "weak" in every repeat by

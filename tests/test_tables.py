@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from miaflow import tables
+from miaflow.evaluation import plots, tables
+from miaflow.evaluation.plots import plot_roc_loglog
 from miaflow.evaluation.tables import (
     accuracy_table,
     auroc_table,
     cost_table,
     format_mean_std,
-    plot_roc_loglog,
     read_benchmarks,
     write_table,
 )
@@ -119,7 +119,7 @@ def test_read_benchmarks_and_cost_table(tmp_path: Path):
         _write_benchmark(root / "attack" / "benchmarks" / "score" / "toy" / "loss.tsv",
                          "0.2500\t0:00:00\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA"),
     ]
-    runs = read_benchmarks(paths, root)
+    runs = read_benchmarks(paths)
     assert runs[["stage", "rule", "job"]].values.tolist() == [
         ["attack", "score", "toy/loss"], ["train", "train_target", "toy/mlp-0"],
         ["train", "train_target", "toy/mlp-1"],
@@ -131,7 +131,7 @@ def test_read_benchmarks_and_cost_table(tmp_path: Path):
     misplaced = _write_benchmark(root / "train" / "train_target" / "x.tsv",
                                  "1.0\t0:00:01\t1\t1\t1\t1\t1\t1\t1\t1")
     with pytest.raises(ValueError, match="benchmarks"):
-        read_benchmarks([misplaced], root)
+        read_benchmarks([misplaced])
 
     table = cost_table(runs)
     assert table.columns.tolist() == ["stage", "rule", "jobs", "total_wall_s", "max_wall_s",
@@ -217,8 +217,8 @@ def test_study_figures_are_deterministic_pngs(tmp_path):
                           "count": [2, 2, 4, 4, 1, 10], "repeat": [0, 1, 0, 1, 0, 0],
                           "auroc": [0.6, 0.62, 0.7, 0.71, 0.55, 0.6]})
     for name in ("a", "b"):
-        tables.plot_auroc_vs_gap(metrics, models, {"metric-loss": "metric"}, tmp_path / f"gap-{name}.png")
-        tables.plot_scaling_sweep(sweep, tmp_path / f"sweep-{name}.png", "d1 / mlp")
+        plots.plot_auroc_vs_gap(metrics, models, {"metric-loss": "metric"}, tmp_path / f"gap-{name}.png")
+        plots.plot_scaling_sweep(sweep, tmp_path / f"sweep-{name}.png", "d1 / mlp")
     for stem in ("gap", "sweep"):
         first = (tmp_path / f"{stem}-a.png").read_bytes()
         assert first[:8] == PNG_MAGIC and first == (tmp_path / f"{stem}-b.png").read_bytes()
@@ -228,14 +228,16 @@ def test_reference_mismatch_table_sets_mixed_references_beside_matched_ones():
     rows = [("d1", "mlp", "model-loss", "auroc", 0.8, 0.01), ("d1", "mlp_ref_lr", "model-loss", "auroc", 0.7, 0.02),
             ("d1", "cnn", "model-loss", "auroc", 0.6, 0.01)]
     summary = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"])
-    table = tables.reference_mismatch_table(summary.assign(n_repeats=5))
+    architectures = {("d1", "mlp"): ("mlp", "mlp"), ("d1", "mlp_ref_lr"): ("mlp", "lr"),
+                     ("d1", "cnn"): ("cnn", "cnn")}
+    table = tables.reference_mismatch_table(summary.assign(n_repeats=5), architectures)
     assert list(table.columns) == ["attack", "d1: mlp ← lr", "d1: mlp ← mlp"]  # no cnn: never mixed
     assert table.iloc[0]["d1: mlp ← lr"] == "0.700 ± 0.020"
 
 
 def test_table_modules_do_not_import_matplotlib():
     # Importing matplotlib costs about a second per job; only the plotting functions need it.
-    code = ("import sys, miaflow.evaluation.tables, miaflow.jobs, miaflow.evaluation.stats, miaflow.evaluation.metrics\n"
+    code = ("import sys, miaflow.evaluation.tables, miaflow.jobs.report, miaflow.evaluation.stats, miaflow.evaluation.metrics\n"
             "assert 'matplotlib' not in sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)")
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root,

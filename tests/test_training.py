@@ -81,7 +81,7 @@ def test_inference_runs_in_eval_mode(monkeypatch):
     """A dropout layer must be off when outputs are computed (the LiRA code's old bug)."""
     import torch
 
-    from miaflow import models, training
+    from miaflow.models import architectures as models, training
 
     def with_dropout(arch, input_shape, n_classes):
         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Dropout(0.9),

@@ -6,7 +6,7 @@ import copy
 
 import yaml
 
-from miaflow import workflow
+from miaflow.workflow import plan as workflow
 
 
 def test_shards_cover_every_model_once(repo):
@@ -32,7 +32,7 @@ def test_experiments_datasets_and_inputs(repo):
 
 
 def test_reference_counts_double_up_to_all_reference_models():
-    from miaflow.workflow import reference_counts
+    from miaflow.workflow.plan import reference_counts
 
     assert reference_counts({"splits": {"n_reference": 16}}) == [2, 4, 8, 16]
     assert reference_counts({"splits": {"n_reference": 6}}) == [2, 4, 6]
@@ -40,29 +40,33 @@ def test_reference_counts_double_up_to_all_reference_models():
 
 
 def test_experiments_with_references_of_another_architecture():
-    from miaflow import workflow as wf
+    from miaflow.workflow import plan as wf
+    from miaflow.workflow.plan import Experiment
 
     config = {"experiments": [{"dataset": "digits", "arch": "cnn"},
                               {"dataset": "purchase", "arch": "mlp", "ref_arch": "lr"},
-                              {"dataset": "purchase", "arch": "mlp", "ref_arch": "mlp"}],
+                              {"dataset": "purchase", "arch": "mlp", "ref_arch": "mlp",
+                               "exclude_attacks": ["model-lira"]}],
               "attacks": ["metric-loss", "model-lira", "query-neighbor", "query-ref"]}
-    assert wf.experiments(config) == [("digits", "cnn"), ("purchase", "mlp_ref_lr"), ("purchase", "mlp")]
+    digits, mixed, matched = wf.experiments(config)
+    assert [e.label for e in (digits, mixed, matched)] == ["cnn", "mlp_ref_lr", "mlp"]
+    assert mixed == Experiment("purchase", "mlp", "lr") and mixed.mixed and not matched.mixed
+    assert mixed.name == "purchase/mlp_ref_lr" and digits.file_name("roc", ".png") == "roc-digits-cnn.png"
     assert wf.trained(config) == [("digits", "cnn"), ("purchase", "mlp"), ("purchase", "lr")]
-    assert (wf.target_arch("mlp_ref_lr"), wf.reference_arch("mlp_ref_lr")) == ("mlp", "lr")
-    assert wf.reference_arch("mlp") == wf.target_arch("mlp") == "mlp"
     # Query attacks build their artifacts per architecture: not run with mismatched references.
-    assert wf.attacks_for(config, "purchase", "mlp_ref_lr") == ["metric-loss", "model-lira"]
-    assert wf.attacks_for(config, "purchase", "mlp") == ["metric-loss", "model-lira", "query-neighbor"]
-    assert wf.attacks_for(config, "digits", "cnn") == config["attacks"]
+    assert wf.attacks_for(config, mixed) == ["metric-loss", "model-lira"]
+    assert wf.attacks_for(config, matched) == ["metric-loss", "query-neighbor"]  # one excluded
+    assert wf.attacks_for(config, digits) == config["attacks"]
+    assert wf.artifacts_for(config, digits) == ["canaries", "queries"]
 
 
 def test_query_counts_of_the_scaling_sweep():
-    from miaflow.workflow import swept_query_attacks
+    from miaflow.workflow.plan import Experiment, swept_query_attacks
 
     config = {"experiments": [], "attacks": ["metric-loss", "query-neighbor", "query-augment", "query-adv"],
               "attack_options": {"query-neighbor": {"n_queries": 10}, "query-augment": {"n_queries": 4}}}
-    assert swept_query_attacks(config, "purchase", "mlp") == {
+    assert swept_query_attacks(config, Experiment("purchase", "mlp", "mlp")) == {
         "query-neighbor": [1, 2, 5, 10], "query-augment": [1, 2, 4], "query-adv": [1, 2, 5, 10]}
     # On images Query-adv is a boundary distance, not a count of queries.
-    assert "query-adv" not in swept_query_attacks(config, "digits", "cnn")
-    assert swept_query_attacks(config, "purchase", "mlp_ref_lr") == {}
+    assert "query-adv" not in swept_query_attacks(config, Experiment("digits", "cnn", "cnn"))
+    assert swept_query_attacks(config, Experiment("purchase", "mlp", "lr")) == {}

@@ -211,10 +211,9 @@ def family_table(summary: pd.DataFrame, timings: pd.DataFrame,
     return table
 
 
-def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
-    """Parse Snakemake `benchmark:` TSV files laid out as `root/<stage>/benchmarks/<rule>/<job...>.tsv`.
-
-    (Each DVC stage keeps its benchmark files inside its own output directory.)
+def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
+    """Parse Snakemake `benchmark:` TSV files laid out as `<stage>/benchmarks/<rule>/<job...>.tsv`
+    (each stage keeps its benchmark files inside its own results folder).
 
     Returns one row per benchmark record with columns stage, rule, job (the rest of the path
     without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
@@ -222,14 +221,15 @@ def read_benchmarks(paths: list[Path], root: Path) -> pd.DataFrame:
     """
     frames = []
     for path in sorted(map(Path, paths)):
-        stage, *parts = path.relative_to(root).with_suffix("").parts
-        if len(parts) < 2 or parts.pop(0) != "benchmarks":
-            raise ValueError(f"{path}: expected {root}/<stage>/benchmarks/<rule>/<job>.tsv")
+        parts = path.with_suffix("").parts
+        at = max((k for k, part in enumerate(parts) if part == "benchmarks"), default=0)
+        if at == 0 or at + 1 >= len(parts):
+            raise ValueError(f"{path}: expected <stage>/benchmarks/<rule>/<job>.tsv")
         frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
         frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
-        frame.insert(0, "stage", stage)
-        frame.insert(1, "rule", parts[0])
-        frame.insert(2, "job", "/".join(parts[1:]))
+        frame.insert(0, "stage", parts[at - 1])
+        frame.insert(1, "rule", parts[at + 1])
+        frame.insert(2, "job", "/".join(parts[at + 2:]))
         frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=["stage", "rule", "job", *BENCHMARK_COLUMNS])

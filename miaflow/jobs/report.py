@@ -134,12 +134,11 @@ def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timi
                                  f"{experiment.dataset} / {experiment.label}")
 
 
-def cost_table(*, benchmarks: Paths, cost: Paths, results: str | Path) -> None:
-    """Time and peak memory per stage and rule, from every job's benchmark file below `results`."""
+def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
+    """Time and peak memory per stage and rule, from every job's benchmark file."""
     from miaflow.evaluation import tables as build
 
-    _write(build.cost_table(build.read_benchmarks([Path(p) for p in benchmarks], Path(results))),
-           cost)
+    _write(build.cost_table(build.read_benchmarks([Path(p) for p in benchmarks])), cost)
 
 
 def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:

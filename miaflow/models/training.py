@@ -72,6 +72,17 @@ def predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndar
     return np.concatenate(outputs)
 
 
+def trainable_batches(order: Any, batch_size: int, model: Any) -> list[Any]:
+    """`order` split into minibatches of `batch_size`, without a last batch of one sample when
+    the model has batch norm: in training mode it cannot normalise a single value per channel
+    (the last spatial map of VGG11 is 1x1), so that sample sits this epoch out."""
+    from torch import nn
+
+    batches = list(order.split(batch_size))
+    norms = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in model.modules())
+    return batches[:-1] if norms and len(batches) > 1 and len(batches[-1]) == 1 else batches
+
+
 def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
                   n_classes: int) -> np.ndarray:
     import torch
@@ -125,7 +136,8 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
         optimizer.lr = lr
         model.train()
         total = torch.zeros((), device=device)
-        for batch in torch.randperm(len(x), generator=shuffle).to(device).split(arch["batch_size"]):
+        for batch in trainable_batches(torch.randperm(len(x), generator=shuffle).to(device),
+                                       arch["batch_size"], model):
             inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
             if options.channels_last:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)

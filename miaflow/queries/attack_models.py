@@ -18,7 +18,7 @@ import pandas as pd
 from miaflow.models.kinds import KINDS
 from miaflow.models.optimizers import AdamW
 from miaflow.compute import torch_device
-from miaflow.models.training import LEARNERS, Weights, predict
+from miaflow.models.training import LEARNERS, Weights, predict, trainable_batches
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,8 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
     best_loss, best_state = float("inf"), None
     for epoch in range(1, epochs + 1):
         model.train()
-        for batch in train[torch.randperm(len(train), generator=shuffle).to(device)].split(arch["batch_size"]):
+        for batch in trainable_batches(train[torch.randperm(len(train), generator=shuffle).to(device)],
+                                       arch["batch_size"], model):
             loss = gaussian_nll(model(x[batch]), s[batch]).mean()
             optimizer.zero_grad()
             loss.backward()
