@@ -170,6 +170,8 @@ rule report:
     """Target of the report stage (DVC stage `report`): the metrics contract, tables, figures."""
     input:
         rules.collect_metrics.output,
+        rules.collect_models.output,
+        rules.paired_tests.output,
         rules.tables.output,
         rules.study_tables.output,
         rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
