@@ -75,6 +75,12 @@ def shard_files(pattern, role):
                       for k in range(len(SHARDS))]
 
 
+def job_shards(pattern):
+    """Input function: `pattern` for every shard of the job's {dataset} and {arch}."""
+    return lambda w: [pattern.format(dataset=w.dataset, arch=w.arch, shard=k)
+                      for k in range(len(SHARDS))]
+
+
 def queried_shards(w):
     """Model shards holding a target or the shadow model (reference-0): those queried."""
     return [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k) for k, ids in enumerate(SHARDS)

@@ -78,7 +78,7 @@ rule query_transfer:
     input:
         data=DATA,
         splits=SPLITS,
-        signals=lambda w: expand(SIGNALS, shard=range(len(SHARDS)), **w),
+        signals=job_shards(SIGNALS),
         code=code("queries"),
     output:
         surrogates=QUERY_ARTIFACTS[SURROGATES],
@@ -105,7 +105,7 @@ rule query_qrm:
     input:
         data=DATA,
         splits=SPLITS,
-        signals=lambda w: expand(SIGNALS, shard=range(len(SHARDS)), **w),
+        signals=job_shards(SIGNALS),
         code=code("queries"),
     output:
         regressors=QUERY_ARTIFACTS[REGRESSORS],
@@ -132,7 +132,7 @@ rule query_ref:
     input:
         data=DATA,
         splits=SPLITS,
-        models=lambda w: expand(MODELS, shard=range(len(SHARDS)), **w),
+        models=job_shards(MODELS),
         code=code("queries"),
     output:
         canaries=QUERY_ARTIFACTS[CANARIES],
