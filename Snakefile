@@ -7,6 +7,7 @@ and one results folder (results/<stage>/):
   train     target, reference and population models, and their outputs on every sample
   queries   what query attacks read beside those outputs (query sets, surrogates, canaries, ...)
   evaluate  every attack's membership scores, their metrics and ROC curves
+  hparams   the hyperparameter study: MIA-Grid, HPO, LiRA / ACC-LiRA / KL-LiRA, DP, TD vs ED
   report    the metrics contract (results/metrics.parquet), tests, tables and figures
 
 params.yaml is the config; it is validated here, before any job starts. Logic lives in the
@@ -34,6 +35,9 @@ wildcard_constraints:
     arch="[a-z0-9_]+",
     experiment="[a-z0-9_]+",
     shard=r"\d+",
+    setting="[a-z0-9_]+",
+    epsilon=r"inf|\d+(\.\d+)?",
+    run=r"\d+",
 
 
 include: "rules/common.smk"
@@ -41,6 +45,7 @@ include: "rules/prepare.smk"
 include: "rules/train.smk"
 include: "rules/queries.smk"
 include: "rules/evaluate.smk"
+include: "rules/hparams.smk"
 include: "rules/report.smk"
 
 

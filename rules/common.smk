@@ -34,6 +34,20 @@ EXPERIMENT_METRICS = "results/evaluate/metrics/{dataset}/{experiment}.parquet"
 ROC = "results/evaluate/roc/{dataset}/{experiment}.parquet"
 SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"
 METRICS = "results/metrics.parquet"  # the contract: every metric, long format
+# The hyperparameter study (stage hparams): per setting, ε and run, then the contract tables.
+HPARAM_SETTINGS = {s["name"]: s for s in plan.hparam_settings(config)}
+HPARAM_SPLITS = "results/hparams/splits/{setting}/run-{run}.parquet"
+HPARAM_NOISE = "results/hparams/noise/{setting}/eps-{epsilon}.parquet"
+HPARAM_TRIALS = "results/hparams/hpo/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_GRID = "results/hparams/grid/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_ATTACKS = "results/hparams/attacks/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_ROC = "results/hparams/roc/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_SELECTION = "results/hparams/selection/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_BOUND = "results/hparams/bound/{setting}/eps-{epsilon}.parquet"
+HPARAM_STUDY = "results/hparam_study.parquet"  # the contract: TPR at fixed FPR, long format
+DP_BOUND = "results/dp_bound.parquet"  # the contract: the DP upper bound on any attack
+HPARAM_ROC_ALL = "results/hparams/roc.parquet"
+HPARAM_SELECTION_ALL = "results/hparams/selection.parquet"
 MODEL_RECORDS = "results/report/models.parquet"
 TESTS = "results/report/tests.parquet"
 # The software every job runs: the pinned packages of `make setup`, as a conda environment for

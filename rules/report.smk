@@ -150,11 +150,44 @@ rule risk_score_report:
         "../scripts/risk_score_report.py"
 
 
+rule hparam_report:
+    """The hyperparameter study's tables and figures: TPR per attack, setting and epsilon; KL-LiRA's
+    budget; the TD-HPO vs ED-HPO tests (BY-adjusted); ROC with the DP bound; KL-LiRA's choices."""
+    input:
+        study=HPARAM_STUDY,
+        bound=DP_BOUND,
+        roc=HPARAM_ROC_ALL,
+        selection=HPARAM_SELECTION_ALL,
+        code=code("report"),
+    output:
+        headline=multiext("results/tables/hparam_tpr", *TABLE_FORMATS),
+        relative=multiext("results/tables/hparam_relative_tpr", *TABLE_FORMATS),
+        budget=multiext("results/tables/hparam_kl_budget", *TABLE_FORMATS),
+        td_vs_ed=multiext("results/tables/hparam_td_vs_ed", *TABLE_FORMATS),
+        choices=multiext("results/tables/hparam_selection", *TABLE_FORMATS),
+        roc_figures=expand("results/figures/hparam-roc-{setting}.png", setting=list(HPARAM_SETTINGS)),
+        figures=expand("results/figures/hparam-{name}.png",
+                       name=["relative-tpr", "kl-budget", "td-vs-ed", "pvalues", "selection"]),
+    params:
+        alpha=config["stats"]["alpha"],
+        resamples=config["hparam_study"]["permutation_resamples"],
+        confidence=config["metrics"]["confidence"],
+        seed=config["seed"],
+    conda:
+        SOFTWARE
+    log:
+        "results/report/logs/hparam_report.log",
+    benchmark:
+        "results/report/benchmarks/hparam_report/all.tsv"
+    script:
+        "../scripts/hparam_report.py"
+
+
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
         benchmarks=lambda w: benchmarks_of(stage_targets("prepare", "train", "queries", "evaluate",
-                                                         "report")),
+                                                         "hparams", "report")),
         code=code("report"),
     output:
         cost=multiext("results/tables/cost", *TABLE_FORMATS),
@@ -176,5 +209,6 @@ rule report:
         rules.study_tables.output,
         rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
         rules.risk_score_report.output if RISK_REPORT else [],
+        rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.cost_table.output,
     localrule: True

@@ -163,3 +163,31 @@ def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Pat
         plot_risk_cdf(risk[mine],
                       _file_named(risk_figures, experiment.file_name("risk-cdf", ".png")),
                       f"Privacy risk: {experiment.dataset} / {experiment.label}")
+
+
+def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, selection: str | Path,
+                  headline: Paths, relative: Paths, budget: Paths, td_vs_ed: Paths, choices: Paths,
+                  roc_figures: Paths, figures: Paths, alpha: float, resamples: int | None,
+                  confidence: float, seed: int) -> None:
+    """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
+    from miaflow.evaluation import hparam_report as report
+    from miaflow.seeding import derive_seed
+
+    results = pd.read_parquet(study)
+    curves, limits, chosen = (pd.read_parquet(path) for path in (roc, bound, selection))
+    tests = report.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
+    for table, paths in ((report.headline_table(results), headline),
+                         (report.relative_tpr_table(results), relative),
+                         (report.kl_budget_table(results), budget), (tests, td_vs_ed),
+                         (report.selection_table(chosen), choices)):
+        _write(table, paths)
+    for setting, part in curves.groupby("setting"):
+        report.plot_study_roc(part, limits, _file_named(roc_figures, f"hparam-roc-{setting}.png"),
+                              f"LiRA, ACC-LiRA and KL-LiRA: {setting}")
+    named = {Path(p).stem.removeprefix("hparam-"): p for p in figures}
+    report.plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
+    report.plot_kl_budget(results[results["hpo"] == "td"], named["kl-budget"],
+                          "KL-LiRA with reduced budgets")
+    report.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
+    report.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
+    report.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")

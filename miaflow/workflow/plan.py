@@ -68,7 +68,25 @@ def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
-    return list(dict.fromkeys(e.dataset for e in experiments(config)))
+    """Every dataset prepared: those of the experiments and of the hyperparameter study."""
+    study = [setting["dataset"] for setting in hparam_settings(config)]
+    return list(dict.fromkeys([*(e.dataset for e in experiments(config)), *study]))
+
+
+def epsilon_tag(epsilon: float) -> str:
+    """How a privacy budget ε appears in paths: "inf" when not private, else e.g. "8" or "0.5"."""
+    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+
+
+def setting_name(setting: Mapping[str, Any]) -> str:
+    """A study setting's name in paths and tables: <dataset>_s<shots>."""
+    return f"{setting['dataset']}_s{setting['shots']}"
+
+
+def hparam_settings(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The hyperparameter study's settings (dataset, shots), each with its `name`."""
+    settings = config.get("hparam_study", {}).get("settings", [])
+    return [{**setting, "name": setting_name(setting)} for setting in settings]
 
 
 def model_ids(config: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,1 @@
+"""The hyperparameter study (docs/algorithms.md#hyperparameter-study): MIA-Grid, HPO, KL-LiRA."""

@@ -1,0 +1,168 @@
+"""Linear heads on frozen features, thousands at a time, each with its own hyperparameters.
+
+The hyperparameter study (docs/algorithms.md#hyperparameter-study) trains grids of linear heads
+(weights and bias initialised to zero, Adam, a fixed number of epochs) whose batch size, learning
+rate and, under differential privacy, clipping norm and noise differ per head. Heads are
+independent, so one step of K heads is a handful of batched matrix products: softmax
+cross-entropy of a linear model has the closed-form gradient Xᵀ(P − Y), and its per-sample
+gradient norm is ‖g_i‖² = (‖x_i‖² + 1)·‖p_i − y_i‖², which makes per-sample clipping (DP-SGD /
+DP-Adam, as Opacus does it) cost no more than the plain step.
+
+Sampling follows Opacus and the paper's code: without DP each epoch shuffles a head's training set
+and cuts it into batches of `batch_size` (the last one smaller); with DP every step is a Poisson
+sample with rate q = 1 / (batches per epoch), the clipped gradients are summed, Gaussian noise of
+standard deviation σ·C is added and the sum is divided by the expected batch size q·n. Every head
+draws from its own seeded generators, so a head trains to the same weights whichever heads share
+its batch (up to floating-point summation order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS
+
+CLIP_EPS = 1e-6  # Opacus' clip factor is C / (‖g‖ + 1e-6)
+
+
+@dataclass(frozen=True)
+class HeadRecipe:
+    """How one head trains: batch size and Adam learning rate; clipping norm and noise multiplier
+    for DP-Adam (`clip_norm` None: non-private)."""
+
+    batch_size: int
+    lr: float
+    clip_norm: float | None = None
+    noise_multiplier: float = 0.0
+
+    @property
+    def private(self) -> bool:
+        return self.clip_norm is not None
+
+
+def batches_per_epoch(n_train: int, batch_size: int) -> int:
+    """Batches of one epoch; under DP also 1 / sample rate (Opacus' `1 / len(data_loader)`)."""
+    return max(1, math.ceil(n_train / batch_size))
+
+
+def _schedules(train_sets: Sequence[np.ndarray], recipes: Sequence[HeadRecipe], epochs: int,
+               seeds: Sequence[int]) -> list[list[np.ndarray]]:
+    """Every head's batches (sample indices), in order: shuffled cuts of each epoch without DP,
+    Poisson samples with rate 1 / batches_per_epoch with DP."""
+    schedules = []
+    for train, recipe, seed in zip(train_sets, recipes, seeds):
+        rng = np.random.default_rng(seed)
+        n_batches = batches_per_epoch(len(train), recipe.batch_size)
+        steps: list[np.ndarray] = []
+        for _ in range(epochs):
+            if recipe.private:
+                keep = rng.random((n_batches, len(train))) < 1.0 / n_batches
+                steps.extend(train[row] for row in keep)
+            else:
+                order = train[rng.permutation(len(train))]
+                steps.extend(order[b * recipe.batch_size:(b + 1) * recipe.batch_size]
+                             for b in range(n_batches))
+        schedules.append(steps)
+    return schedules
+
+
+def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
+              train_sets: Sequence[np.ndarray], recipes: Sequence[HeadRecipe], epochs: int,
+              seeds: Sequence[int], device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """Train one zero-initialised linear head per (train set, recipe, seed) together.
+
+    `features` (n, d) and `labels` (n,) are the whole pool; `train_sets` index into them.
+    Returns weights (K, d, C) and biases (K, C) as float32 arrays.
+    """
+    size = len(train_sets)
+    if not (size == len(recipes) == len(seeds)):
+        raise ValueError("need one recipe and one seed per training set")
+    x_all = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32)).to(device)
+    y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
+    d = x_all.shape[1]
+    weight = torch.zeros(size, d, n_classes, device=device)
+    bias = torch.zeros(size, n_classes, device=device)
+    adam = _Adam((weight, bias), [r.lr for r in recipes], device)
+
+    schedules = _schedules(train_sets, recipes, epochs, seeds)
+    noise = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
+    private = np.array([r.private for r in recipes])
+    clip_norms = torch.tensor([r.clip_norm if r.private else math.nan for r in recipes],
+                              device=device)
+    # Opacus divides the noisy sum by the expected batch size q·n = n / batches per epoch.
+    expected = torch.tensor([len(t) / batches_per_epoch(len(t), r.batch_size)
+                             for t, r in zip(train_sets, recipes)], device=device)
+    n_steps = max(len(s) for s in schedules)
+    for step in range(n_steps):
+        batches = [s[step] if step < len(s) else s[0][:0] for s in schedules]
+        active = np.array([step < len(s) for s in schedules])
+        width = max(1, max(len(b) for b in batches))
+        rows = torch.zeros((size, width), dtype=torch.int64, device=device)
+        valid = torch.zeros((size, width), dtype=torch.bool, device=device)
+        for k, batch in enumerate(batches):
+            rows[k, :len(batch)], valid[k, :len(batch)] = torch.as_tensor(batch), True
+        grad_w, grad_b = head_gradients(weight, bias, x_all[rows], y_all[rows],
+                                        valid, clip_norms)
+        for k in np.flatnonzero(private & active):
+            sigma = recipes[k].noise_multiplier * recipes[k].clip_norm
+            grad_w[k] += sigma * torch.randn(grad_w[k].shape, generator=noise[k], device=device)
+            grad_b[k] += sigma * torch.randn(grad_b[k].shape, generator=noise[k], device=device)
+            grad_w[k] /= expected[k]
+            grad_b[k] /= expected[k]
+        adam.step((grad_w, grad_b), torch.as_tensor(active, device=device))
+    return weight.cpu().numpy(), bias.cpu().numpy()
+
+
+def head_gradients(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                   valid: torch.Tensor, clip_norms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of the softmax cross-entropy of K heads (K, d, C), (K, C) on padded batches
+    x (K, B, d), y (K, B), `valid` (K, B): the batch mean for heads whose clipping norm is NaN,
+    else the sum of per-sample gradients clipped to that norm (DP-SGD, before noise)."""
+    residual = torch.softmax(torch.baddbmm(bias[:, None, :], x, weight), dim=-1)
+    residual = residual - torch.nn.functional.one_hot(y, weight.shape[-1]).to(residual.dtype)
+    real = valid.to(residual.dtype)
+    residual = residual * real[..., None]  # p − y of every real sample, 0 for padding
+    mean = 1.0 / real.sum(1, keepdim=True).clamp(min=1.0)
+    norms = torch.sqrt((x.square().sum(-1) + 1.0) * residual.square().sum(-1))
+    clipped = (clip_norms[:, None] / (norms + CLIP_EPS)).clamp(max=1.0)
+    scale = torch.where(torch.isnan(clip_norms)[:, None], mean, clipped)
+    scaled = residual * scale[..., None]
+    return torch.bmm(x.transpose(1, 2), scaled), scaled.sum(1)
+
+
+def head_logits(features: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Logits (K, n, C) of K heads on features (n, d), in float64 for the signals."""
+    x = np.asarray(features, dtype=np.float64)
+    return np.einsum("nd,kdc->knc", x, weight.astype(np.float64)) + bias.astype(np.float64)[:, None]
+
+
+class _Adam:
+    """Adam over stacked heads, each with its own learning rate and step count: torch.optim.Adam's
+    update (defaults, no weight decay), applied only to the heads active in a step."""
+
+    def __init__(self, params: Sequence[torch.Tensor], lrs: Sequence[float], device: str) -> None:
+        self.params = list(params)
+        self.first = [torch.zeros_like(p) for p in self.params]
+        self.second = [torch.zeros_like(p) for p in self.params]
+        self.lrs = torch.tensor(lrs, dtype=torch.float32, device=device)
+        self.steps = torch.zeros(len(lrs), dtype=torch.float32, device=device)
+
+    def step(self, grads: Sequence[torch.Tensor], active: torch.Tensor) -> None:
+        beta1, beta2 = ADAM_BETAS
+        self.steps += active.float()
+        steps = self.steps.clamp(min=1.0)
+        for param, grad, first, second in zip(self.params, grads, self.first, self.second):
+            shape = (-1,) + (1,) * (param.dim() - 1)
+            on = active.view(shape)
+            first.copy_(torch.where(on, first * beta1 + grad * (1 - beta1), first))
+            second.copy_(torch.where(on, second * beta2 + grad.square() * (1 - beta2), second))
+            correction1 = (1 - beta1 ** steps).view(shape)
+            correction2 = (1 - beta2 ** steps).view(shape)
+            denom = (second.sqrt() / correction2.sqrt()) + ADAM_EPS
+            update = self.lrs.view(shape) / correction1 * first / denom
+            param.sub_(torch.where(on, update, torch.zeros_like(update)))

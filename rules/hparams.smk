@@ -1,0 +1,216 @@
+# Stage hparams: the hyperparameter study of Pradhan et al. (SaTML 2025) on linear heads over
+# frozen features (miaflow.jobs.hparams, docs/algorithms.md#hyperparameter-study). Per setting
+# (dataset, shots), ε and run: splits -> HPO -> grid -> attacks; then the DP bound and the study's
+# long tables (the contract files results/hparam_study.parquet and results/dp_bound.parquet).
+
+STUDY = config["hparam_study"]
+EPSILONS = [plan.epsilon_tag(e) for e in STUDY["epsilons"]] if HPARAM_SETTINGS else []
+PRIVATE = [tag for tag in EPSILONS if tag != "inf"]
+
+
+def study_setting(w):
+    return HPARAM_SETTINGS[w.setting]
+
+
+def study_data(w):
+    return DATA.format(dataset=study_setting(w)["dataset"])
+
+
+def study_noise(w):
+    """The ε's noise-multiplier table; none when not private."""
+    return [] if w.epsilon == "inf" else [HPARAM_NOISE.format(setting=w.setting, epsilon=w.epsilon)]
+
+
+def per_study_run(pattern, epsilons=EPSILONS):
+    return expand(pattern, setting=list(HPARAM_SETTINGS), epsilon=epsilons, run=range(STUDY["runs"]))
+
+
+rule hparam_splits:
+    """One run's few-shot universes V, V^e and their M+1 Bernoulli halves (the membership)."""
+    input:
+        data=study_data,
+        code=code("hparams"),
+    output:
+        splits=HPARAM_SPLITS,
+    params:
+        setting=study_setting,
+        n_shadow=STUDY["shadow_models"],
+        run=lambda w: int(w.run),
+        seed=config["seed"],
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_splits/{setting}/run-{run}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_splits/{setting}/run-{run}.tsv"
+    script:
+        "../scripts/hparam_splits.py"
+
+
+rule hparam_noise:
+    """DP-Adam's noise multiplier for each batches-per-epoch count (Opacus' PRV accountant)."""
+    input:
+        data=study_data,
+        code=code("hparams"),
+    output:
+        noise=HPARAM_NOISE,
+    params:
+        setting=study_setting,
+        epsilon=lambda w: float(w.epsilon),
+        delta=STUDY["delta"],
+        epochs=STUDY["epochs"],
+        batch_size=STUDY["search"]["batch_size"],
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_noise/{setting}/eps-{epsilon}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_noise/{setting}/eps-{epsilon}.tsv"
+    script:
+        "../scripts/hparam_noise.py"
+
+
+rule hparam_search:
+    """HPO (Optuna) of every split of both families, trials batched across splits."""
+    input:
+        data=study_data,
+        splits=HPARAM_SPLITS,
+        noise=study_noise,
+        code=code("hparams"),
+    output:
+        trials=HPARAM_TRIALS,
+    params:
+        setting=study_setting,
+        epsilon=lambda w: float(w.epsilon),
+        run=lambda w: int(w.run),
+        search=STUDY["search"],
+        epochs=STUDY["epochs"],
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_search/{setting}/eps-{epsilon}/run-{run}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_search/{setting}/eps-{epsilon}/run-{run}.tsv"
+    script:
+        "../scripts/hparam_search.py"
+
+
+rule hparam_grid:
+    """The (M+1)^2 grid train(D_i, eta_j) and the ED targets, with their statistic on V."""
+    input:
+        data=study_data,
+        splits=HPARAM_SPLITS,
+        trials=HPARAM_TRIALS,
+        noise=study_noise,
+        code=code("hparams"),
+    output:
+        grid=HPARAM_GRID,
+    params:
+        setting=study_setting,
+        epsilon=lambda w: float(w.epsilon),
+        run=lambda w: int(w.run),
+        epochs=STUDY["epochs"],
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_grid/{setting}/eps-{epsilon}/run-{run}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_grid/{setting}/eps-{epsilon}/run-{run}.tsv"
+    script:
+        "../scripts/hparam_grid.py"
+
+
+rule hparam_attacks:
+    """LiRA, ACC-LiRA and KL-LiRA with leave-one-out target rotation: pooled metrics and ROC."""
+    input:
+        splits=HPARAM_SPLITS,
+        trials=HPARAM_TRIALS,
+        grid=HPARAM_GRID,
+        code=code("hparams"),
+    output:
+        metrics=HPARAM_ATTACKS,
+        roc=HPARAM_ROC,
+        selection=HPARAM_SELECTION,
+    params:
+        setting=study_setting,
+        epsilon=lambda w: float(w.epsilon),
+        run=lambda w: int(w.run),
+        n_shadow=STUDY["shadow_models"],
+        n_trials=STUDY["search"]["trials"],
+        budgets=STUDY["budgets"],
+        divergence=STUDY["divergence"],
+        fpr_levels=config["metrics"]["fpr_levels"],
+        seed=config["seed"],
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.tsv"
+    script:
+        "../scripts/hparam_attacks.py"
+
+
+rule hparam_bound:
+    """The TPR no attack can exceed under the targets' (epsilon(delta), delta) guarantees."""
+    input:
+        grids=lambda w: expand(HPARAM_GRID, setting=w.setting, epsilon=w.epsilon,
+                               run=range(STUDY["runs"])),
+        code=code("hparams"),
+    output:
+        bound=HPARAM_BOUND,
+    params:
+        setting=study_setting,
+        epsilon=lambda w: float(w.epsilon),
+        delta=STUDY["delta"],
+        deltas=STUDY["bound_deltas"],
+        epochs=STUDY["epochs"],
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_bound/{setting}/eps-{epsilon}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_bound/{setting}/eps-{epsilon}.tsv"
+    script:
+        "../scripts/hparam_bound.py"
+
+
+rule hparam_collect:
+    """The study's contract tables and the ROC curves and choices its figures draw."""
+    input:
+        metrics=per_study_run(HPARAM_ATTACKS),
+        rocs=per_study_run(HPARAM_ROC),
+        selections=per_study_run(HPARAM_SELECTION),
+        bounds=expand(HPARAM_BOUND, setting=list(HPARAM_SETTINGS), epsilon=PRIVATE),
+        code=code("hparams"),
+    output:
+        study=HPARAM_STUDY,
+        roc=HPARAM_ROC_ALL,
+        selection=HPARAM_SELECTION_ALL,
+        bound=DP_BOUND,
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_collect.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_collect/all.tsv"
+    script:
+        "../scripts/hparam_collect.py"
+
+
+rule hparams:
+    """Target of the hparams stage (DVC stage `hparams`); with no setting its tables are empty."""
+    input:
+        HPARAM_STUDY,
+        DP_BOUND,
+        HPARAM_ROC_ALL,
+        HPARAM_SELECTION_ALL,
+    localrule: True
