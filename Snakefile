@@ -1,6 +1,6 @@
 """miaflow: a reproducible membership-inference benchmark.
 
-Five stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py)
+Six stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py)
 and one results folder (results/<stage>/):
 
   prepare   datasets in canonical order and their membership matrices
@@ -38,6 +38,7 @@ wildcard_constraints:
     setting="[a-z0-9_]+",
     epsilon=r"inf|\d+(\.\d+)?",
     run=r"\d+",
+    backbone="[a-z0-9-]+",
 
 
 include: "rules/common.smk"

@@ -121,11 +121,26 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             if not available[need]:
                 problems.append(f"attacks[{i}]: {attack!r} needs {need} models, "
                                 f"but splits.n_{need} is 0")
+    problems += _study_problems(config["hparam_study"])
     known = metric_names(config["metrics"]["fpr_levels"])
     for i, metric in enumerate(config["stats"]["metrics"]):
         if metric not in known:
             problems.append(f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
                             f"(known with metrics.fpr_levels: {', '.join(known)})")
+    return problems
+
+
+def _study_problems(study: Mapping[str, Any]) -> list[str]:
+    """The hyperparameter study's ranges are [low, high] and its budgets fit in the grid."""
+    problems = []
+    for key in ("batch_size", "lr", "clip_norm"):
+        low, high = study["search"][key]
+        if low > high:
+            problems.append(f"hparam_study.search.{key}: low {low} is above high {high}")
+    for i, (candidates, models) in enumerate(study["budgets"]):
+        if max(candidates, models) > study["shadow_models"]:
+            problems.append(f"hparam_study.budgets[{i}]: [{candidates}, {models}] exceeds the "
+                            f"{study['shadow_models']} shadow models (C and N are at most M)")
     return problems
 
 

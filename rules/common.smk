@@ -35,7 +35,7 @@ ROC = "results/evaluate/roc/{dataset}/{experiment}.parquet"
 SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"
 METRICS = "results/metrics.parquet"  # the contract: every metric, long format
 # The hyperparameter study (stage hparams): per setting, ε and run, then the contract tables.
-HPARAM_SETTINGS = {s["name"]: s for s in plan.hparam_settings(config)}
+HPARAM_FEATURES = "results/hparams/features/{dataset}/{backbone}.parquet"
 HPARAM_SPLITS = "results/hparams/splits/{setting}/run-{run}.parquet"
 HPARAM_NOISE = "results/hparams/noise/{setting}/eps-{epsilon}.parquet"
 HPARAM_TRIALS = "results/hparams/hpo/{setting}/eps-{epsilon}/run-{run}.parquet"
@@ -138,3 +138,31 @@ def stage_targets(*stages):
     """The files the target rules of `stages` request (for input functions: they run once every
     rule file is parsed)."""
     return [str(path) for stage in stages for path in workflow.get_rule(stage).input]
+
+
+# --- the hyperparameter study (stage hparams) -------------------------------------------------
+STUDY = config["hparam_study"]
+HPARAM_SETTINGS = {s["name"]: s for s in plan.hparam_settings(config)}
+EPSILONS = [plan.epsilon_tag(e) for e in STUDY["epsilons"]] if HPARAM_SETTINGS else []
+PRIVATE = [tag for tag in EPSILONS if tag != "inf"]
+
+
+def study_setting(w):
+    return HPARAM_SETTINGS[w.setting]
+
+
+def study_data(w):
+    """The prepared dataset, or its backbone features when the setting names a backbone."""
+    setting = study_setting(w)
+    if setting.get("backbone"):
+        return HPARAM_FEATURES.format(dataset=setting["dataset"], backbone=setting["backbone"])
+    return DATA.format(dataset=setting["dataset"])
+
+
+def study_noise(w):
+    """The ε's noise-multiplier table; none when not private."""
+    return [] if w.epsilon == "inf" else [HPARAM_NOISE.format(setting=w.setting, epsilon=w.epsilon)]
+
+
+def per_study_run(pattern, epsilons=EPSILONS):
+    return expand(pattern, setting=list(HPARAM_SETTINGS), epsilon=epsilons, run=range(STUDY["runs"]))

@@ -3,26 +3,28 @@
 # (dataset, shots), ε and run: splits -> HPO -> grid -> attacks; then the DP bound and the study's
 # long tables (the contract files results/hparam_study.parquet and results/dp_bound.parquet).
 
-STUDY = config["hparam_study"]
-EPSILONS = [plan.epsilon_tag(e) for e in STUDY["epsilons"]] if HPARAM_SETTINGS else []
-PRIVATE = [tag for tag in EPSILONS if tag != "inf"]
-
-
-def study_setting(w):
-    return HPARAM_SETTINGS[w.setting]
-
-
-def study_data(w):
-    return DATA.format(dataset=study_setting(w)["dataset"])
-
-
-def study_noise(w):
-    """The ε's noise-multiplier table; none when not private."""
-    return [] if w.epsilon == "inf" else [HPARAM_NOISE.format(setting=w.setting, epsilon=w.epsilon)]
-
-
-def per_study_run(pattern, epsilons=EPSILONS):
-    return expand(pattern, setting=list(HPARAM_SETTINGS), epsilon=epsilons, run=range(STUDY["runs"]))
+rule hparam_features:
+    """Frozen features of a dataset's images from a pretrained backbone (e.g. ViT-B/16)."""
+    input:
+        data=DATA,
+        code=code("hparams"),
+    output:
+        features=HPARAM_FEATURES,
+    params:
+        backbone=lambda w: w.backbone,
+        model=lambda w: next((s.get("backbone_model") for s in HPARAM_SETTINGS.values()
+                              if s["dataset"] == w.dataset and s.get("backbone") == w.backbone), None),
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/hparams/logs/hparam_features/{dataset}/{backbone}.log",
+    benchmark:
+        "results/hparams/benchmarks/hparam_features/{dataset}/{backbone}.tsv"
+    script:
+        "../scripts/hparam_features.py"
 
 
 rule hparam_splits:
@@ -50,12 +52,11 @@ rule hparam_splits:
 rule hparam_noise:
     """DP-Adam's noise multiplier for each batches-per-epoch count (Opacus' PRV accountant)."""
     input:
-        data=study_data,
+        splits=lambda w: expand(HPARAM_SPLITS, setting=w.setting, run=range(STUDY["runs"])),
         code=code("hparams"),
     output:
         noise=HPARAM_NOISE,
     params:
-        setting=study_setting,
         epsilon=lambda w: float(w.epsilon),
         delta=STUDY["delta"],
         epochs=STUDY["epochs"],

@@ -47,6 +47,11 @@ def test_shipped_params_are_valid(repo):
     (lambda p: p["splits"].update(n_population=0), "'model-robust' needs population models, but splits.n_population is 0"),
     (lambda p: p["metrics"].update(fpr_levels=[0.05]), "stats.metrics[1]: 'tpr_at_0.1pct_fpr' is not a metric of this run"),
     (lambda p: p["stats"].update(metrics=["auroc", "tpr_at_5pct_fpr"]), "stats.metrics[1]: 'tpr_at_5pct_fpr' is not a metric"),
+    (lambda p: p["hparam_study"].update(epsilons=[0]), "hparam_study.epsilons[0]: 0 is less than or equal to the minimum"),
+    (lambda p: p["hparam_study"]["search"].update(lr=[1.0, 0.1]), "hparam_study.search.lr: low 1.0 is above high 0.1"),
+    (lambda p: p["hparam_study"].update(budgets=[[40, 1]]), "hparam_study.budgets[0]: [40, 1] exceeds the 16 shadow models"),
+    (lambda p: p["hparam_study"].update(divergence="tv"), "hparam_study.divergence: 'tv' is not one of"),
+    (lambda p: p["hparam_study"]["settings"].append({"dataset": "digits"}), "hparam_study.settings[1]: 'shots' is a required"),
 ])
 def test_bad_values_name_the_key(params, mutate, expected):
     bad = copy.deepcopy(params)

@@ -27,8 +27,19 @@ def dry_run(repo: Path, root: Path, profile: str) -> str:
 
 def test_paper_profile_plans_downloads_and_every_stage(repo, tmp_path):
     plan = dry_run(repo, tmp_path, "paper")
-    for rule in ("download_dataset", "train_shard", "query_ref", "score_attacks", "study_tables"):
+    for rule in ("download_dataset", "train_shard", "query_ref", "score_attacks", "study_tables",
+                 "hparam_features", "hparam_grid", "hparam_report"):
         assert rule in plan
+
+
+def test_study_cpu_profile_plans_the_study_from_local_copies(repo, tmp_path, shared_data):
+    (tmp_path / "shared").symlink_to(shared_data.parent)
+    (tmp_path / "project").mkdir()
+    plan = dry_run(repo, tmp_path / "project", "study-cpu")
+    counts = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
+              if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert "download_dataset" not in plan
+    assert counts["hparam_grid"] == 3 * 10 and counts["hparam_noise"] == 2  # ε ∈ {∞, 8, 1}, R = 10
 
 
 def test_real_cpu_profile_plans_from_local_copies(repo, tmp_path, shared_data):

@@ -18,6 +18,10 @@ from miaflow.workflow import code, stages
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
+TOP_LEVEL_OUTS = {"report": {"results/metrics.parquet", "results/tables", "results/figures"},
+                  "hparams": {"results/hparam_study.parquet", "results/dp_bound.parquet"}}
+
+
 def dvc_stages(repo: Path) -> dict:
     return yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
 
@@ -36,8 +40,8 @@ def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder(repo):
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
         mine = [o for o in outs if o.startswith(f"results/{name}")]
         assert mine, f"DVC stage {name} has no output under results/{name}"
-        # the report stage also publishes the contract files at the top of results/
-        assert set(outs) - set(mine) <= {"results/metrics.parquet", "results/tables", "results/figures"}
+        # the contract files at the top of results/: the report's and the hyperparameter study's
+        assert set(outs) - set(mine) <= TOP_LEVEL_OUTS.get(name, set())
 
 
 def test_every_rule_belongs_to_exactly_the_dvc_stage_of_its_rule_file(repo):

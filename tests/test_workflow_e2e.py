@@ -8,6 +8,7 @@ reviewer does, and bad params stopping the run before any job.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -42,6 +43,9 @@ def tiny_params() -> dict:
     params["splits"].update(repeats=3, n_reference=4, n_population=2)
     params["training"]["models_per_job"] = 5
     params["attacks"] = TINY_ATTACKS
+    params["hparam_study"].update(settings=[{"dataset": "digits", "shots": 3}], shadow_models=4, runs=2,
+                                  epsilons=[math.inf, 8], epochs=5, budgets=[[2, 1]])
+    params["hparam_study"]["search"]["trials"] = 3
     return params
 
 
@@ -123,6 +127,25 @@ def test_tables_and_figures(project):
     assert {"prepare_dataset", "train_shard", "score_attacks"} <= set(cost["rule"])
 
 
+def test_hparam_study_contract(project):
+    study = pd.read_parquet(project / "results/hparam_study.parquet")
+    assert {"dataset", "epsilon", "hpo", "attack", "run", "fpr", "tpr"} <= set(study.columns)
+    assert set(study["epsilon"]) == {math.inf, 8.0} and set(study["hpo"]) == {"td", "ed"}
+    assert {"lira", "acc-lira", "kl-lira"} <= set(study["attack"]) and set(study["run"]) == {0, 1}
+    full = study[study["attack"].isin(["lira", "acc-lira", "kl-lira"])]
+    assert all(sorted(levels) == [0.001, 0.01, 0.1]
+               for _, levels in full.groupby(["epsilon", "hpo", "attack", "run"])["fpr"])
+    assert set(full.loc[full["hpo"] == "ed", "attack"]) == {"acc-lira", "kl-lira"}
+    assert study["tpr"].between(0, 1).all()
+    bound = pd.read_parquet(project / "results/dp_bound.parquet")
+    assert {"epsilon", "fpr", "tpr_bound"} <= set(bound.columns) and set(bound["epsilon"]) == {8.0}
+    assert bound["tpr_bound"].is_monotonic_increasing and bound["tpr_bound"].between(0, 1).all()
+    tests = pd.read_csv(project / "results/tables/hparam_td_vs_ed.csv")
+    assert {"p_ttest", "p_ttest_by", "p_perm", "p_perm_by"} <= set(tests.columns) and len(tests) == 2 * 2 * 3
+    figures = {p.name for p in (project / "results/figures").iterdir()}
+    assert {"hparam-roc-digits_s3.png", "hparam-td-vs-ed.png", "hparam-pvalues.png"} <= figures
+
+
 def test_reruns_are_no_ops(project):
     dry = run(["snakemake", "-n"], project)
     assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -133,13 +156,15 @@ def test_reruns_are_no_ops(project):
 
 
 REPORT_RULES = {"collect_metrics", "collect_models", "paired_tests", "tables", "study_tables",
-                "cost_table"}
+                "hparam_report", "cost_table"}
+HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_search", "hparam_grid", "hparam_attacks",
+                "hparam_bound", "hparam_collect"}
 
 
 @pytest.mark.parametrize(("module", "rerun"), [
     # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
     ("seeding", {"prepare_dataset", "train_shard", "make_queries", "query_signals", "score_attacks",
-                 "scaling_sweep", *REPORT_RULES}),
+                 "scaling_sweep", *HPARAM_RULES, *REPORT_RULES}),
     ("queries/hopskipjump", {"make_queries", "query_signals"}),  # the queries stage's jobs only
     ("models/ensemble", {"train_shard", "make_queries", "query_signals"}),  # queries rebuild models
     ("evaluation/stats", REPORT_RULES),

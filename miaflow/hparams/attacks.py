@@ -116,7 +116,7 @@ def roc_metrics(scores: np.ndarray, is_member: np.ndarray, fpr_levels: Sequence[
     for level in fpr_levels:
         value = tpr_at_fpr(fpr, tpr, level)
         rows.append({"fpr": level, "tpr": value, "tpr_interp": float(np.interp(level, fpr, tpr)),
-                     "tp": int(round(value * positives)), "positives": positives, "auroc": area})
+                     "tp": round(value * positives), "positives": positives, "auroc": area})
     return rows
 
 

@@ -51,7 +51,7 @@ def make_sampler(name: str, seed: int) -> Any:
 def holdout(train_set: np.ndarray, val_ratio: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(first 1 − val_ratio, last val_ratio) of the shuffled split."""
     order = train_set[np.random.default_rng(seed).permutation(len(train_set))]
-    cut = len(order) - int(round(val_ratio * len(order)))
+    cut = len(order) - round(val_ratio * len(order))
     return order[:cut], order[cut:]
 
 

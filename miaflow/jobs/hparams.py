@@ -58,6 +58,20 @@ def _session(threads: int):
     return compute_session({"kind": "torch_lr"}, threads)
 
 
+def hparam_features(*, data: str | Path, features: str | Path, backbone: str, model: str | None,
+                    threads: int) -> None:
+    """A dataset's images through a frozen pretrained backbone, stored as a dataset of features."""
+    from miaflow.compute import torch_device
+    from miaflow.data import Dataset, read_dataset, write_dataset
+    from miaflow.hparams.features import backbone_features
+
+    loaded = read_dataset(data)
+    with _session(threads):
+        embedded = backbone_features(loaded.features, backbone, model, device=torch_device())
+    log.info("%s through %s: features %s", loaded.name, backbone, embedded.shape)
+    write_dataset(features, Dataset(loaded.name, loaded.modality, embedded, loaded.labels, loaded.n_classes))
+
+
 def hparam_splits(*, data: str | Path, splits: str | Path, setting: Mapping[str, Any],
                   n_shadow: int, run: int, seed: int) -> None:
     """One run's universes V and V^e and their M+1 Bernoulli halves."""
@@ -70,14 +84,16 @@ def hparam_splits(*, data: str | Path, splits: str | Path, setting: Mapping[str,
     io.write_parquet(splits, drawn.to_frame())
 
 
-def hparam_noise(*, data: str | Path, noise: str | Path, setting: Mapping[str, Any],
-                 epsilon: float, delta: float, epochs: int, batch_size: Sequence[int]) -> None:
-    """σ for every batches-per-epoch count a head of this setting can have at this ε."""
+def hparam_noise(*, splits: Paths, noise: str | Path, epsilon: float, delta: float, epochs: int,
+                 batch_size: Sequence[int]) -> None:
+    """σ for every batches-per-epoch count a head of this setting can have at this ε: up to the
+    largest split of any run (HPO trials train on less) at the smallest batch size."""
+    from miaflow.hparams.grid import GridSplits
     from miaflow.hparams.privacy import noise_table
 
-    _, _, n_classes = _features(data)
-    largest_split = 2 * setting["shots"] * n_classes  # a split never exceeds its universe
-    io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest_split / batch_size[0])))
+    largest = max(int(members.sum(1).max()) for path in splits
+                  for members in GridSplits.from_frame(pd.read_parquet(path)).members.values())
+    io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
 def hparam_search(*, data: str | Path, splits: str | Path, noise: Paths, trials: str | Path,

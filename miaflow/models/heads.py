@@ -99,22 +99,32 @@ def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
                              for t, r in zip(train_sets, recipes)], device=device)
     n_steps = max(len(s) for s in schedules)
     for step in range(n_steps):
-        batches = [s[step] if step < len(s) else s[0][:0] for s in schedules]
+        # Only heads with steps left compute: heads with large batches finish their epochs first.
         active = np.array([step < len(s) for s in schedules])
+        heads = np.flatnonzero(active)
+        batches = [schedules[k][step] for k in heads]
         width = max(1, max(len(b) for b in batches))
-        rows = torch.zeros((size, width), dtype=torch.int64, device=device)
-        valid = torch.zeros((size, width), dtype=torch.bool, device=device)
-        for k, batch in enumerate(batches):
-            rows[k, :len(batch)], valid[k, :len(batch)] = torch.as_tensor(batch), True
-        grad_w, grad_b = head_gradients(weight, bias, x_all[rows], y_all[rows],
-                                        valid, clip_norms)
-        for k in np.flatnonzero(private & active):
+        rows = np.zeros((len(heads), width), dtype=np.int64)
+        valid = np.zeros((len(heads), width), dtype=bool)
+        for position, batch in enumerate(batches):
+            rows[position, :len(batch)], valid[position, :len(batch)] = batch, True
+        rows_t, index = torch.from_numpy(rows).to(device), torch.from_numpy(heads).to(device)
+        every = len(heads) == size
+        grad_w, grad_b = head_gradients(weight if every else weight[index], bias if every else bias[index],
+                                        x_all[rows_t], y_all[rows_t], torch.from_numpy(valid).to(device),
+                                        clip_norms[index])
+        for position, k in enumerate(heads):
+            if not private[k]:
+                continue
             sigma = recipes[k].noise_multiplier * recipes[k].clip_norm
-            grad_w[k] += sigma * torch.randn(grad_w[k].shape, generator=noise[k], device=device)
-            grad_b[k] += sigma * torch.randn(grad_b[k].shape, generator=noise[k], device=device)
-            grad_w[k] /= expected[k]
-            grad_b[k] /= expected[k]
-        adam.step((grad_w, grad_b), torch.as_tensor(active, device=device))
+            grad_w[position] += sigma * torch.randn(grad_w[position].shape, generator=noise[k], device=device)
+            grad_b[position] += sigma * torch.randn(grad_b[position].shape, generator=noise[k], device=device)
+            grad_w[position] /= expected[k]
+            grad_b[position] /= expected[k]
+        if not every:
+            grad_w = torch.zeros_like(weight).index_copy_(0, index, grad_w)
+            grad_b = torch.zeros_like(bias).index_copy_(0, index, grad_b)
+        adam.step((grad_w, grad_b), torch.from_numpy(active).to(device))
     return weight.cpu().numpy(), bias.cpu().numpy()
 
 

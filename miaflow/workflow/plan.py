@@ -79,8 +79,9 @@ def epsilon_tag(epsilon: float) -> str:
 
 
 def setting_name(setting: Mapping[str, Any]) -> str:
-    """A study setting's name in paths and tables: <dataset>_s<shots>."""
-    return f"{setting['dataset']}_s{setting['shots']}"
+    """A study setting's name in paths and tables: <dataset>_s<shots>[_<backbone>]."""
+    backbone = f"_{setting['backbone']}".replace("-", "_") if setting.get("backbone") else ""
+    return f"{setting['dataset']}_s{setting['shots']}{backbone}"
 
 
 def hparam_settings(config: Mapping[str, Any]) -> list[dict[str, Any]]:
