@@ -13,7 +13,7 @@ The data come from the study's jobs; this module only turns them into tables and
   which the TD-vs-ED tests use as the paper does), `tp`, `positives` and `auroc`;
 * `roc`: each run's pooled ROC on a common log-spaced FPR grid;
 * `selection`: per target model, its hyperparameters and those the attack chose (j*);
-* `bound`: the (ε, 0)-DP upper bound on TPR as a function of FPR.
+* `bound`: the upper bound DP puts on any attack's TPR as a function of FPR (per setting and ε).
 
 Table builders return DataFrames and put their caption in `table.attrs["caption"]`, for
 `miaflow.evaluation.tables.write_table`. Means and standard deviations are over runs, ddof = 1.
