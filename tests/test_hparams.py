@@ -14,7 +14,7 @@ from scipy import integrate, stats
 from miaflow.hparams import attacks, grid, privacy, search, selection
 from miaflow.models.heads import (
     HeadRecipe,
-    _schedules,
+    batch_schedules,
     fit_heads,
     head_gradients,
     head_logits,
@@ -45,7 +45,7 @@ def test_a_head_trains_like_torch_linear_with_adam():
     torch.nn.init.zeros_(model.weight)
     torch.nn.init.zeros_(model.bias)
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
-    for batch in _schedules([train], [recipe], 3, [7])[0]:
+    for batch in batch_schedules([train], [recipe], 3, [7])[0]:
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x[batch])), torch.from_numpy(y[batch]))
         loss.backward()

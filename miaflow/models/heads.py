@@ -50,7 +50,7 @@ def batches_per_epoch(n_train: int, batch_size: int) -> int:
     return max(1, math.ceil(n_train / batch_size))
 
 
-def _schedules(train_sets: Sequence[np.ndarray], recipes: Sequence[HeadRecipe], epochs: int,
+def batch_schedules(train_sets: Sequence[np.ndarray], recipes: Sequence[HeadRecipe], epochs: int,
                seeds: Sequence[int]) -> list[list[np.ndarray]]:
     """Every head's batches (sample indices), in order: shuffled cuts of each epoch without DP,
     Poisson samples with rate 1 / batches_per_epoch with DP."""
@@ -89,7 +89,7 @@ def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
     bias = torch.zeros(size, n_classes, device=device)
     adam = _Adam((weight, bias), [r.lr for r in recipes], device)
 
-    schedules = _schedules(train_sets, recipes, epochs, seeds)
+    schedules = batch_schedules(train_sets, recipes, epochs, seeds)
     noise = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
     private = np.array([r.private for r in recipes])
     clip_norms = torch.tensor([r.clip_norm if r.private else math.nan for r in recipes],
