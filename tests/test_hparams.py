@@ -154,8 +154,7 @@ def test_selection_picks_the_closest_column_and_never_the_targets_own():
     shifts = np.array([0.0, 1.0, 2.0, 3.0, 4.0])  # column j's statistic ~ N(shift_j, 1)
     stats_ = shifts[None, :, None] + rng.normal(size=(size, size, n))
     target = 2.05 + rng.normal(size=n)
-    moments = selection.member_moments(stats_, members)
-    moments = (np.einsum("kjk->kj", moments[0]), np.einsum("kjk->kj", moments[1]))
+    moments = selection.grid_moments(stats_, members)
     everyone = attacks.others(0, size)
     chosen, scores = selection.select(target, moments, members, everyone, [everyone] * len(everyone))
     assert chosen == 2 and np.isinf(scores[0]) and np.isfinite(scores[1:]).all()
@@ -179,8 +178,7 @@ def test_kl_lira_recovers_the_targets_hyperparameters_when_they_are_candidates(d
             columns.append(_phi(head_logits(x[universe], w, b), y[universe]))
         stats_ = np.stack(columns, axis=1)  # (rows, columns, n)
         members = splits.members["td"]
-        moments = selection.member_moments(stats_, members)
-        moments = (np.einsum("kjk->kj", moments[0]), np.einsum("kjk->kj", moments[1]))
+        moments = selection.grid_moments(stats_, members)
         for truth in range(len(etas)):
             target = stats_[0, truth]
             rows = attacks.others(0, size)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from miaflow.attacks.reference import in_out_stats, log_likelihood_ratio
 from miaflow.evaluation.metrics import roc, tpr_at_fpr
-from miaflow.hparams.selection import member_moments, select
+from miaflow.hparams.selection import grid_moments, select
 from miaflow.seeding import rng
 
 ATTACKS = ("lira", "acc-lira", "kl-lira")
@@ -85,8 +85,7 @@ def rotate(stats: np.ndarray, targets: np.ndarray, members: np.ndarray, attack: 
     `members` (M+1, n) membership of D_i.
     """
     size = len(targets)
-    moments = member_moments(stats, members)  # (rows, columns, rows)
-    moments = (np.einsum("kjk->kj", moments[0]), np.einsum("kjk->kj", moments[1]))
+    moments = grid_moments(stats, members) if attack == "kl-lira" else None
     scores, labels, used = [], [], []
     for i in range(size):
         rows = others(i, size)

@@ -47,6 +47,16 @@ def member_moments(values: np.ndarray, members: np.ndarray) -> tuple[np.ndarray,
     return mean, np.maximum(second - mean ** 2, 0.0) + VAR_EPS
 
 
+def grid_moments(stats: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and ddof-0 variance of every grid model (k, j) on the members of its own D_k:
+    (rows, columns) each, from `stats` (rows, columns, n) and `members` (rows, n)."""
+    weights = members.astype(np.float64)
+    counts = np.maximum(weights.sum(-1), 1.0)[:, None]
+    mean = np.einsum("kjn,kn->kj", stats, weights) / counts
+    second = np.einsum("kjn,kn->kj", stats ** 2, weights) / counts
+    return mean, np.maximum(second - mean ** 2, 0.0) + VAR_EPS
+
+
 def select(target: np.ndarray, shadow_moments: tuple[np.ndarray, np.ndarray], members: np.ndarray,
            candidates: np.ndarray, rows: np.ndarray, divergence: str = "kl") -> tuple[int, np.ndarray]:
     """Algorithm 2 for one target: (j*, mean divergence of every grid column).

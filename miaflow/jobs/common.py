@@ -44,13 +44,18 @@ def read_splits(path: str | Path) -> Splits:
 
 @contextmanager
 def compute_session(arch: Mapping[str, Any], threads: int) -> Iterator[None]:
-    """For torch models: hold a free GPU (if any), use the job's threads, stay deterministic.
-
-    Other kinds (LR, CatBoost) run on CPU and never take a GPU slot.
-    """
+    """For torch models: `torch_session`. Other kinds (LR, CatBoost) run on CPU and never take a
+    GPU slot."""
     if not KINDS[arch["kind"]].torch:
         yield
         return
+    with torch_session(threads, compiled=bool(arch.get("compile"))):
+        yield
+
+
+@contextmanager
+def torch_session(threads: int, compiled: bool = False) -> Iterator[None]:
+    """Hold a free GPU (if any), use the job's threads, stay deterministic."""
     from miaflow.compute import gpu_slot, use_deterministic_algorithms
 
     with gpu_slot():
@@ -58,6 +63,6 @@ def compute_session(arch: Mapping[str, Any], threads: int) -> Iterator[None]:
         import torch
 
         torch.set_num_threads(threads)
-        use_deterministic_algorithms(compiled=bool(arch.get("compile")))
+        use_deterministic_algorithms(compiled=compiled)
         torch.backends.cudnn.benchmark = False
         yield

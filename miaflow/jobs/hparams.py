@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
+from miaflow.jobs.common import Paths, torch_session
 from miaflow.workflow.plan import epsilon_tag, setting_name
 
 log = logging.getLogger(__name__)
-Paths = Sequence[str | Path]
 # Stored with each grid model: its recipe, so the DP bound and figures need no other file.
 RECIPE_COLUMNS = ["batch_size", "lr", "clip_norm", "noise_multiplier", "batches_per_epoch"]
 
@@ -52,12 +52,6 @@ def _noise_lookup(noise: Paths):
     return lookup
 
 
-def _session(threads: int):
-    from miaflow.jobs.common import compute_session
-
-    return compute_session({"kind": "torch_lr"}, threads)
-
-
 def hparam_features(*, data: str | Path, features: str | Path, backbone: str, model: str | None,
                     threads: int) -> None:
     """A dataset's images through a frozen pretrained backbone, stored as a dataset of features."""
@@ -66,7 +60,7 @@ def hparam_features(*, data: str | Path, features: str | Path, backbone: str, mo
     from miaflow.hparams.features import backbone_features
 
     loaded = read_dataset(data)
-    with _session(threads):
+    with torch_session(threads):
         embedded = backbone_features(loaded.features, backbone, model, device=torch_device())
     log.info("%s through %s: features %s", loaded.name, backbone, embedded.shape)
     write_dataset(features, Dataset(loaded.name, loaded.modality, embedded, loaded.labels, loaded.n_classes))
@@ -109,7 +103,7 @@ def hparam_search(*, data: str | Path, splits: str | Path, noise: Paths, trials:
     drawn = GridSplits.from_frame(pd.read_parquet(splits))
     keys = [(family, split) for family in FAMILIES for split in range(drawn.n_splits)]
     name, tag = setting_name(setting), epsilon_tag(epsilon)
-    with _session(threads):
+    with torch_session(threads):
         table = tune(features, labels, n_classes,
                      [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
                      {**search, "epochs": epochs},
@@ -142,7 +136,7 @@ def hparam_grid(*, data: str | Path, splits: str | Path, trials: str | Path, noi
     columns = [("grid", j, [best["td"].loc[j]] * size) for j in range(size)]
     columns.append(("ed", -1, [best["ed"].loc[i] for i in range(size)]))
     frames = []
-    with _session(threads):
+    with torch_session(threads):
         device = torch_device()
         for family, column, etas in columns:
             recipes = [_recipe(eta, len(train), noise_for) for eta, train in zip(etas, train_sets)]
