@@ -12,9 +12,10 @@ STAMP := $(VENV)/.installed-$(DEVICE)
 
 setup: $(STAMP)
 
-$(STAMP): envs/requirements.txt envs/torch-$(DEVICE).txt pyproject.toml
+$(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE).txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet -r envs/torch-$(DEVICE).txt -r envs/requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --no-deps -r envs/requirements-nodeps.txt
 	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -72,3 +72,57 @@ def load_breast_cancer(opts: Mapping[str, Any], seed: int, sources: Sources) -> 
     bunch = load_breast_cancer()
     return Dataset("breast_cancer", "tabular", standardise(bunch.data),
                    bunch.target.astype(np.int64), 2)
+
+
+# Word lists of the generated text corpus: common enough for a tiny tokenizer, varied enough that
+# a sentence's combination of fillers is (almost surely) unique, so only training can make a
+# model expect it. Each template is one class.
+_NAMES = ("anna", "ben", "carla", "david", "elena", "farid", "grace", "hugo", "irene", "jonas",
+          "karin", "liam", "maria", "nils", "olga", "pavel", "quinn", "rosa", "sven", "tara",
+          "umar", "vera", "walter", "xenia", "yusuf", "zoe")
+_CITIES = ("berlin", "lisbon", "oslo", "madrid", "vienna", "prague", "dublin", "krakow",
+           "milan", "porto", "riga", "tallinn", "zurich", "lyon", "ghent", "bergen")
+_ITEMS = ("lamps", "chairs", "books", "kettles", "bikes", "tables", "clocks", "radios", "mugs",
+          "boots", "jackets", "tents", "maps", "pens", "plates", "rugs")
+_ADJECTIVES = ("quiet", "bright", "old", "small", "green", "cold", "busy", "tired", "calm",
+               "loud", "warm", "young", "strange", "happy")
+_ANIMALS = ("cat", "dog", "fox", "horse", "owl", "goat", "duck", "mouse", "bear", "crow")
+_PLACES = ("river", "station", "market", "bridge", "church", "harbour", "garden", "school")
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_TEMPLATES = (
+    "{name} from {city} paid {amount} euros for {count} {item} on {month} {day}.",
+    "the {adjective} {animal} of {name} sleeps near the {place} every {weekday}.",
+    "order {code} of {count} {item} was shipped to {name} in {city} on {weekday}.",
+    "on {month} {day} {name} met {other} at the {place} in {city} and bought {item}.",
+)
+
+
+def load_synthetic_text(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
+    """Generated sentences about made-up people, places and orders (class = template).
+
+    The corpus of the default language-model experiment: like personal records in a real training
+    set, each sentence's fillers are a random combination a model can only know by having seen it,
+    so a small model trained on half of them memorises exactly that half.
+    """
+    n_samples = int(opts["n_samples"])
+    generator = rng(seed, "synthetic_text")
+
+    def pick(words: tuple[str, ...]) -> str:
+        return words[generator.integers(len(words))]
+
+    texts, labels = [], generator.integers(len(_TEMPLATES), size=n_samples)
+    for template in labels:
+        letters = "".join(chr(ord("a") + int(i)) for i in generator.integers(26, size=3))
+        sentence = _TEMPLATES[template].format(
+            name=pick(_NAMES).title(), other=pick(_NAMES).title(), city=pick(_CITIES).title(),
+            item=pick(_ITEMS), adjective=pick(_ADJECTIVES), animal=pick(_ANIMALS),
+            place=pick(_PLACES), weekday=pick(_DAYS).title(), month=pick(_MONTHS).title(),
+            day=int(generator.integers(1, 29)), amount=int(generator.integers(5, 500)),
+            count=int(generator.integers(2, 20)),
+            code=f"{letters.upper()}{int(generator.integers(100, 1000))}")
+        texts.append(sentence[0].upper() + sentence[1:])
+    features = np.empty(n_samples, dtype=object)
+    features[:] = texts
+    return Dataset("synthetic_text", "text", features, labels.astype(np.int64), len(_TEMPLATES))

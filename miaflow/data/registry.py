@@ -140,6 +140,10 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "sklearn breast cancer: 569 samples, 30 features, 2 classes "
                 "(UCI Breast Cancer Wisconsin Diagnostic, Street et al. 1993)",
                 embedded.load_breast_cancer, offline=True),
+    DatasetSpec("synthetic_text", "text",
+                "generated sentences about made-up people, places and orders, 4 templates "
+                "(classes), raw text; the corpus of the default language-model experiment",
+                embedded.load_synthetic_text, offline=True, defaults={"n_samples": 2000}),
     DatasetSpec("location30", "tabular",
                 "Location: 5010 Foursquare Bangkok check-in profiles, 446 binary features, "
                 "30 classes (Shokri et al., S&P 2017; privacytrustlab/datasets)",
