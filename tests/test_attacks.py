@@ -58,8 +58,10 @@ def test_registry_entries_are_documented():
         assert attack.needs <= {"reference", "population"}, name
 
 
-# Query attacks read artifacts of their own jobs (queries, surrogates, ...): tests/test_query*.py.
-@pytest.mark.parametrize("name", sorted(n for n, a in ATTACKS.items() if a.family != "query"))
+# Query attacks read artifacts of their own jobs (queries, surrogates, ...): tests/test_query*.py;
+# language-model attacks read token statistics: tests/test_llm.py.
+@pytest.mark.parametrize("name", sorted(n for n, a in ATTACKS.items()
+                                        if a.family not in ("query", "llm")))
 def test_every_attack_detects_members_of_a_memorising_target(toy, name):
     inputs, is_member = toy
     scores = run_attack(name, inputs)

@@ -6,6 +6,7 @@ its score function; `run_attack` runs one on `AttackInputs` (signals only, highe
 
 from miaflow.attacks import (  # noqa: F401  (importing registers the attacks)
     learning,
+    llm,
     metric,
     query,
     reference,

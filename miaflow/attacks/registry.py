@@ -1,7 +1,8 @@
 """The attack registry: what an attack reads (`AttackInputs`), how it is registered and run.
 
 An attack is a function from `AttackInputs` (signals of the target and of reference/population
-models, never the models themselves) to one score per evaluated sample, **higher = more likely a
+models, never the models themselves; `miaflow.attacks.llm.LLMInputs`, cached token statistics,
+for the language-model family "llm") to one score per evaluated sample, **higher = more likely a
 member** (docs/algorithms.md#score-direction). Attacks register themselves with `register`; the workflow runs them
 by name through `run_attack`, which checks their needs and sanitises their scores.
 """
@@ -23,7 +24,7 @@ from miaflow.splits import Splits
 log = logging.getLogger("miaflow.attacks")
 
 NEEDS = frozenset({"reference", "population"})
-FAMILIES = ("metric", "learning", "model", "query", "lira", "song-mittal")
+FAMILIES = ("metric", "learning", "model", "query", "lira", "song-mittal", "llm")
 # Artifacts of the queries stage an attack may read beside the signal store (`Attack.reads`).
 ARTIFACTS = (QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES)
 
@@ -108,9 +109,8 @@ def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
     For a `subset` attack NaN means "not evaluated" and stays NaN.
     """
     attack = ATTACKS[name]
-    n_models = {"reference": inputs.reference_keep.shape[0],
-                "population": inputs.population_keep.shape[0]}
-    missing = sorted(need for need in attack.needs if n_models[need] == 0)
+    missing = sorted(need for need in attack.needs
+                     if getattr(inputs, f"{need}_keep").shape[0] == 0)
     if missing:
         lacking = ", ".join(f"no {need} models" for need in missing)
         raise ValueError(f"attack {name!r} cannot run: its inputs have {lacking}")

@@ -1,0 +1,1 @@
+"""Attacks on language models: corpora, models, token statistics, scores."""

@@ -1,0 +1,88 @@
+"""Which texts each language model trains on and which texts the attacks score.
+
+Two ways to know membership (docs/algorithms.md#language-model-attacks):
+
+- **trained** (targets trained or fine-tuned in the workflow): a fixed `reference` share of the
+  corpus trains the reference model; for every repeat the rest is split in two random halves,
+  the target trains on one (`train`, the members) and the other holds the non-members. The
+  scored set (`eval`) draws `n_eval / 2` texts from each half, and ReCaLL's prefix (`shot`) takes
+  further non-members that are not scored.
+- **labels** (a pretrained target and a corpus whose labels are membership, e.g. WikiMIA,
+  label 1 = member): each repeat draws a balanced `eval` set and `shot` non-members outside it.
+
+The table has one row per (repeat, text, set), repeat -1 for the reference rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from miaflow.seeding import rng
+
+SETS = ("train", "eval", "shot", "reference")
+COLUMNS = ["repeat", "sample_id", "set", "is_member", "position"]
+
+
+def _rows(repeat: int, ids: np.ndarray, name: str, member: np.ndarray | bool) -> pd.DataFrame:
+    return pd.DataFrame({"repeat": repeat, "sample_id": ids.astype(np.int64), "set": name,
+                         "is_member": np.broadcast_to(member, ids.shape).astype(bool),
+                         "position": np.arange(ids.size, dtype=np.int64)})
+
+
+def _eval_and_shots(repeat: int, members: np.ndarray, non_members: np.ndarray, n_eval: int,
+                    n_shots: int) -> list[pd.DataFrame]:
+    half = n_eval // 2
+    if members.size < half or non_members.size < half + n_shots:
+        raise ValueError(f"n_eval = {n_eval} and n_shots = {n_shots} need {half} members and "
+                         f"{half + n_shots} non-members, the corpus has {members.size} and "
+                         f"{non_members.size}")
+    scored = np.concatenate([members[:half], non_members[:half]])
+    member = np.arange(scored.size) < half
+    order = np.argsort(scored, kind="stable")  # scored texts in sample order, for readable files
+    return [_rows(repeat, scored[order], "eval", member[order]),
+            _rows(repeat, non_members[half:half + n_shots], "shot", False)]
+
+
+def draw_splits(n_texts: int, *, repeats: int, n_eval: int, n_shots: int, reference_ratio: float,
+                seed: int, membership_labels: np.ndarray | None = None,
+                subset: int | None = None) -> pd.DataFrame:
+    """The split table of one language-model experiment (see the module docstring).
+
+    `membership_labels` (1 = member) switches to the labels mode; otherwise membership is drawn.
+    `subset` uses only that many texts of the corpus (a seeded draw), to bound training cost.
+    """
+    frames: list[pd.DataFrame] = []
+    corpus = np.arange(n_texts)
+    if subset is not None and subset < n_texts:
+        corpus = np.sort(rng(seed, "llm", "subset").permutation(n_texts)[:subset])
+    if membership_labels is not None:
+        labels = np.asarray(membership_labels)[corpus]
+        for repeat in range(repeats):
+            generator = rng(seed, "llm", "eval", repeat)
+            members = generator.permutation(corpus[labels == 1])
+            non_members = generator.permutation(corpus[labels == 0])
+            frames += _eval_and_shots(repeat, members, non_members, n_eval, n_shots)
+        return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+    order = rng(seed, "llm", "reference").permutation(corpus)
+    n_reference = int(round(reference_ratio * corpus.size))
+    frames.append(_rows(-1, np.sort(order[:n_reference]), "reference", False))
+    pool = np.sort(order[n_reference:])
+    for repeat in range(repeats):
+        shuffled = rng(seed, "llm", "members", repeat).permutation(pool)
+        members, non_members = np.split(shuffled, [shuffled.size // 2])
+        frames.append(_rows(repeat, np.sort(members), "train", True))
+        frames += _eval_and_shots(repeat, members, non_members, n_eval, n_shots)
+    return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+def select(splits: pd.DataFrame, repeat: int, name: str) -> pd.DataFrame:
+    """Rows of one set of one repeat, in their stored order (shots oldest first)."""
+    rows = splits[(splits["repeat"] == repeat) & (splits["set"] == name)]
+    return rows.sort_values("position").reset_index(drop=True)
+
+
+def scored_texts(splits: pd.DataFrame) -> np.ndarray:
+    """Sample ids scored in any repeat, sorted: the texts models shared across repeats score."""
+    return np.unique(splits.loc[splits["set"] == "eval", "sample_id"].to_numpy())

@@ -1,0 +1,227 @@
+"""Token statistics of a causal LM, computed once per (model, text set) and cached as Parquet.
+
+For a text tokenised as x_1..x_T (the tokenizer's default special tokens), ℓ_t = log p(x_t | x_<t)
+for t = 2..T, and from the full-vocabulary log-softmax in fp32 the mean μ_t and variance σ_t² of
+log p_t(v) under p_t (docs/algorithms.md#token-statistics). Every score of the language-model
+attacks is a cheap function of these arrays, so no attack reruns the model.
+
+Texts longer than the context are truncated, or with a `stride` scored by sliding windows in
+which each token is scored once, with as much context as the window allows (MIMIR's scheme).
+A *segment* is token ids plus the index of the first scored token: one text, one window, or a
+prefix followed by a target (ReCaLL, the pairwise matrix of EM-MIA), where only target tokens
+2..T are scored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+Segment = tuple[Sequence[int], int]  # token ids, index of the first scored token (>= 1)
+HEAD_CHUNK = 1024  # scored positions per LM-head call: bounds the (positions, vocabulary) block
+
+
+@dataclass(frozen=True)
+class TokenStats:
+    """Per-text arrays of one model on one text set (the `tokens` Parquet files)."""
+
+    sample_ids: np.ndarray
+    logprobs: list[np.ndarray]
+    means: list[np.ndarray]
+    variances: list[np.ndarray]
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> TokenStats:
+        columns = table.to_pydict()
+        arrays = {name: [np.asarray(v, dtype=np.float64) for v in columns[name]]
+                  for name in ("logprob", "mean", "variance")}
+        return cls(np.asarray(columns["sample_id"], dtype=np.int64), arrays["logprob"],
+                   arrays["mean"], arrays["variance"])
+
+    def select(self, sample_ids: np.ndarray) -> TokenStats:
+        """The rows of `sample_ids`, in that order."""
+        index = {int(s): i for i, s in enumerate(self.sample_ids)}
+        rows = [index[int(s)] for s in sample_ids]
+        return TokenStats(np.asarray(sample_ids, dtype=np.int64),
+                          [self.logprobs[i] for i in rows], [self.means[i] for i in rows],
+                          [self.variances[i] for i in rows])
+
+
+def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> list[Segment]:
+    """A text's segments: its first `max_length` tokens, or sliding windows advancing by
+    `stride` whose new tokens are scored (each token once; the first never)."""
+    if len(ids) <= max_length or not stride:
+        return [(list(ids[:max_length]), 1)]
+    segments, scored_up_to, start = [], 1, 0
+    while scored_up_to < len(ids):
+        end = min(start + max_length, len(ids))
+        segments.append((list(ids[start:end]), scored_up_to - start))
+        scored_up_to, start = end, start + stride
+        if end == len(ids):
+            break
+    return segments
+
+
+def _batches(lengths: Sequence[int], max_tokens: int) -> Iterator[np.ndarray]:
+    """Segment indices grouped longest first so a batch's padded size stays within max_tokens."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    batch: list[int] = []
+    for index in order:
+        if batch and (len(batch) + 1) * lengths[batch[0]] > max_tokens:
+            yield np.asarray(batch)
+            batch = []
+        batch.append(int(index))
+    if batch:
+        yield np.asarray(batch)
+
+
+def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool,
+                   max_tokens: int = 4096, pad_id: int = 0
+                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(ℓ, μ, σ²) of the scored tokens of each segment (μ, σ² empty without `vocab_stats`).
+
+    Padded batches of similar length; the LM head runs only on the positions that predict a
+    scored token, in float32.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    body, head = model.base_model, model.get_output_embeddings()
+    lengths = [len(ids) for ids, _ in segments]
+    results: list[Any] = [None] * len(segments)
+    with torch.no_grad():
+        for batch in _batches(lengths, max_tokens):
+            width = max(lengths[i] for i in batch)
+            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            predicts = torch.zeros((len(batch), width), dtype=torch.bool)  # position → next token
+            for row, index in enumerate(batch):
+                tokens, first = segments[index]
+                ids[row, :len(tokens)] = torch.as_tensor(tokens)
+                attention[row, :len(tokens)] = 1
+                predicts[row, first - 1:len(tokens) - 1] = True
+            hidden = body(input_ids=ids.to(device), attention_mask=attention.to(device))[0]
+            targets = ids[:, 1:][predicts[:, :-1]].to(device)
+            positions = hidden[predicts.to(device)]
+            logprob, mean, variance = [], [], []
+            for start in range(0, positions.shape[0], HEAD_CHUNK):
+                logits = head(positions[start:start + HEAD_CHUNK]).float()
+                logp = torch.log_softmax(logits, dim=-1)
+                chunk_targets = targets[start:start + HEAD_CHUNK, None]
+                logprob.append(logp.gather(1, chunk_targets)[:, 0])
+                if vocab_stats:
+                    p = logp.exp()
+                    mu = (p * logp).sum(-1)
+                    mean.append(mu)
+                    variance.append((p * (logp - mu[:, None]).square()).sum(-1))  # no cancellation
+            counts = predicts.sum(1).tolist()
+            splits = np.cumsum(counts)[:-1]
+            as_numpy = [np.split(torch.cat(part).double().cpu().numpy(), splits) if part
+                        else [np.empty(0)] * len(batch) for part in (logprob, mean, variance)]
+            for row, index in enumerate(batch):
+                results[index] = tuple(values[row] for values in as_numpy)
+    return results
+
+
+def _encode(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    return [list(ids) for ids in tokenizer(list(texts))["input_ids"]]
+
+
+def token_statistics(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int,
+                     stride: int | None = None, vocab_stats: bool = True,
+                     max_tokens: int = 4096) -> list[tuple[list[int], np.ndarray, np.ndarray,
+                                                           np.ndarray]]:
+    """Per text: its token ids and ℓ, μ, σ² of tokens 2..T (windows joined back in order)."""
+    encoded = _encode(tokenizer, texts)
+    segments, owner = [], []
+    for text_index, ids in enumerate(encoded):
+        for segment in text_segments(ids, max_length, stride):
+            segments.append(segment)
+            owner.append(text_index)
+    scored = score_segments(model, segments, vocab_stats=vocab_stats, max_tokens=max_tokens,
+                            pad_id=tokenizer.pad_token_id or 0)
+    parts: list[list[tuple[np.ndarray, ...]]] = [[] for _ in texts]
+    for text_index, values in zip(owner, scored):
+        parts[text_index].append(values)
+    return [(ids[:max_length] if not stride else ids,
+             *(np.concatenate([p[k] for p in part]) for k in range(3)))
+            for ids, part in zip(encoded, parts)]
+
+
+def statistics_table(sample_ids: Sequence[int], statistics: Sequence[tuple], key: dict[str, Any]
+                     ) -> pa.Table:
+    """The `tokens` Parquet table; `key` (model, tokenizer, dtype, truncation, stride) goes into
+    every row and the schema metadata, so a cached file says what produced it."""
+    columns = {
+        "sample_id": pa.array(np.asarray(sample_ids, dtype=np.int64)),
+        "token_ids": pa.array([list(map(int, s[0])) for s in statistics], pa.list_(pa.int32())),
+        "logprob": pa.array([s[1] for s in statistics], pa.list_(pa.float32())),
+        "mean": pa.array([s[2] for s in statistics], pa.list_(pa.float32())),
+        "variance": pa.array([s[3] for s in statistics], pa.list_(pa.float32())),
+    }
+    table = pa.table(columns)
+    for name, value in key.items():
+        table = table.append_column(name, pa.array([str(value)] * len(table), pa.string()))
+    return table.replace_schema_metadata({f"miaflow.{k}": str(v) for k, v in key.items()})
+
+
+def prefix_ids(tokenizer: Any, shots: Sequence[str], separator: str, target_length: int,
+               context: int) -> list[int]:
+    """ReCaLL's prefix: the most recent shots that fit before a target of `target_length` tokens
+    in `context` (oldest dropped first), each followed by the separator; empty if none fits."""
+    from miaflow.llm.scores import recall_prefix
+
+    shot_ids = _encode(tokenizer, shots)
+    separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"] if separator else []
+    kept = recall_prefix([len(ids) for ids in shot_ids], len(separator_ids), target_length,
+                         context)
+    if kept == 0 and shots:
+        log.warning("ReCaLL: no shot fits before a %d-token target in a %d-token context; "
+                    "that target gets an empty prefix", target_length, context)
+    return [t for ids in shot_ids[len(shot_ids) - kept:] for t in (*ids, *separator_ids)]
+
+
+def conditional_log_likelihood(model: Any, tokenizer: Any, prefixes: Sequence[Sequence[int]],
+                               targets: Sequence[Sequence[int]], *, context: int,
+                               max_tokens: int = 4096) -> np.ndarray:
+    """LL(x ; P): mean ℓ of target tokens 2..T when each target follows its prefix's tokens
+    (the same token set as the unconditional LL). A prefix too long for the context loses its
+    oldest tokens; a target longer than the context is truncated first."""
+    segments = []
+    for prefix, target in zip(prefixes, targets):
+        target = list(target[:context])
+        prefix = list(prefix)[max(0, len(prefix) + len(target) - context):]
+        segments.append((prefix + target, len(prefix) + 1))
+    scored = score_segments(model, segments, vocab_stats=False, max_tokens=max_tokens,
+                            pad_id=tokenizer.pad_token_id or 0)
+    return np.array([values[0].mean() if values[0].size else np.nan for values in scored])
+
+
+def recall_conditional(model: Any, tokenizer: Any, texts: Sequence[str], shots: Sequence[str],
+                       *, separator: str, context: int, max_tokens: int = 4096) -> np.ndarray:
+    """LL(x ; P) of every text given the non-member shots' prefix (overflow rule per text)."""
+    targets = _encode(tokenizer, texts)
+    prefixes = [prefix_ids(tokenizer, shots, separator, min(len(t), context), context)
+                for t in targets]
+    return conditional_log_likelihood(model, tokenizer, prefixes, targets, context=context,
+                                      max_tokens=max_tokens)
+
+
+def pair_rows(model: Any, tokenizer: Any, texts: Sequence[str], prefix_rows: Sequence[int], *,
+              separator: str, context: int, max_tokens: int = 4096) -> np.ndarray:
+    """Rows `prefix_rows` of the N × N matrix of LL(x ; p): text p as a one-shot prefix
+    (followed by the separator) of every text x, the diagonal included."""
+    encoded = _encode(tokenizer, texts)
+    separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"] if separator else []
+    prefixes = [encoded[p] + separator_ids for p in prefix_rows for _ in encoded]
+    targets = [x for _ in prefix_rows for x in encoded]
+    values = conditional_log_likelihood(model, tokenizer, prefixes, targets, context=context,
+                                        max_tokens=max_tokens)
+    return values.reshape(len(prefix_rows), len(encoded))

@@ -1,0 +1,204 @@
+"""Language-model attacks: token statistics against transformers, ReCaLL's prefix rule, the
+split table, neighbours, and the direction of every score on a model that memorised its members."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from miaflow.attacks import run_attack
+from miaflow.attacks.llm import LLM_ATTACKS, LLMInputs
+from miaflow.data import load_dataset
+from miaflow.llm import corpus, models, neighbors, tokens
+from miaflow.llm.tokens import TokenStats
+
+RECIPE = {"kind": "scratch", "layers": 2, "width": 64, "heads": 2, "context": 64,
+          "vocab_size": 400, "epochs": 40, "lr": 3e-3, "weight_decay": 0.0, "batch_size": 8,
+          "block_size": 32}
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    generated = load_dataset("synthetic_text", {"n_samples": 64}, 7).features
+    return [t[0].upper() + t[1:] for t in generated]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory, texts):
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    path.write_text(models.train_tokenizer(texts, RECIPE["vocab_size"]))
+    return models.load_tokenizer(path)
+
+
+@pytest.fixture(scope="module")
+def untrained(tokenizer):
+    return models.build_scratch(RECIPE, tokenizer, seed=3).eval()
+
+
+@pytest.fixture(scope="module")
+def memorised(tokenizer, texts):
+    """A tiny GPT-2 trained to memorise texts 0..15 (members); 16..31 are non-members."""
+    torch.set_num_threads(1)
+    model = models.build_scratch(RECIPE, tokenizer, seed=1)
+    models.train(model, tokenizer, texts[:16], RECIPE, seed=1)
+    return model
+
+
+def stats(model, tokenizer, texts, **options) -> TokenStats:
+    computed = tokens.token_statistics(model, tokenizer, texts, max_length=64, **options)
+    return TokenStats(np.arange(len(texts)), *[[s[k] for s in computed] for k in (1, 2, 3)])
+
+
+def test_token_logprobs_equal_the_transformers_loss_and_vocabulary_statistics(untrained,
+                                                                             tokenizer, texts):
+    [(ids, logprob, mean, variance)] = tokens.token_statistics(untrained, tokenizer, texts[:1],
+                                                               max_length=64)
+    batch = torch.tensor([ids])
+    with torch.no_grad():
+        output = untrained(input_ids=batch, labels=batch)
+    assert logprob.size == len(ids) - 1  # the first token is never scored
+    assert -logprob.mean() == pytest.approx(float(output.loss), abs=1e-5)
+    logp = torch.log_softmax(output.logits[0, :-1].double(), -1)
+    expected_mean = (logp.exp() * logp).sum(-1)
+    expected_var = (logp.exp() * logp.square()).sum(-1) - expected_mean.square()
+    np.testing.assert_allclose(mean, expected_mean.numpy(), atol=1e-5)
+    np.testing.assert_allclose(variance, expected_var.numpy(), atol=1e-5)
+
+
+def test_batching_does_not_change_statistics(untrained, tokenizer, texts):
+    one_by_one = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
+                                         max_tokens=64)
+    together = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
+                                       max_tokens=4096)
+    for a, b in zip(one_by_one, together):
+        np.testing.assert_allclose(a[1], b[1], atol=1e-5)
+
+
+def test_sliding_windows_score_every_token_once_and_truncation_keeps_the_head(untrained,
+                                                                             tokenizer, texts):
+    long_text = " ".join(texts[:4])
+    n_tokens = len(tokenizer(long_text)["input_ids"])
+    assert n_tokens > 40
+    [(_, windowed, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
+                                                    max_length=24, stride=12)
+    [(ids, truncated, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
+                                                       max_length=24)
+    assert windowed.size == n_tokens - 1 and truncated.size == 23 and len(ids) == 24
+    np.testing.assert_allclose(windowed[:23], truncated, atol=1e-5)  # first window = truncation
+    segments = tokens.text_segments(list(range(50)), max_length=20, stride=10)
+    scored = [i for ids_, first in segments for i in ids_[first:]]
+    assert scored == list(range(1, 50))
+
+
+def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(untrained, tokenizer,
+                                                                          texts):
+    target = tokenizer(texts[0])["input_ids"]
+    [plain] = tokens.conditional_log_likelihood(untrained, tokenizer, [[]], [target], context=64)
+    [(_, logprob, _, _)] = tokens.token_statistics(untrained, tokenizer, texts[:1], max_length=64)
+    assert plain == pytest.approx(logprob.mean(), abs=1e-6)  # empty prefix: the unconditional LL
+    rows = tokens.pair_rows(untrained, tokenizer, texts[:4], [1, 3], separator=" ", context=64)
+    separator = tokenizer(" ", add_special_tokens=False)["input_ids"]
+    prefix = tokenizer(texts[3])["input_ids"] + separator
+    [direct] = tokens.conditional_log_likelihood(untrained, tokenizer, [prefix],
+                                                 [tokenizer(texts[2])["input_ids"]], context=64)
+    assert rows.shape == (2, 4) and rows[1, 2] == pytest.approx(direct, abs=1e-6)
+
+
+def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer, texts, caplog):
+    shots = texts[:3]
+    lengths = [len(tokenizer(s)["input_ids"]) for s in shots]
+    separator = tokenizer(" ", add_special_tokens=False)["input_ids"]
+    everything = tokens.prefix_ids(tokenizer, shots, " ", 5, context=1000)
+    assert len(everything) == sum(lengths) + 3 * len(separator)
+    room = lengths[1] + lengths[2] + 2 * len(separator) + 5
+    newest_two = tokens.prefix_ids(tokenizer, shots, " ", 5, context=room)
+    assert newest_two == everything[lengths[0] + len(separator):]
+    with caplog.at_level(logging.WARNING):
+        assert tokens.prefix_ids(tokenizer, shots, " ", 5, context=6) == []
+    assert "empty prefix" in caplog.text
+
+
+def test_split_table_draws_disjoint_balanced_sets():
+    table = corpus.draw_splits(200, repeats=2, n_eval=20, n_shots=4, reference_ratio=0.25, seed=1)
+    reference = set(corpus.select(table, -1, "reference")["sample_id"])
+    assert len(reference) == 50
+    for repeat in (0, 1):
+        train = set(corpus.select(table, repeat, "train")["sample_id"])
+        scored = corpus.select(table, repeat, "eval")
+        shots = set(corpus.select(table, repeat, "shot")["sample_id"])
+        assert len(train) == 75 and not train & reference and not shots & train
+        assert scored["is_member"].sum() == 10 and len(scored) == 20
+        assert set(scored.loc[scored["is_member"], "sample_id"]) <= train
+        assert not set(scored.loc[~scored["is_member"], "sample_id"]) & train
+        assert len(shots) == 4 and not shots & set(scored["sample_id"])
+    labels = np.array([1, 0] * 50)
+    by_label = corpus.draw_splits(100, repeats=1, n_eval=10, n_shots=3, reference_ratio=0.5,
+                                  seed=1, membership_labels=labels, subset=60)
+    scored = corpus.select(by_label, 0, "eval")
+    assert (labels[scored["sample_id"]] == scored["is_member"]).all()
+    assert (labels[corpus.select(by_label, 0, "shot")["sample_id"]] == 0).all()
+    with pytest.raises(ValueError, match="non-members"):
+        corpus.draw_splits(20, repeats=1, n_eval=8, n_shots=4, reference_ratio=0.5, seed=1)
+
+
+def test_word_swap_neighbours_are_seeded_per_text(texts):
+    first = neighbors.word_swap(texts[:3], [0, 1, 2], texts[10:], n_neighbors=4, fraction=0.2,
+                                seed=5)
+    again = neighbors.word_swap(texts[2:3], [2], texts[10:], n_neighbors=4, fraction=0.2, seed=5)
+    assert again[0] == first[2]  # a text's neighbours do not depend on the others
+    for text, own in zip(texts[:3], first):
+        assert len(own) == 4
+        for neighbour in own:
+            changed = sum(a != b for a, b in zip(text.split(), neighbour.split()))
+            assert len(neighbour.split()) == len(text.split()) and changed >= 1
+
+
+def test_every_label_free_score_ranks_memorised_members_higher(memorised, untrained, tokenizer,
+                                                               texts):
+    scored = texts[:32]
+    member = np.arange(32) < 16
+    separator = " "
+    conditional = tokens.recall_conditional(memorised, tokenizer, scored, texts[40:44],
+                                            separator=separator, context=64)
+    own = neighbors.word_swap(scored, range(32), texts[32:], n_neighbors=4, fraction=0.3, seed=2)
+    flat = [n for group in own for n in group]
+    neighbour_ll = np.array([s[1].mean() for s in tokens.token_statistics(
+        memorised, tokenizer, flat, max_length=64)]).reshape(32, 4)
+    inputs = LLMInputs(
+        texts=scored, target=stats(memorised, tokenizer, scored), is_member=member,
+        reference=stats(untrained, tokenizer, scored),
+        lowercase=stats(memorised, tokenizer, [t.lower() for t in scored]),
+        neighbors=neighbour_ll, recall=conditional,
+        pairs=tokens.pair_rows(memorised, tokenizer, scored, range(32), separator=separator,
+                               context=64))
+    for name in ("llm-loss", "llm-zlib", "llm-lowercase", "llm-mink", "llm-minkpp", "llm-ref",
+                 "llm-neighbor", "llm-mink-k50", "llm-minkpp-k50"):
+        auroc = roc_auc_score(member, run_attack(name, inputs))
+        assert auroc > 0.8, f"{name}: AUROC {auroc:.2f} on a model that memorised its members"
+    for name, attack in LLM_ATTACKS.items():  # the rest run and give one finite score per text
+        assert np.isfinite(run_attack(name, inputs)).all() and attack.knowledge in (
+            "none", "shots", "oracle")
+
+
+def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
+    sweep = ["llm-mink-k10", "llm-mink-k30", "llm-mink-k40", "llm-mink-k50", "llm-mink-k60",
+             "llm-mink-k70", "llm-mink-k80", "llm-mink-k90", "llm-mink-k100", "llm-minkpp-k10",
+             "llm-minkpp-k30", "llm-minkpp-k40", "llm-minkpp-k50", "llm-minkpp-k60",
+             "llm-minkpp-k70", "llm-minkpp-k80", "llm-minkpp-k90", "llm-minkpp-k100"]
+    em = ["em-mia-loss-auroc", "em-mia-loss-kendall", "em-mia-loss-rankdist", "em-mia-ref-auroc",
+          "em-mia-ref-kendall", "em-mia-ref-rankdist", "em-mia-zlib-auroc", "em-mia-zlib-kendall",
+          "em-mia-zlib-rankdist", "em-mia-mink-auroc", "em-mia-mink-kendall",
+          "em-mia-mink-rankdist", "em-mia-minkpp-auroc", "em-mia-minkpp-kendall",
+          "em-mia-minkpp-rankdist"]
+    named = {"llm-loss": "none", "llm-zlib": "none", "llm-lowercase": "none", "llm-mink": "none",
+             "llm-minkpp": "none", "llm-ref": "none", "llm-neighbor": "none",
+             "llm-recall": "shots", "llm-recall-avg": "none", "llm-recall-avgp": "none",
+             "em-mia": "none", "llm-recall-toppref": "oracle", "llm-recall-randm": "oracle",
+             "llm-recall-randnm": "oracle", **dict.fromkeys(sweep + em, "none")}
+    assert {name: attack.knowledge for name, attack in LLM_ATTACKS.items()} == named
+    assert "reference" in LLM_ATTACKS["em-mia-ref-kendall"].reads
+    assert LLM_ATTACKS["llm-recall"].reads == ("recall",)
