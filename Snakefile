@@ -1,6 +1,6 @@
 """miaflow: a reproducible membership-inference benchmark.
 
-Six stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py)
+Seven stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py)
 and one results folder (results/<stage>/):
 
   prepare   datasets in canonical order and their membership matrices
@@ -8,6 +8,7 @@ and one results folder (results/<stage>/):
   queries   what query attacks read beside those outputs (query sets, surrogates, canaries, ...)
   evaluate  every attack's membership scores, their metrics and ROC curves
   hparams   the hyperparameter study: MIA-Grid, HPO, LiRA / ACC-LiRA / KL-LiRA, DP, TD vs ED
+  llm       attacks on language models: targets trained here or pretrained, Loss ... EM-MIA
   report    the metrics contract (results/metrics.parquet), tests, tables and figures
 
 params.yaml is the config; it is validated here, before any job starts. Logic lives in the
@@ -39,6 +40,12 @@ wildcard_constraints:
     epsilon=r"inf|\d+(\.\d+)?",
     run=r"\d+",
     backbone="[a-z0-9-]+",
+    lm="[a-z0-9_]+",
+    model=r"target-\d+|reference",
+    text_set="eval|lowercase|neighbors",
+    recipe="[a-z0-9_]+",
+    packaged="[a-z0-9-]+",
+    repeat=r"\d+",
 
 
 include: "rules/common.smk"
@@ -47,6 +54,7 @@ include: "rules/train.smk"
 include: "rules/queries.smk"
 include: "rules/evaluate.smk"
 include: "rules/hparams.smk"
+include: "rules/llm.smk"
 include: "rules/report.smk"
 
 

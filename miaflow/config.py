@@ -122,11 +122,50 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
                 problems.append(f"attacks[{i}]: {attack!r} needs {need} models, "
                                 f"but splits.n_{need} is 0")
     problems += _study_problems(config["hparam_study"])
+    problems += _llm_problems(config)
     known = metric_names(config["metrics"]["fpr_levels"])
     for i, metric in enumerate(config["stats"]["metrics"]):
         if metric not in known:
             problems.append(f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
                             f"(known with metrics.fpr_levels: {', '.join(known)})")
+    return problems
+
+
+def _llm_problems(config: Mapping[str, Any]) -> list[str]:
+    """Language-model experiments name known recipes, raw-text corpora, and a pretrained target
+    only on a corpus whose labels are membership."""
+    from miaflow.data import DATASETS, dataset_options
+    from miaflow.workflow.plan import MEMBERSHIP_CORPORA, llm_experiments
+
+    llm, problems = config["llm"], []
+    for name, recipe in llm["models"].items():
+        if recipe["kind"] == "scratch" and recipe["width"] % recipe["heads"]:
+            problems.append(f"llm.models.{name}: width {recipe['width']} is not a multiple of "
+                            f"heads {recipe['heads']}")
+    seen = set()
+    for i, experiment in enumerate(llm_experiments(config)):
+        where, dataset = f"llm.experiments[{i}]", experiment["dataset"]
+        for role in ("target", "reference"):
+            if experiment[f"{role}_recipe"] is None:
+                problems.append(f"{where}.{role}: {experiment[role]!r} is not in llm.models "
+                                f"(known: {', '.join(sorted(llm['models'])) or 'none'})")
+        if (dataset, experiment["label"]) in seen:
+            problems.append(f"{where}: target {experiment['target']!r} appears twice on {dataset}")
+        seen.add((dataset, experiment["label"]))
+        if dataset not in DATASETS:
+            continue
+        options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
+        if DATASETS[dataset].modality != "text" or options.get("representation", "text") != "text":
+            problems.append(f"{where}.dataset: {dataset!r} is not raw text; language models need "
+                            f"a text dataset with datasets.{dataset}.representation: text")
+        target = experiment["target_recipe"]
+        if target and target["kind"] == "pretrained" and dataset not in MEMBERSHIP_CORPORA:
+            problems.append(f"{where}.target: a pretrained target's members are unknown on "
+                            f"{dataset!r}; use a corpus whose labels are membership "
+                            f"({', '.join(MEMBERSHIP_CORPORA)}) or a scratch/finetune recipe")
+        if llm["pair_shards"] > experiment["n_eval"]:
+            problems.append(f"llm.pair_shards: {llm['pair_shards']} is more than {where}'s n_eval "
+                            f"{experiment['n_eval']} (one prefix row at least per shard)")
     return problems
 
 

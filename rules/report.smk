@@ -8,7 +8,7 @@ RISK_REPORT = "sm-risk" in config["attacks"]
 rule collect_metrics:
     """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
     input:
-        experiment_metrics=per_experiment(EXPERIMENT_METRICS),
+        experiment_metrics=per_experiment(EXPERIMENT_METRICS) + per_llm_experiment(LLM_METRICS),
         code=code("report"),
     output:
         metrics=METRICS,
@@ -183,11 +183,33 @@ rule hparam_report:
         "../scripts/hparam_report.py"
 
 
+rule llm_report:
+    """Language-model attacks: EM-MIA's table shape (AUROC, TPR at 1% and 5% FPR; label-using
+    attacks marked), the Min-K% k sweep, EM-MIA's per-iteration AUROC (diagnostic, uses labels)."""
+    input:
+        metrics=per_llm_experiment(LLM_METRICS),
+        iterates=per_llm_experiment(LLM_ITERATES),
+        code=code("report"),
+    output:
+        llm_table=multiext("results/tables/llm", *TABLE_FORMATS),
+        mink_sweep_table=multiext("results/tables/llm_mink_sweep", *TABLE_FORMATS),
+        em_figure="results/figures/llm-em-iterations.png",
+        mink_figure="results/figures/llm-mink-sweep.png",
+    conda:
+        SOFTWARE
+    log:
+        "results/report/logs/llm_report.log",
+    benchmark:
+        "results/report/benchmarks/llm_report/all.tsv"
+    script:
+        "../scripts/llm_report.py"
+
+
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
         benchmarks=lambda w: benchmarks_of(stage_targets("prepare", "train", "queries", "evaluate",
-                                                         "hparams", "report")),
+                                                         "hparams", "llm", "report")),
         code=code("report"),
     output:
         cost=multiext("results/tables/cost", *TABLE_FORMATS),
@@ -210,5 +232,6 @@ rule report:
         rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
         rules.risk_score_report.output if RISK_REPORT else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
+        rules.llm_report.output if LLM_EXPERIMENTS else [],
         rules.cost_table.output,
     localrule: True

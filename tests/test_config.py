@@ -79,7 +79,8 @@ def test_schema_names_match_registries():
     from miaflow.data import DATASETS
 
     defs = config.schema()["$defs"]
-    assert set(defs["attack_name"]["enum"]) == set(ATTACKS)
+    assert set(defs["attack_name"]["enum"]) == {n for n, a in ATTACKS.items() if a.family != "llm"}
+    assert set(defs["llm_attack_name"]["enum"]) == {n for n, a in ATTACKS.items() if a.family == "llm"}
     assert set(defs["dataset_name"]["enum"]) == set(DATASETS)
     assert set(config.schema()["properties"]["datasets"]["properties"]) == set(DATASETS)
 
@@ -130,3 +131,23 @@ def test_text_datasets_must_match_the_architecture(params):
     params["datasets"]["rotten_tomatoes"]["representation"] = "text"
     params["experiments"].append({"dataset": "rotten_tomatoes", "arch": "mlp"})
     assert "architecture 'mlp' (mlp) reads 'rotten_tomatoes' as embedding" in problems_of(params)
+
+
+def test_language_model_settings_are_checked_before_any_job(params):
+    bad = copy.deepcopy(params)
+    bad["llm"]["experiments"] = [
+        {"dataset": "synthetic_text", "target": "nowhere", "reference": "gpt2_tiny"},
+        {"dataset": "rotten_tomatoes", "target": "gpt2_tiny", "reference": "gpt2_tiny"},
+        {"dataset": "synthetic_text", "target": "base", "reference": "gpt2_tiny"}]
+    bad["llm"]["models"]["base"] = {"kind": "pretrained", "model": "smollm2-135m"}
+    bad["llm"]["models"]["odd"] = {**params["llm"]["models"]["gpt2_tiny"], "heads": 3}
+    message = problems_of(bad)
+    assert "llm.experiments[0].target: 'nowhere' is not in llm.models" in message
+    assert "llm.experiments[1].dataset: 'rotten_tomatoes' is not raw text" in message
+    assert "llm.experiments[2].target: a pretrained target's members are unknown" in message
+    assert "llm.models.odd: width 128 is not a multiple of heads 3" in message
+    bad = copy.deepcopy(params)
+    bad["llm"]["attacks"] = ["metric-loss"]
+    bad["llm"]["models"]["gpt2_tiny"].pop("epochs")
+    message = problems_of(bad)
+    assert "llm.attacks[0]:" in message and "llm.models.gpt2_tiny: 'epochs' is a required" in message

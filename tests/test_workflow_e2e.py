@@ -46,7 +46,16 @@ def tiny_params() -> dict:
     params["hparam_study"].update(settings=[{"dataset": "digits", "shots": 3}], shadow_models=4, runs=2,
                                   epsilons=[math.inf, 8], epochs=5, budgets=[[2, 1]])
     params["hparam_study"]["search"]["trials"] = 3
+    params["datasets"]["synthetic_text"] = {"n_samples": 240}
+    params["llm"].update(repeats=2, n_eval=20, n_shots=2, pair_shards=1,
+                         neighbors={"generator": "word_swap", "n_neighbors": 2, "fraction": 0.2,
+                                    "model": None})
+    params["llm"]["models"]["gpt2_tiny"].update(layers=1, width=32, heads=2, epochs=6, vocab_size=400)
     return params
+
+
+def llm_attacks() -> set[str]:
+    return set(tiny_params()["llm"]["attacks"])
 
 
 def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -96,8 +105,9 @@ def project(tmp_path_factory) -> Path:
 def test_metrics_contract(project):
     metrics = pd.read_parquet(project / "results/metrics.parquet")
     assert {"dataset", "target_model", "attack", "repeat", "metric", "value"} <= set(metrics.columns)
+    assert set(metrics["attack"]) == set(TINY_ATTACKS) | llm_attacks()
+    metrics = metrics[metrics["attack"].isin(TINY_ATTACKS)]  # the language models: their own test
     assert set(metrics["metric"]) == set(METRIC_NAMES)
-    assert set(metrics["attack"]) == set(TINY_ATTACKS)
     assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
     # Query attacks are not run with references of another architecture than the target's.
     mixed = metrics[metrics["target_model"] == "lr_ref_catboost"]
@@ -146,6 +156,27 @@ def test_hparam_study_contract(project):
     assert {"hparam-roc-digits_s3.png", "hparam-td-vs-ed.png", "hparam-pvalues.png"} <= figures
 
 
+def test_language_model_attacks_contract(project):
+    """Registry ids carrying the method's name, in results/metrics.parquet like every attack,
+    with EM-MIA's TPR at 1% and 5% FPR; the EM-MIA table marks the label-using attacks."""
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    llm = metrics[metrics["dataset"] == "synthetic_text"]
+    assert set(llm["attack"]) == llm_attacks() and set(llm["target_model"]) == {"gpt2_tiny"}
+    assert {"llm-loss", "llm-zlib", "llm-lowercase", "llm-mink", "llm-minkpp", "llm-ref",
+            "llm-neighbor", "llm-recall", "em-mia"} <= llm_attacks()
+    assert {"auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr"} <= set(llm["metric"])
+    assert llm.groupby(["attack", "metric"]).size().eq(2).all() and llm["value"].between(0, 1).all()
+    table = pd.read_csv(project / "results/tables/llm.csv")
+    assert {"llm-recall ‡", "llm-recall-toppref †", "em-mia"} <= set(table["attack"])
+    iterates = pd.read_parquet(project / "results/llm/em/synthetic_text/gpt2_tiny.parquet")
+    assert sorted(iterates["iteration"].unique()) == list(range(11))
+    figures = {p.name for p in (project / "results/figures").iterdir()}
+    assert {"llm-em-iterations.png", "llm-mink-sweep.png"} <= figures
+    checkpoint = project / "results/llm/models/synthetic_text/gpt2_tiny/target-0"
+    assert (checkpoint / "model.safetensors").is_file()
+    assert not [p for p in checkpoint.iterdir() if p.suffix in (".bin", ".pt", ".pkl")]
+
+
 def test_reruns_are_no_ops(project):
     dry = run(["snakemake", "-n"], project)
     assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -156,7 +187,9 @@ def test_reruns_are_no_ops(project):
 
 
 REPORT_RULES = {"collect_metrics", "collect_models", "paired_tests", "tables", "study_tables",
-                "hparam_report", "cost_table"}
+                "hparam_report", "llm_report", "cost_table"}
+LLM_RULES = {"llm_splits", "llm_tokenizer", "llm_train", "llm_neighbors", "llm_tokens", "llm_recall",
+             "llm_pairs", "llm_scores"}
 HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_search", "hparam_grid", "hparam_attacks",
                 "hparam_bound", "hparam_collect"}
 
@@ -164,7 +197,7 @@ HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_search", "hparam_grid",
 @pytest.mark.parametrize(("module", "rerun"), [
     # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
     ("seeding", {"prepare_dataset", "train_shard", "make_queries", "query_signals", "score_attacks",
-                 "scaling_sweep", *HPARAM_RULES, *REPORT_RULES}),
+                 "scaling_sweep", *HPARAM_RULES, *LLM_RULES, *REPORT_RULES}),
     ("queries/hopskipjump", {"make_queries", "query_signals"}),  # the queries stage's jobs only
     ("models/ensemble", {"train_shard", "make_queries", "query_signals"}),  # queries rebuild models
     ("evaluation/stats", REPORT_RULES),

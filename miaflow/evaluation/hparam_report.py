@@ -35,10 +35,9 @@ import pandas as pd
 from scipy.stats import false_discovery_control, spearmanr, ttest_rel
 
 from miaflow.evaluation.metrics import clopper_pearson
-from miaflow.evaluation.plots import FIGURE_DPI
+from miaflow.evaluation.plots import save_png
 from miaflow.evaluation.stats import permutation_pvalues
 from miaflow.evaluation.tables import MISSING, format_mean_std
-from miaflow.io import write_with
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -104,12 +103,6 @@ def _full_td(study: pd.DataFrame) -> pd.DataFrame:
 
 def _is_kl_variant(attacks: pd.Series) -> pd.Series:
     return (attacks == "kl-lira") | attacks.str.startswith(REDUCED_KL_PREFIX)
-
-
-def _save_png(figure: Figure, path: str | Path) -> None:
-    """Write a PNG atomically, without matplotlib's version string, as `miaflow.evaluation.plots` does."""
-    figure.tight_layout()
-    write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI, metadata={"Software": None}))
 
 
 def _legend(axes: Axes, **options: object) -> None:
@@ -340,7 +333,7 @@ def plot_study_roc(roc: pd.DataFrame, bound: pd.DataFrame, path: str | Path, tit
                  ylabel="True positive rate" if k == 1 else None, title=f"ε = {format_epsilon(epsilon)}")
         _legend(axes, loc="lower right")
     figure.suptitle(title)
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_relative_tpr(study: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -369,7 +362,7 @@ def plot_relative_tpr(study: pd.DataFrame, path: str | Path, title: str) -> None
         axes.set_xticks(np.arange(len(groups)), labels=labels, fontsize="x-small")
         axes.set(ylabel="TPR / TPR of LiRA", title=f"{title}: FPR = {level * 100:g}%")
         _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_kl_budget(study: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -417,7 +410,7 @@ def plot_kl_budget(study: pd.DataFrame, path: str | Path, title: str) -> None:
             if j == n_cols - 1:
                 _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_td_vs_ed(study: pd.DataFrame, path: str | Path, title: str, confidence: float = 0.95) -> None:
@@ -458,7 +451,7 @@ def plot_td_vs_ed(study: pd.DataFrame, path: str | Path, title: str, confidence:
     axes.set(xscale="log", yscale="log", xlim=(low, 1.0), ylim=(low, 1.0), xlabel="TPR, TD-HPO target",
              ylabel="TPR, ED-HPO target", title=title)
     _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_pvalues(tests: pd.DataFrame, path: str | Path, title: str, alpha: float = 0.05) -> None:
@@ -483,7 +476,7 @@ def plot_pvalues(tests: pd.DataFrame, path: str | Path, title: str, alpha: float
     axes.set_xticks(positions, labels=labels, rotation=90, fontsize=5)
     axes.set(xlim=(-0.5, max(len(tests), 1) - 0.5), ylabel="−log10 p", title=title)
     _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_selection(selection: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -515,4 +508,4 @@ def plot_selection(selection: pd.DataFrame, path: str | Path, title: str) -> Non
     axes.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), xlabel="Target learning rate",
              ylabel="Learning rate selected by the attack", title=title)
     _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    _save_png(figure, path)
+    save_png(figure, path)

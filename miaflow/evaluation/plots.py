@@ -52,10 +52,10 @@ def plot_roc_loglog(
     axes.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1),
              xlabel="False positive rate", ylabel="True positive rate", title=title)
     axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
-def _save_png(figure: Figure, path: str | Path) -> None:
+def save_png(figure: Figure, path: str | Path) -> None:
     """Write a PNG atomically, without the "Software" entry (matplotlib's version string), so
     only the drawing decides the bytes."""
     figure.tight_layout()
@@ -85,7 +85,7 @@ def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
     axes.set(xlabel="Target train − test accuracy", ylabel="AUROC",
              title="Attack AUROC against the target's generalisation gap")
     axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -111,7 +111,7 @@ def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> Non
             axes.set_xticks(counts, labels=[str(c) for c in counts])
             axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
         axes.minorticks_off()
-    _save_png(figure, path)
+    save_png(figure, path)
 
 
 def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -134,4 +134,4 @@ def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
     axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score", ylabel="Cumulative fraction",
              title=title)
     axes.legend(loc="upper left", fontsize="small")
-    _save_png(figure, path)
+    save_png(figure, path)

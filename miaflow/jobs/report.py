@@ -45,6 +45,14 @@ def _concat(paths: Paths, **read: Any) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p, **read) for p in paths], ignore_index=True)
 
 
+def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
+    """The metrics contract without the language-model attacks, which `llm_report` tabulates."""
+    from miaflow.attacks import ATTACKS
+
+    long = pd.read_parquet(metrics)
+    return long[[ATTACKS[a].family != "llm" for a in long["attack"]]].reset_index(drop=True)
+
+
 def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path,
                     summary: str | Path) -> None:
     """The `results/metrics.parquet` contract and DVC's metrics file (mean over repeats)."""
@@ -81,7 +89,7 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
     from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_roc_loglog
 
-    means = summary(pd.read_parquet(metrics))
+    means = summary(_classifier_metrics(metrics))
     _write(build.auroc_table(means), auroc_table)
     _write(build.accuracy_table(pd.read_parquet(models)), accuracy_table)
     _write(build.tests_table(pd.read_parquet(tests)), tests_table)
@@ -111,7 +119,7 @@ def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timi
     from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_auroc_vs_gap, plot_scaling_sweep
 
-    long = pd.read_parquet(metrics)
+    long = _classifier_metrics(metrics)
     means = summary(long)
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
     spent = pd.concat([pd.read_csv(p, sep="\t") for p in timings], ignore_index=True)
@@ -191,3 +199,20 @@ def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, sele
     report.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
     report.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
     report.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
+
+
+def llm_report(*, metrics: Paths, iterates: Paths, llm_table: Paths, mink_sweep_table: Paths,
+               em_figure: str | Path, mink_figure: str | Path) -> None:
+    """The language-model attacks' table in EM-MIA's shape (label-using attacks marked), the
+    Min-K% / Min-K%++ k sweep, and EM-MIA's per-iteration AUROC (a diagnostic using labels)."""
+    from miaflow.attacks.llm import LLM_ATTACKS
+    from miaflow.evaluation import llm_report as build
+    from miaflow.evaluation.metrics import METRICS_COLUMNS
+
+    knowledge = {name: attack.knowledge for name, attack in LLM_ATTACKS.items()}
+    long = _concat(metrics) if metrics else pd.DataFrame(columns=METRICS_COLUMNS)
+    _write(build.llm_table(long, knowledge), llm_table)
+    _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
+    build.plot_em_iterations(_concat(iterates) if iterates else pd.DataFrame(
+        columns=["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]), em_figure)
+    build.plot_mink_sweep(long, mink_figure)

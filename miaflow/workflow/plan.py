@@ -68,9 +68,31 @@ def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
-    """Every dataset prepared: those of the experiments and of the hyperparameter study."""
+    """Every dataset prepared: those of the experiments, of the hyperparameter study and of the
+    language-model experiments."""
     study = [setting["dataset"] for setting in hparam_settings(config)]
-    return list(dict.fromkeys([*(e.dataset for e in experiments(config)), *study]))
+    corpora = [e["dataset"] for e in llm_experiments(config)]
+    return list(dict.fromkeys([*(e.dataset for e in experiments(config)), *study, *corpora]))
+
+
+# Corpora whose labels are membership in a pretrained model's training data (1 = member).
+MEMBERSHIP_CORPORA = ("wikimia",)
+
+
+def llm_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Language-model experiments, each with its `label` (the target recipe: paths, tables), its
+    target and reference recipes, `n_eval` (default llm.n_eval) and `n_texts` (default all)."""
+    llm = config.get("llm", {})
+    recipes = llm.get("models", {})
+    return [{"n_eval": llm.get("n_eval"), "n_texts": None, **entry, "label": entry["target"],
+             "target_recipe": recipes.get(entry["target"]),
+             "reference_recipe": recipes.get(entry["reference"])}
+            for entry in llm.get("experiments", [])]
+
+
+def llm_fpr_levels(config: Mapping[str, Any]) -> list[float]:
+    """FPR levels of the language-model metrics: the run's and EM-MIA's tables' (1 %, 5 %)."""
+    return sorted({*config["metrics"]["fpr_levels"], *config["llm"]["fpr_levels"]})
 
 
 def epsilon_tag(epsilon: float) -> str:

