@@ -89,8 +89,8 @@ def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
     repeat = _repeat(model_id)
     rows = corpus.select(table, -1 if repeat is None else repeat,
                          "reference" if repeat is None else "train")
-    held_out = texts[corpus.select(table, 0, "shot")["sample_id"]] if repeat is None else \
-        texts[corpus.select(table, repeat, "eval").query("~is_member")["sample_id"]]
+    scored = corpus.select(table, repeat or 0, "eval")  # its non-members: held-out perplexity
+    held_out = texts[scored.loc[~scored["is_member"], "sample_id"]]
     model_seed = derive_seed(seed, "llm", model_id)
     with torch_session(threads):
         if recipe["kind"] == "scratch":
