@@ -12,7 +12,6 @@ import pytest
 from miaflow.evaluation import hparam_report as hr
 from miaflow.evaluation.tables import format_mean_std
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SETTING = "digits_s8"
 EPSILONS = (math.inf, 8.0)
 RUNS = 4
@@ -234,14 +233,8 @@ def _figures(study: pd.DataFrame) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("name", ["roc", "relative", "budget", "td_vs_ed", "pvalues", "selection"])
-def test_figures_are_reproducible_pngs(study: pd.DataFrame, tmp_path: Path, name: str):
-    draw = _figures(study)[name]
-    first, second = tmp_path / "a.png", tmp_path / "b.png"
-    draw(first)
-    draw(second)
-    data = first.read_bytes()
-    assert data.startswith(PNG_MAGIC) and len(data) > 1000
-    assert data == second.read_bytes()
+def test_figures_are_reproducible_pngs(study: pd.DataFrame, reproducible_png, name: str):
+    reproducible_png(_figures(study)[name])
 
 
 def test_plot_study_roc_draws_one_setting(study: pd.DataFrame, tmp_path: Path):

@@ -79,9 +79,10 @@ def case_params(params: dict, kind: str, data: str, attacks: list[str]) -> dict:
 
 
 def accepted_attacks(params: dict, kind: str, data: str) -> tuple[list[str], dict[str, str]]:
-    """Attacks validation accepts for the case, and the message of each one it rejects."""
+    """Attacks validation accepts for the case, and the message of each one it rejects (the
+    language-model attacks have their own list, `llm.attacks`, and stage)."""
     accepted, rejected = [], {}
-    for attack in ATTACKS:
+    for attack in (name for name, a in ATTACKS.items() if a.family != "llm"):
         try:
             config.validate(case_params(params, kind, data, [attack]))
             accepted.append(attack)

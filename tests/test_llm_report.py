@@ -14,7 +14,6 @@ from miaflow.evaluation import llm_report as lr
 from miaflow.evaluation.metrics import METRICS_COLUMNS
 from miaflow.evaluation.tables import MISSING, format_mean_std, write_table
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPERIMENTS = (("rotten_tomatoes", "smollm2_ft"), ("wikimia", "pythia_160m"))
 REPEATS = 3
 METRICS = ("auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr", "tpr_at_10pct_fpr")
@@ -202,14 +201,8 @@ def _figures(metrics: pd.DataFrame) -> dict[str, object]:
 
 @pytest.mark.parametrize("name", ["em_iterations", "mink_sweep", "em_iterations_empty",
                                   "mink_sweep_empty"])
-def test_figures_are_reproducible_pngs(metrics: pd.DataFrame, tmp_path: Path, name: str):
-    draw = _figures(metrics)[name]
-    first, second = tmp_path / "a.png", tmp_path / "b.png"
-    draw(first)
-    draw(second)
-    data = first.read_bytes()
-    assert data.startswith(PNG_MAGIC) and len(data) > 1000
-    assert data == second.read_bytes()
+def test_figures_are_reproducible_pngs(metrics: pd.DataFrame, reproducible_png, name: str):
+    reproducible_png(_figures(metrics)[name])
 
 
 def test_em_iterations_content(captured: list):

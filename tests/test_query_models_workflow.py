@@ -20,6 +20,7 @@ def test_query_model_attacks_run_through_snakemake(tmp_path):
     params["attacks"] = ["metric-loss", "query-transfer", "query-qrm", "query-ref"]
     params["attack_options"] = {"query-qrm": {"epochs": 2},
                                 "query-ref": {"boundary_eva_num": 20, "n_canaries": 2, "steps": 2}}
+    params["llm"]["experiments"] = []  # collect_metrics would need the llm stage's metrics
     root = make_project(tmp_path / "project", params)
 
     run(["snakemake", "prepare", "--cores", "2"], root)

@@ -23,7 +23,8 @@ def test_experiments_datasets_and_inputs(repo):
     params = copy.deepcopy(yaml.safe_load((repo / "params.yaml").read_text()))
     params["experiments"] = [{"dataset": "digits", "arch": "cnn"}, {"dataset": "location30", "arch": "lr"},
                              {"dataset": "digits", "arch": "mlp"}]
-    assert workflow.datasets(params) == ["digits", "location30"]
+    # the experiments', then the study's (digits again) and the language models' corpus
+    assert workflow.datasets(params) == ["digits", "location30", "synthetic_text"]
     assert workflow.local_inputs(params, "digits") == []
     assert workflow.local_inputs(params, "location30") == [params["datasets"]["location30"]["path"]]
     assert workflow.uses_torch(params, "cnn") and not workflow.uses_torch(params, "lr")
