@@ -26,6 +26,10 @@ def dvc_stages(repo: Path) -> dict:
     return yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
 
 
+def _outputs(stage: dict) -> list[str]:
+    return [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
+
+
 def snakemake_command(stage: dict) -> str:
     commands = [stage["cmd"]] if isinstance(stage["cmd"], str) else stage["cmd"]
     return next(c for c in commands if c.startswith("snakemake"))
@@ -37,7 +41,7 @@ def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder(repo):
         [*stages.STAGES, "__init__", "adapter", "common"])
     assert list(dvc_stages(repo)) == list(stages.STAGES)
     for name, stage in dvc_stages(repo).items():
-        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
+        outs = _outputs(stage)
         mine = [o for o in outs if o.startswith(f"results/{name}")]
         assert mine, f"DVC stage {name} has no output under results/{name}"
         # the contract files at the top of results/: the report's and the hyperparameter study's
@@ -64,6 +68,24 @@ def test_every_stage_depends_on_exactly_the_code_its_command_runs(repo):
         listed = sorted(d for d in stage["deps"] if not d.startswith("results/"))
         assert listed == stages.code_deps(name, repo), f"dvc.yaml stage {name}: deps out of date"
     assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses("report", "miaflow.models.ensemble")
+
+
+def test_every_stage_depends_on_the_stages_whose_outputs_its_rules_read(repo):
+    """Otherwise `dvc repro` may run a stage before the one it reads from, and a change upstream
+    leaves it stale. Rule-to-rule edges come from Snakemake's rule graph of the whole workflow."""
+    graph = subprocess.run([SNAKEMAKE, "all", "--rulegraph"], cwd=repo, capture_output=True,
+                           text=True, check=True).stdout
+    names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)"', graph, re.M))
+    stage_of = {rule: name for name in stages.STAGES for rule in stages.rules(name, repo)}
+    declared = dvc_stages(repo)
+    edges = {(stage_of[names[a]], stage_of[names[b]])
+             for a, b in re.findall(r"^\s*(\d+) -> (\d+)", graph, re.M) if names[b] != "all"}
+    assert ("train", "report") in edges  # the graph was read
+    for producer, consumer in edges - {(s, s) for s in stages.STAGES}:
+        deps = [d for d in declared[consumer]["deps"] if d.startswith("results/")]
+        assert any(d == out or d.startswith(f"{out}/") or out.startswith(f"{d}/")
+                   for d in deps for out in _outputs(declared[producer])), \
+            f"dvc.yaml stage {consumer} reads outputs of stage {producer} but has no dep on them"
 
 
 def test_the_closure_follows_lazy_imports_and_includes_parent_packages(tmp_path):
