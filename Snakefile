@@ -17,10 +17,10 @@ params.yaml is the config; it is validated here, before any job starts. Logic li
 
 from snakemake.exceptions import WorkflowError
 
-from miaflow.config import ConfigError, validate
+from miaflow.config import ConfigError, checked_yaml, validate
 
 
-configfile: "params.yaml"
+configfile: checked_yaml("params.yaml")  # names the line of a YAML error
 
 
 try:

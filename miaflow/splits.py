@@ -106,13 +106,18 @@ def _paired_masks(pool: np.ndarray, n_models: int, generator: np.random.Generato
     return masks
 
 
+def target_pool_size(n_samples: int, target_ratio: float) -> int:
+    """|T|: how many of a dataset's samples the target pool takes (the rest form A)."""
+    return int(target_ratio * n_samples)
+
+
 def make_splits(n_samples: int, *, seed: int, dataset: str, target_ratio: float = 0.5,
                 member_ratio: float = 0.5, repeats: int = 5, n_reference: int = 16,
                 n_population: int = 16) -> Splits:
     """Draw the partition and every model's training set; each draw has its own named seed."""
     in_target = np.zeros(n_samples, dtype=bool)
     order = rng(seed, "splits", dataset, "target-pool").permutation(n_samples)
-    in_target[order[: int(target_ratio * n_samples)]] = True
+    in_target[order[: target_pool_size(n_samples, target_ratio)]] = True
 
     targets = np.stack([
         in_target & (rng(seed, "splits", dataset, "target", t).random(n_samples) < member_ratio)

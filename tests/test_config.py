@@ -11,7 +11,8 @@ from miaflow import config
 
 
 @pytest.fixture
-def params(repo) -> dict:
+def params(repo, monkeypatch) -> dict:
+    monkeypatch.chdir(repo)  # the profiles' local dataset paths are relative to the repository
     return yaml.safe_load((repo / "params.yaml").read_text())
 
 

@@ -6,13 +6,16 @@ from miaflow.data.download import ChecksumError, DownloadError, download
 from miaflow.data.registry import (
     DATASETS,
     DatasetSpec,
+    checksum_mismatches,
     dataset_options,
+    dataset_size,
     download_source,
     load_dataset,
     source_paths,
 )
-from miaflow.data.sources import RAW_DIR, RemoteFile
+from miaflow.data.sources import RAW_DIR, DatasetSize, RemoteFile
 
-__all__ = ["DATASETS", "MODALITIES", "RAW_DIR", "ChecksumError", "Dataset", "DatasetSpec",
-           "DownloadError", "RemoteFile", "dataset_options", "download", "download_source",
-           "load_dataset", "read_dataset", "source_paths", "write_dataset"]
+__all__ = ["DATASETS", "MODALITIES", "RAW_DIR", "ChecksumError", "Dataset", "DatasetSize",
+           "DatasetSpec", "DownloadError", "RemoteFile", "checksum_mismatches", "dataset_options",
+           "dataset_size", "download", "download_source", "load_dataset", "read_dataset",
+           "source_paths", "write_dataset"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -55,6 +56,22 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, *, retries: 
         delay = backoff * 2 ** (attempt - 1)
         log.warning("%s: attempt %d failed (%s); retrying in %.1f s", url, attempt, failure, delay)
         time.sleep(delay)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a local file, remembered per (path, size, modification time): validation
+    checks the same local copies each time one process validates params."""
+    status = os.stat(path)
+    return _sha256(str(Path(path).resolve()), status.st_size, status.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _fetch(url: str, target: Path, timeout: float) -> str:

@@ -98,6 +98,8 @@ _TEMPLATES = (
     "on {month} {day} {name} met {other} at the {place} in {city} and bought {item}.",
 )
 
+SYNTHETIC_TEXT_CLASSES = len(_TEMPLATES)
+
 
 def load_synthetic_text(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     """Generated sentences about made-up people, places and orders (class = template).
@@ -112,7 +114,7 @@ def load_synthetic_text(opts: Mapping[str, Any], seed: int, sources: Sources) ->
     def pick(words: tuple[str, ...]) -> str:
         return words[generator.integers(len(words))]
 
-    texts, labels = [], generator.integers(len(_TEMPLATES), size=n_samples)
+    texts, labels = [], generator.integers(SYNTHETIC_TEXT_CLASSES, size=n_samples)
     for template in labels:
         letters = "".join(chr(ord("a") + int(i)) for i in generator.integers(26, size=3))
         sentence = _TEMPLATES[template].format(
@@ -125,4 +127,5 @@ def load_synthetic_text(opts: Mapping[str, Any], seed: int, sources: Sources) ->
         texts.append(sentence[0].upper() + sentence[1:])
     features = np.empty(n_samples, dtype=object)
     features[:] = texts
-    return Dataset("synthetic_text", "text", features, labels.astype(np.int64), len(_TEMPLATES))
+    return Dataset("synthetic_text", "text", features, labels.astype(np.int64),
+                   SYNTHETIC_TEXT_CLASSES)

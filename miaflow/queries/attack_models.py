@@ -157,7 +157,11 @@ def _regress_catboost(x_train: np.ndarray, target: np.ndarray, x_eval: np.ndarra
 # --- Query-ref: canaries optimised against IN and OUT references -------------------------------
 
 def evaluated_points(target_samples: np.ndarray, limit: int, seed: int) -> np.ndarray:
-    """The first min(|T|, limit) sample ids of T after a seeded shuffle, ascending."""
+    """The first min(|T|, limit) sample ids of T after a seeded shuffle, ascending.
+
+    The cap is the option's meaning, not a silent correction: `boundary_eva_num` is a budget
+    ("at most"), as in TDDBench, which sets it to 1e8 for "every point", and one value serves
+    image datasets of every size."""
     from miaflow.seeding import rng
 
     return np.sort(rng(seed, "points").permutation(target_samples)[:limit])

@@ -244,6 +244,7 @@ def query_outputs(blocks: Blocks, labels: np.ndarray, model_ids: Sequence[str],
 
 
 def evaluated_subset(target_samples: np.ndarray, limit: int, seed: int, dataset: str) -> np.ndarray:
-    """The first min(|T|, limit) points of T after a seeded shuffle (Query-adv image, Query-ref)."""
+    """The first min(|T|, limit) points of T after a seeded shuffle (Query-adv image, Query-ref):
+    `boundary_eva_num` is a budget, at most `limit` points (see `evaluated_points`)."""
     order = rng(seed, "queries", dataset, "evaluated-subset").permutation(len(target_samples))
     return np.asarray(target_samples)[order[:limit]]

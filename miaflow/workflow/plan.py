@@ -10,6 +10,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from miaflow.splits import planned_model_ids
 
 # `training.models_per_job: auto` puts every model of an experiment in one job, split into balanced
@@ -96,8 +98,10 @@ def llm_fpr_levels(config: Mapping[str, Any]) -> list[float]:
 
 
 def epsilon_tag(epsilon: float) -> str:
-    """How a privacy budget ε appears in paths: "inf" when not private, else e.g. "8" or "0.5"."""
-    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+    """How a privacy budget ε appears in paths: "inf" when not private, else its shortest exact
+    decimal, e.g. "8" or "0.5": distinct budgets get distinct paths, float(tag) gives ε back, and
+    there is no exponent, which the {epsilon} wildcard would not match."""
+    return "inf" if math.isinf(epsilon) else np.format_float_positional(float(epsilon), trim="-")
 
 
 def setting_name(setting: Mapping[str, Any]) -> str:
@@ -204,16 +208,31 @@ def swept_attacks(config: Mapping[str, Any]) -> list[str]:
 QUERY_COUNT_ATTACKS = ("query-neighbor", "query-augment", "query-adv")
 
 
+def query_count_option(attack: str, data: str) -> str:
+    """The entry of `attack_options` whose `n_queries` sets how many extra queries a query attack
+    reads on data of modality `data`: Query-augment's own for image and tabular augmentations;
+    otherwise Query-neighbor's, as the others read neighbours (Query-augment on text too, whose
+    augmentations are neighbours)."""
+    return attack if attack == "query-augment" and data != "text" else "query-neighbor"
+
+
+def generated_queries(config: Mapping[str, Any], attack: str, data: str) -> int:
+    """Extra queries per sample that the query set holds for a query attack on `data`."""
+    from miaflow.queries.sets import AUGMENT_DEFAULTS, NEIGHBOUR_DEFAULTS
+
+    source = query_count_option(attack, data)
+    default = (AUGMENT_DEFAULTS if source == "query-augment" else NEIGHBOUR_DEFAULTS)["n_queries"]
+    return config.get("attack_options", {}).get(source, {}).get("n_queries", default)
+
+
 def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> dict[str, list[int]]:
     """Query attacks of an experiment for the scaling study, each with its query counts: 1, 2, 5,
-    10, … up to the number generated (option `n_queries`, else that of query-neighbor)."""
-    options = config.get("attack_options", {})
-    generated = options.get("query-neighbor", {}).get("n_queries", 10)
+    10, … up to the number generated (`generated_queries`)."""
+    data = modality(experiment.dataset)
     swept = {}
     for attack in attacks_for(config, experiment):
-        if attack not in QUERY_COUNT_ATTACKS or (attack == "query-adv"
-                                                 and modality(experiment.dataset) == "image"):
+        if attack not in QUERY_COUNT_ATTACKS or (attack == "query-adv" and data == "image"):
             continue
-        total = options.get(attack, {}).get("n_queries", generated)
+        total = generated_queries(config, attack, data)
         swept[attack] = sorted({k for k in (1, 2, 5) if k < total} | {total})
     return swept

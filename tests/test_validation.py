@@ -1,0 +1,334 @@
+"""Validation that prevents misleading results: what used to pass validation and then doubled
+rows, crashed a job, hung planning or was silently capped is rejected before any job, naming the
+key and the reason; YAML errors name the line; local dataset files are checked."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from miaflow import config
+from miaflow.data import checksum_mismatches, dataset_size, load_dataset
+from miaflow.workflow import plan
+
+
+@pytest.fixture
+def params(repo, monkeypatch) -> dict:
+    monkeypatch.chdir(repo)  # local dataset paths are relative to the working directory
+    return yaml.safe_load((repo / "params.yaml").read_text())
+
+
+def problems_of(params: dict) -> str:
+    with pytest.raises(config.ConfigError) as caught:
+        config.validate(params)
+    return str(caught.value)
+
+
+def changed(params: dict, change) -> dict:
+    changed_params = copy.deepcopy(params)
+    change(changed_params)
+    return changed_params
+
+
+# --- duplicates in effect ----------------------------------------------------------------------
+
+def test_an_experiment_that_duplicates_another_in_effect_is_rejected(params):
+    same_arch = changed(params, lambda p: p["experiments"].append(
+        {"dataset": "digits", "arch": "cnn", "ref_arch": "cnn"}))
+    assert ("experiments[4]: duplicates experiments[0] in effect (ref_arch equals arch; both "
+            "report digits/cnn)") in problems_of(same_arch)
+    excluding = changed(params, lambda p: p["experiments"].append(
+        {"dataset": "breast_cancer", "arch": "catboost", "ref_arch": "lr",
+         "exclude_attacks": ["metric-loss"]}))
+    assert ("experiments[4]: duplicates experiments[3] in effect (only exclude_attacks differs; "
+            "both report breast_cancer/catboost_ref_lr)") in problems_of(excluding)
+    # ref_arch equal to arch is only redundant when no other experiment says the same
+    alone = changed(params, lambda p: p["experiments"][0].update(ref_arch="cnn"))
+    assert config.validate(alone)["experiments"][0]["ref_arch"] == "cnn"
+
+
+def test_fpr_levels_with_one_metric_name_are_rejected(params):
+    near = changed(params, lambda p: p["metrics"].update(fpr_levels=[0.001, 0.01, 0.1, 0.0100000001]))
+    assert ("metrics.fpr_levels[3]: 0.0100000001 duplicates metrics.fpr_levels[1] (0.01) in effect "
+            "(both report tpr_at_1pct_fpr)") in problems_of(near)
+    language = changed(params, lambda p: p["llm"].update(fpr_levels=[0.0100000001, 0.05]))
+    assert "llm.fpr_levels[0]: 0.0100000001 duplicates metrics.fpr_levels[1] (0.01)" in problems_of(language)
+    assert params["llm"]["fpr_levels"][0] == params["metrics"]["fpr_levels"][1]  # equal is fine
+    assert config.validate(params)
+
+
+def test_language_model_attacks_that_duplicate_another_are_rejected(params):
+    em = changed(params, lambda p: p["llm"]["attacks"].append("em-mia-minkpp-auroc"))
+    assert ("llm.attacks[46]: 'em-mia-minkpp-auroc' duplicates 'em-mia' in effect "
+            "(llm.attack_options.em-mia starts from minkpp and scores prefixes by auroc)"
+            ) in problems_of(em)
+    em["llm"]["attack_options"]["em-mia"]["scoring"] = "kendall"  # now its own variant ...
+    assert "em-mia-minkpp-kendall' duplicates 'em-mia'" in problems_of(em)
+    em["llm"]["attacks"].remove("em-mia-minkpp-kendall")  # ... which must then go
+    assert config.validate(em)
+    min_k = changed(params, lambda p: p["llm"]["attack_options"]["llm-mink"].update(k=0.1))
+    assert ("'llm-mink-k10' duplicates 'llm-mink' in effect (llm.attack_options.llm-mink.k is 0.1)"
+            ) in problems_of(min_k)
+
+
+def test_study_settings_and_privacy_budgets_need_distinct_paths(params):
+    twin = changed(params, lambda p: p["hparam_study"]["settings"].append(
+        {"dataset": "digits", "shots": 8, "backbone_model": "elsewhere"}))
+    assert ("hparam_study.settings[1]: duplicates hparam_study.settings[0] in effect (both are "
+            "setting digits_s8)") in problems_of(twin)
+    close = changed(params, lambda p: p["hparam_study"].update(epsilons=[8, 8.0000001]))
+    assert [plan.epsilon_tag(e) for e in config.validate(close)["hparam_study"]["epsilons"]] == [
+        "8", "8.0000001"]  # once both were eps-8 (and ran as ε = 8)
+    assert plan.epsilon_tag(0.001) == "0.001" and float(plan.epsilon_tag(0.1 + 0.2)) == 0.1 + 0.2
+    tiny = changed(params, lambda p: p["hparam_study"].update(epsilons=[float("inf"), 1e-5]))
+    assert "hparam_study.epsilons[1]: 1e-05 is outside [0.001, 1000.0]" in problems_of(tiny)
+    deltas = changed(params, lambda p: p["hparam_study"].update(bound_deltas=[0.1, 0.1]))
+    assert "hparam_study.bound_deltas: [0.1, 0.1] has non-unique elements" in problems_of(deltas)
+
+
+# --- what the data supports ------------------------------------------------------------------
+
+def test_split_ratios_that_leave_a_pool_too_small_are_rejected(params):
+    target = changed(params, lambda p: p["splits"].update(target_ratio=0.02))
+    message = problems_of(target)
+    assert ("splits.target_ratio: 0.02 splits the 1797 samples of 'digits' into a target pool of "
+            "35 and an auxiliary pool of 1762; each needs at least 40") in message
+    assert "'purchase'" not in message  # 60 of its 3000 samples are enough
+    member = changed(params, lambda p: p["splits"].update(member_ratio=0.05))
+    assert ("splits.member_ratio: 0.05 gives each target model about 14 members and 270 held-out "
+            "samples of the 284 in the target pool of 'breast_cancer'; each needs at least 20"
+            ) in problems_of(member)
+    rare = changed(params, lambda p: p["splits"].update(target_ratio=0.05))  # T: 89 of 1797
+    assert ("splits.target_ratio: 0.05 gives some model's training or held-out set about 4.4 "
+            "samples of the rarest class of 'digits' (174 in all, with splits.target_ratio 0.05 and "
+            "splits.member_ratio 0.5); each needs at least 5") in problems_of(rare)
+    generated = changed(params, lambda p: (p["datasets"]["purchase"].update(n_samples=100),
+                                           p["splits"].update(target_ratio=0.3)))
+    assert ("the 100 samples of 'purchase' (datasets.purchase.n_samples) into a target pool of 30"
+            in problems_of(generated))
+    generated["splits"]["target_ratio"] = 0.5
+    assert config.validate(generated)
+
+
+def test_study_shots_need_enough_samples_of_every_class(params):
+    params["hparam_study"]["settings"] = [{"dataset": "digits", "shots": 43}]  # 172 <= 174
+    assert config.validate(params)
+    params["hparam_study"]["settings"] = [{"dataset": "digits", "shots": 44}]
+    assert ("hparam_study.settings[0].shots: 44 needs 176 samples of every class of 'digits' (two "
+            "disjoint universes of 2·shots), but its smallest class has 174") in problems_of(params)
+    params["hparam_study"]["settings"] = [{"dataset": "purchase", "shots": 16}]
+    assert ("hparam_study.settings[0].shots: 16 needs 64 samples of each of the 50 classes of "
+            "'purchase' (two disjoint universes of 2·shots), more than the 3000 samples of "
+            "'purchase' (datasets.purchase.n_samples)") in problems_of(params)
+
+
+def test_study_settings_need_features_their_heads_can_read(params):
+    params["hparam_study"]["settings"] = [{"dataset": "breast_cancer", "shots": 8, "backbone": "vit-b16"},
+                                          {"dataset": "rotten_tomatoes", "shots": 8}]
+    params["datasets"]["rotten_tomatoes"]["representation"] = "text"
+    message = problems_of(params)
+    assert ("hparam_study.settings[0].backbone: 'vit-b16' embeds images, but 'breast_cancer' is "
+            "tabular") in message
+    assert ("hparam_study.settings[1].dataset: the study's linear heads need features, but "
+            "'rotten_tomatoes' is raw text") in message
+
+
+def test_language_model_corpora_must_hold_what_an_experiment_draws(params):
+    subset = changed(params, lambda p: p["llm"]["experiments"][0].update(n_texts=5000))
+    assert ("llm.experiments[0].n_texts: 5000 is more than the 1000 texts of 'synthetic_text' "
+            "(datasets.synthetic_text.n_samples)") in problems_of(subset)  # was silently all 1000
+    # 1000 texts: 250 train the reference model, 375 members and 375 non-members remain
+    assert config.validate(changed(params, lambda p: p["llm"].update(n_eval=734)))  # 367 + 375
+    shots = changed(params, lambda p: p["llm"].update(n_eval=736))  # 368 + 8 shots > 375
+    assert ("llm.n_eval: 736 scored texts (half members) and llm.n_shots 8 need 368 members and "
+            "376 non-members per repeat, but the 1000 texts of 'synthetic_text' "
+            "(datasets.synthetic_text.n_samples) leave 375 and 375") in problems_of(shots)
+    own = changed(params, lambda p: p["llm"]["experiments"][0].update(n_eval=752))
+    assert "llm.experiments[0].n_eval: 752 scored texts" in problems_of(own)
+    reference = changed(params, lambda p: p["llm"].update(reference_ratio=0.0001))
+    assert ("llm.reference_ratio: 0.0001 leaves none of the 1000 texts of 'synthetic_text' "
+            "(datasets.synthetic_text.n_samples) to train the reference model of llm.experiments[0]"
+            ) in problems_of(reference)
+
+
+def test_generated_datasets_need_options_their_generator_honours(params):
+    params["datasets"]["purchase"].update(n_samples=100, n_classes=150)
+    assert "datasets.purchase.n_classes: 150 is more than datasets.purchase.n_samples 100" in problems_of(params)
+
+
+# --- counts beyond what the machine supports, values that would be capped ---------------------
+
+def test_repeats_beyond_an_exact_permutation_test_are_rejected(params):
+    assert config.validate(changed(params, lambda p: p["splits"].update(repeats=16)))
+    many = changed(params, lambda p: (p["splits"].update(repeats=17), p["llm"].update(repeats=17),
+                                      p["hparam_study"].update(runs=17)))
+    message = problems_of(many)
+    for key in ("splits.repeats", "llm.repeats", "hparam_study.runs"):
+        assert (f"{key}: 17 is more than 16: the exact paired permutation tests would enumerate "
+                f"all 2^17 sign flips") in message
+    assert "or set hparam_study.permutation_resamples" in message
+    sampled = changed(params, lambda p: p["hparam_study"].update(runs=17, permutation_resamples=1000))
+    assert config.validate(sampled)["hparam_study"]["runs"] == 17
+
+
+def test_absurd_counts_are_rejected_with_the_reason_of_their_bound(params):
+    params["splits"]["n_reference"] = 1024
+    params["llm"]["n_eval"] = 100000
+    message = problems_of(params)
+    assert ("splits.n_reference: 1024 is greater than the maximum of 512; Paired design: even; at "
+            "most 512 models per experiment and role.") in message
+    assert "llm.n_eval: 100000 is greater than the maximum of 10000; N texts scored per repeat" in message
+
+
+def test_query_counts_beyond_the_query_set_are_rejected(params):
+    params["attack_options"]["query-neighbor"]["queries_used"] = 10
+    assert config.validate(params)
+    params["attack_options"]["query-neighbor"]["queries_used"] = 11  # was silently 10
+    assert ("attack_options.query-neighbor.queries_used: 11 is more than the 10 queries generated "
+            "for tabular data (attack_options.query-neighbor.n_queries)") in problems_of(params)
+    params["attack_options"]["query-neighbor"].pop("queries_used")
+    params["attack_options"]["query-augment"]["n_queries"] = 283  # crashed drawing the angles
+    assert ("attack_options.query-augment.n_queries: 283 is more than the 282 distinct rotation "
+            "angles of image augmentations") in problems_of(params)
+    params["attack_options"]["query-augment"]["n_queries"] = 10
+    params["attack_options"]["query-adv"].update(init_eval=2000, max_eval=1000)
+    assert ("attack_options.query-adv.init_eval: 2000 is more than attack_options.query-adv.max_eval "
+            "1000, which would cap it") in problems_of(params)
+
+
+def test_the_scaling_sweep_counts_the_queries_each_attack_reads():
+    config_ = {"attacks": ["query-augment"], "experiments": [],
+               "attack_options": {"query-neighbor": {"n_queries": 4}, "query-augment": {"n_queries": 6}}}
+    text = plan.Experiment("rotten_tomatoes", "mlp", "mlp")
+    tabular = plan.Experiment("purchase", "mlp", "mlp")
+    assert plan.swept_query_attacks(config_, text) == {"query-augment": [1, 2, 4]}  # neighbours
+    assert plan.swept_query_attacks(config_, tabular) == {"query-augment": [1, 2, 5, 6]}
+    config_["attack_options"] = {"query-neighbor": {"n_queries": 20}}  # augment keeps its 10
+    assert plan.swept_query_attacks(config_, tabular) == {"query-augment": [1, 2, 5, 10]}
+
+
+# --- local dataset files --------------------------------------------------------------------
+
+def test_a_missing_local_file_names_the_path_key(params, tmp_path):
+    params["experiments"].append({"dataset": "adult", "arch": "mlp"})
+    params["datasets"]["adult"]["path"] = str(tmp_path / "nowhere")
+    assert (f"datasets.adult.path: {tmp_path}/nowhere/adult.data, {tmp_path}/nowhere/adult.test not "
+            f"found") in problems_of(params)
+    params["datasets"]["adult"].pop("path")  # then rule download_dataset fetches it
+    assert config.validate(params)
+
+
+def test_a_local_copy_must_match_the_published_checksum(params, tmp_path, shared_data):
+    params["experiments"].append({"dataset": "location30", "arch": "mlp"})
+    assert config.validate(params)  # the shared copy is the published file
+    other = tmp_path / "dataset_location.tgz"
+    other.write_bytes((shared_data / "location30/dataset_location.tgz").read_bytes()[:-1])
+    params["datasets"]["location30"]["path"] = str(other)
+    assert (f"datasets.location30.path: {other} has sha256 ") in problems_of(params)
+    assert ("but the published file has "
+            "927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33") in problems_of(params)
+    assert [(path, published[:6]) for path, _, published in checksum_mismatches(
+        "location30", {"path": str(other)})] == [(other, "927203")]
+
+
+def test_a_file_placed_in_data_raw_is_checked_too(params, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params["experiments"].append({"dataset": "location30", "arch": "mlp"})
+    params["datasets"]["location30"] = {}
+    assert config.validate(params)  # missing: rule download_dataset fetches (and checks) it
+    raw = tmp_path / "data/raw/location30/dataset_location.tgz"
+    raw.parent.mkdir(parents=True)
+    raw.write_bytes(b"not the archive")
+    assert ("datasets.location30: data/raw/location30/dataset_location.tgz has sha256"
+            ) in problems_of(params)
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("digits", {}), ("breast_cancer", {}), ("synthetic_text", {"n_samples": 64}),
+    ("purchase", {"n_samples": 300, "n_features": 20, "n_classes": 3})])
+def test_registered_sizes_match_the_embedded_data(name, options):
+    loaded, size = load_dataset(name, options, seed=0), dataset_size(name, options)
+    counts = np.bincount(loaded.labels, minlength=loaded.n_classes)
+    assert (size.n_samples, size.n_classes) == (len(loaded.labels), loaded.n_classes)
+    assert size.smallest_class in (None, counts.min())
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("location30", {"path": "location30/dataset_location.tgz"}),
+    ("students_dropout", {"path": "students_dropout/students_dropout_academic_success.csv"}),
+    ("adult", {"path": "adult"}), ("rotten_tomatoes", {"path": "rotten_tomatoes"}),
+    ("cola", {"path": "cola"}), ("tweeteval", {"path": "tweeteval", "task": "hate"}),
+    ("tweeteval", {"path": "tweeteval", "task": "emotion"}),
+    ("tweeteval", {"path": "tweeteval", "task": "stance/climate"})])
+def test_registered_sizes_match_the_published_files(name, options, shared_data):
+    options = {**options, "path": str(shared_data / options["path"])}
+    if name in ("rotten_tomatoes", "cola", "tweeteval"):
+        options["representation"] = "text"  # no embedding model needed to count
+    loaded, size = load_dataset(name, options, seed=0), dataset_size(name, options)
+    assert (size.n_samples, size.n_classes) == (len(loaded.labels), loaded.n_classes)
+    assert size.smallest_class == np.bincount(loaded.labels, minlength=loaded.n_classes).min()
+
+
+# --- reading params.yaml ------------------------------------------------------------------------
+
+def test_yaml_errors_name_the_line(repo, tmp_path):
+    text = (repo / "params.yaml").read_text()
+    path = tmp_path / "params.yaml"
+    path.write_text(text.replace("  repeats: 5\n", "  repeats: [5\n", 1))
+    line = text.splitlines().index("  repeats: 5") + 1
+    with pytest.raises(config.ConfigError, match=rf"params.yaml line {line + 1}: expected ',' or "
+                                                 rf"']', but got ':' \(while parsing a flow "
+                                                 rf"sequence at line {line}\)"):
+        config.load(path)
+    path.write_text(text + "\nseed: 7\n")  # YAML itself would silently keep the last one
+    with pytest.raises(config.ConfigError, match=r"params.yaml line \d+: duplicate key 'seed' "
+                                                 r"\(first at line 10\)"):
+        config.load(path)
+    path.write_bytes(b"seed: 1\nname: caf\xe9\n")
+    with pytest.raises(config.ConfigError, match="params.yaml line 2: not UTF-8 text"):
+        config.load(path)
+    path.write_text("base: &base {a: 1}\nother:\n  <<: *base\n  a: 2\n")  # merges may override
+    assert config.read(path)["other"] == {"a": 2}
+    assert config.checked_yaml(str(repo / "params.yaml")) == str(repo / "params.yaml")
+
+
+def test_params_that_are_not_a_mapping_are_rejected():
+    for content in (None, [1], "seed"):
+        with pytest.raises(config.ConfigError, match=r"\(top level\): .* is not of type 'object'"):
+            config.validate(content)
+
+
+FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "params.yaml"]
+
+
+def snakemake_dry_run(repo: Path, root: Path, params_text: str) -> tuple[int, str]:
+    """`snakemake -n` in a copy of the workflow whose params.yaml is `params_text`: its exit
+    status and output."""
+    root.mkdir()
+    for name in FILES:
+        (shutil.copytree if (repo / name).is_dir() else shutil.copy)(repo / name, root / name)
+    (root / "params.yaml").write_text(params_text)
+    snakemake = Path(sys.executable).parent / "snakemake"
+    result = subprocess.run([str(snakemake), "-n", "--quiet", "rules"], cwd=root,
+                            capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_snakemake_reports_the_yaml_line_and_the_duplicate_before_any_job(repo, tmp_path):
+    text = (repo / "params.yaml").read_text()
+    status, output = snakemake_dry_run(repo, tmp_path / "broken",
+                                       text.replace("  repeats: 5\n", "  repeats: [5\n"))
+    line = text.splitlines().index("  repeats: 5") + 2
+    assert status != 0 and f"params.yaml line {line}: expected ','" in output
+    first = "  - {dataset: digits, arch: cnn}\n"
+    duplicate = text.replace(first, first + "  - {dataset: digits, arch: cnn, ref_arch: cnn}\n")
+    status, output = snakemake_dry_run(repo, tmp_path / "duplicate", duplicate)
+    assert status != 0
+    assert "experiments[1]: duplicates experiments[0] in effect (ref_arch equals arch" in output
