@@ -15,12 +15,20 @@ params.yaml is the config; it is validated here, before any job starts. Logic li
 `miaflow` package; rules stay thin.
 """
 
+import sys
+
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
+from miaflow.workflow.resume import claim_working_directory
 
 
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
+
+
+# After a crash, the same command resumes: stale locks and temp files of dead runs are removed.
+for leftover in claim_working_directory() or []:
+    print(f"removed what a dead run left: {leftover}", file=sys.stderr)
 
 
 try:

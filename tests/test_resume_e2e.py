@@ -1,0 +1,92 @@
+"""Crash anywhere, rerun the same command: `kill -9` of a real `dvc repro` at three points, each
+followed by the same command with no manual step, gives byte-identical artifacts, no temp file
+and no stale lock (miaflow.workflow.resume)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_workflow_e2e import digests, make_project, run, tiny_params
+
+from miaflow.workflow import resume
+
+pytestmark = pytest.mark.e2e
+
+COMMAND = ["dvc", "repro", "evaluate"]
+# Where the run is when it is killed: the first file of each stage's artifacts to appear.
+KILL_POINTS = ["results/prepare/splits", "results/train/models", "results/evaluate/scores"]
+
+
+def small_params() -> dict:
+    params = tiny_params()
+    params["experiments"] = [{"dataset": "breast_cancer", "arch": "lr"},
+                             {"dataset": "digits", "arch": "cnn"}]
+    params["attacks"] = ["metric-loss", "model-lira", "lira-offline", "query-neighbor"]
+    params["llm"]["experiments"] = []
+    return params
+
+
+def kill_when_present(root: Path, folder: str, timeout: float = 600.0) -> None:
+    """Start COMMAND and kill its whole process group (-9) once a file appears under `folder`."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    process = subprocess.Popen(COMMAND, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        if any(path.is_file() for path in (root / folder).rglob("*")):
+            os.killpg(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.2)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, f"the run ended before reaching {folder}"
+
+
+def test_kill_9_at_three_points_then_the_same_command_finishes_identically(tmp_path):
+    reference = make_project(tmp_path / "reference", small_params())
+    run(COMMAND, reference)
+    crashed = make_project(tmp_path / "crashed", small_params())
+    stale_locks = []
+    for folder in KILL_POINTS:
+        kill_when_present(crashed, folder)
+        stale_locks += list((crashed / resume.SNAKEMAKE_LOCKS).glob("*.lock"))
+        # what a kill in the middle of an atomic write leaves behind
+        (crashed / folder / ".half-written.parquet.x1y2.tmp").write_bytes(b"PAR1")
+    assert stale_locks, "no kill left Snakemake's lock behind: the test did not test resuming"
+    run(COMMAND, crashed)  # the same command: no --unlock, no --rerun-incomplete by hand
+    assert resume.stale_leftovers(crashed) == []
+    assert digests(crashed) == digests(reference)
+    assert "up to date" in run(["dvc", "status", *COMMAND[2:]], crashed).stdout
+
+
+CLAIM = ("import sys; from miaflow.workflow.resume import claim_working_directory; "
+         "print(claim_working_directory(sys.argv[1]))")
+
+
+def test_only_the_holder_of_the_run_lock_clears_leftovers(tmp_path):
+    """While a run is alive, another process touches nothing (a concurrent run then still stops
+    on Snakemake's own lock); once it is dead, the next one clears what it left."""
+    holder = subprocess.Popen([sys.executable, "-c", f"{CLAIM}; sys.stdout.flush(); "
+                               "import time; time.sleep(60)", str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "[]"
+        (tmp_path / ".snakemake" / "locks").mkdir()
+        (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("")
+        (tmp_path / "results").mkdir()
+        (tmp_path / "results" / ".scores.parquet.abc.tmp").write_text("")
+        second = subprocess.run([sys.executable, "-c", CLAIM, str(tmp_path)], capture_output=True,
+                                text=True, check=True)
+        assert second.stdout.strip() == "None" and len(resume.stale_leftovers(tmp_path)) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    after = subprocess.run([sys.executable, "-c", CLAIM, str(tmp_path)], capture_output=True,
+                           text=True, check=True)
+    assert ".scores.parquet.abc.tmp" in after.stdout and "0.input.lock" in after.stdout
+    assert resume.stale_leftovers(tmp_path) == []
