@@ -27,10 +27,10 @@ run: setup
 	@echo
 	@echo "All metrics: results/metrics.parquet (long format); summary for DVC: results/summary.json"
 	@echo "Tables (csv, md, tex): results/tables/   Figures: results/figures/"
-	@echo "Statistical tests: results/tables/tests.md   Cost per stage: results/tables/cost.md"
+	@echo "Statistical tests: results/tables/tests.md   Cost per stage: records/report/cost.md"
 
 test: setup
 	python -m pytest -p no:cacheprovider
 
 clean:
-	rm -rf results .snakemake
+	rm -rf results records .snakemake

@@ -1,7 +1,7 @@
 """miaflow: a reproducible membership-inference benchmark.
 
 Seven stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py)
-and one results folder (results/<stage>/):
+one results folder (results/<stage>/) and its run records (records/<stage>/: logs, timings):
 
   prepare   datasets in canonical order and their membership matrices
   train     target, reference and population models, and their outputs on every sample

@@ -3,8 +3,9 @@
     python bench/compare_results.py OLD_ROOT NEW_ROOT [--layout v1]
 
 Prints how many artifacts match, and every one that differs or exists on one side only; exits
-non-zero unless all match. Logs, benchmark files and the tables built from measured times
-(`cost`, `families`) are left out: they differ between any two runs. `--layout v1` maps the
+non-zero unless all match. Run records (records/, and in runs older than that folder the logs,
+benchmark files and the tables built from measured times, `cost` and `families`) are left out:
+they differ between any two runs. `--layout v1` maps the
 paths of a run made before the stage-per-folder layout (three DVC stages: query artifacts under
 results/train/queries/, the model and test tables under results/evaluate/) onto today's.
 """

@@ -123,7 +123,7 @@ def benchmark_jobs(root: Path) -> pd.DataFrame:
     """One row per Snakemake benchmark file (rule, wall and CPU seconds). Other TSV files under
     benchmarks/ (score_attacks' per-attack timings, *.attacks.tsv) are outputs, not jobs."""
     rows = []
-    for path in sorted(root.glob("results/*/benchmarks/**/*.tsv")):
+    for path in sorted(root.glob("records/*/benchmarks/**/*.tsv")):
         table = pd.read_csv(path, sep="\t")
         if not BENCHMARK_COLUMNS <= set(table.columns):
             continue

@@ -31,7 +31,7 @@ QUERY_ARTIFACTS = {
     CANARIES: "results/queries/ref/{dataset}/{arch}.parquet",
 }
 SCORES = "results/evaluate/scores/{dataset}/{experiment}.parquet"
-ATTACK_TIMINGS = "results/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.attacks.tsv"
+ATTACK_TIMINGS = "records/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.attacks.tsv"
 EXPERIMENT_METRICS = "results/evaluate/metrics/{dataset}/{experiment}.parquet"
 ROC = "results/evaluate/roc/{dataset}/{experiment}.parquet"
 SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"

@@ -25,9 +25,9 @@ rule score_attacks:
     conda:
         SOFTWARE
     log:
-        "results/evaluate/logs/score_attacks/{dataset}/{experiment}.log",
+        "records/evaluate/logs/score_attacks/{dataset}/{experiment}.log",
     benchmark:
-        "results/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.tsv"
+        "records/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.tsv"
     script:
         "../scripts/score_attacks.py"
 
@@ -52,9 +52,9 @@ rule scaling_sweep:
     conda:
         SOFTWARE
     log:
-        "results/evaluate/logs/scaling_sweep/{dataset}/{experiment}.log",
+        "records/evaluate/logs/scaling_sweep/{dataset}/{experiment}.log",
     benchmark:
-        "results/evaluate/benchmarks/scaling_sweep/{dataset}/{experiment}.tsv"
+        "records/evaluate/benchmarks/scaling_sweep/{dataset}/{experiment}.tsv"
     script:
         "../scripts/scaling_sweep.py"
 

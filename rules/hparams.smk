@@ -20,9 +20,9 @@ rule hparam_features:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_features/{dataset}/{backbone}.log",
+        "records/hparams/logs/hparam_features/{dataset}/{backbone}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_features/{dataset}/{backbone}.tsv"
+        "records/hparams/benchmarks/hparam_features/{dataset}/{backbone}.tsv"
     script:
         "../scripts/hparam_features.py"
 
@@ -42,9 +42,9 @@ rule hparam_splits:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_splits/{setting}/run-{run}.log",
+        "records/hparams/logs/hparam_splits/{setting}/run-{run}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_splits/{setting}/run-{run}.tsv"
+        "records/hparams/benchmarks/hparam_splits/{setting}/run-{run}.tsv"
     script:
         "../scripts/hparam_splits.py"
 
@@ -64,9 +64,9 @@ rule hparam_noise:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_noise/{setting}/eps-{epsilon}.log",
+        "records/hparams/logs/hparam_noise/{setting}/eps-{epsilon}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_noise/{setting}/eps-{epsilon}.tsv"
+        "records/hparams/benchmarks/hparam_noise/{setting}/eps-{epsilon}.tsv"
     script:
         "../scripts/hparam_noise.py"
 
@@ -93,9 +93,9 @@ rule hparam_search:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_search/{setting}/eps-{epsilon}/run-{run}.log",
+        "records/hparams/logs/hparam_search/{setting}/eps-{epsilon}/run-{run}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_search/{setting}/eps-{epsilon}/run-{run}.tsv"
+        "records/hparams/benchmarks/hparam_search/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
         "../scripts/hparam_search.py"
 
@@ -122,9 +122,9 @@ rule hparam_grid:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_grid/{setting}/eps-{epsilon}/run-{run}.log",
+        "records/hparams/logs/hparam_grid/{setting}/eps-{epsilon}/run-{run}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_grid/{setting}/eps-{epsilon}/run-{run}.tsv"
+        "records/hparams/benchmarks/hparam_grid/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
         "../scripts/hparam_grid.py"
 
@@ -153,9 +153,9 @@ rule hparam_attacks:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.log",
+        "records/hparams/logs/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.tsv"
+        "records/hparams/benchmarks/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
         "../scripts/hparam_attacks.py"
 
@@ -177,9 +177,9 @@ rule hparam_bound:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_bound/{setting}/eps-{epsilon}.log",
+        "records/hparams/logs/hparam_bound/{setting}/eps-{epsilon}.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_bound/{setting}/eps-{epsilon}.tsv"
+        "records/hparams/benchmarks/hparam_bound/{setting}/eps-{epsilon}.tsv"
     script:
         "../scripts/hparam_bound.py"
 
@@ -200,9 +200,9 @@ rule hparam_collect:
     conda:
         SOFTWARE
     log:
-        "results/hparams/logs/hparam_collect.log",
+        "records/hparams/logs/hparam_collect.log",
     benchmark:
-        "results/hparams/benchmarks/hparam_collect/all.tsv"
+        "records/hparams/benchmarks/hparam_collect/all.tsv"
     script:
         "../scripts/hparam_collect.py"
 

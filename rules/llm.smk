@@ -26,9 +26,9 @@ rule llm_splits:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_splits/{dataset}/{lm}.log",
+        "records/llm/logs/llm_splits/{dataset}/{lm}.log",
     benchmark:
-        "results/llm/benchmarks/llm_splits/{dataset}/{lm}.tsv"
+        "records/llm/benchmarks/llm_splits/{dataset}/{lm}.tsv"
     script:
         "../scripts/llm_splits.py"
 
@@ -45,9 +45,9 @@ rule llm_tokenizer:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_tokenizer/{dataset}/{recipe}.log",
+        "records/llm/logs/llm_tokenizer/{dataset}/{recipe}.log",
     benchmark:
-        "results/llm/benchmarks/llm_tokenizer/{dataset}/{recipe}.tsv"
+        "records/llm/benchmarks/llm_tokenizer/{dataset}/{recipe}.tsv"
     script:
         "../scripts/llm_tokenizer.py"
 
@@ -64,9 +64,9 @@ rule llm_convert:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_convert/{packaged}.log",
+        "records/llm/logs/llm_convert/{packaged}.log",
     benchmark:
-        "results/llm/benchmarks/llm_convert/{packaged}.tsv"
+        "records/llm/benchmarks/llm_convert/{packaged}.tsv"
     script:
         "../scripts/llm_convert.py"
 
@@ -93,9 +93,9 @@ rule llm_train:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_train/{dataset}/{lm}/{model}.log",
+        "records/llm/logs/llm_train/{dataset}/{lm}/{model}.log",
     benchmark:
-        "results/llm/benchmarks/llm_train/{dataset}/{lm}/{model}.tsv"
+        "records/llm/benchmarks/llm_train/{dataset}/{lm}/{model}.tsv"
     script:
         "../scripts/llm_train.py"
 
@@ -114,9 +114,9 @@ rule llm_neighbors:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_neighbors/{dataset}/{lm}.log",
+        "records/llm/logs/llm_neighbors/{dataset}/{lm}.log",
     benchmark:
-        "results/llm/benchmarks/llm_neighbors/{dataset}/{lm}.tsv"
+        "records/llm/benchmarks/llm_neighbors/{dataset}/{lm}.tsv"
     script:
         "../scripts/llm_neighbors.py"
 
@@ -144,9 +144,9 @@ rule llm_tokens:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_tokens/{dataset}/{lm}/{model}/{text_set}.log",
+        "records/llm/logs/llm_tokens/{dataset}/{lm}/{model}/{text_set}.log",
     benchmark:
-        "results/llm/benchmarks/llm_tokens/{dataset}/{lm}/{model}/{text_set}.tsv"
+        "records/llm/benchmarks/llm_tokens/{dataset}/{lm}/{model}/{text_set}.tsv"
     script:
         "../scripts/llm_tokens.py"
 
@@ -171,9 +171,9 @@ rule llm_recall:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}.log",
+        "records/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}.log",
     benchmark:
-        "results/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}.tsv"
+        "records/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}.tsv"
     script:
         "../scripts/llm_recall.py"
 
@@ -200,9 +200,9 @@ rule llm_pairs:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.log",
+        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.log",
     benchmark:
-        "results/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.tsv"
+        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.tsv"
     script:
         "../scripts/llm_pairs.py"
 
@@ -240,9 +240,9 @@ rule llm_scores:
     conda:
         SOFTWARE
     log:
-        "results/llm/logs/llm_scores/{dataset}/{lm}.log",
+        "records/llm/logs/llm_scores/{dataset}/{lm}.log",
     benchmark:
-        "results/llm/benchmarks/llm_scores/{dataset}/{lm}.tsv"
+        "records/llm/benchmarks/llm_scores/{dataset}/{lm}.tsv"
     script:
         "../scripts/llm_scores.py"
 

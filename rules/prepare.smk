@@ -17,7 +17,7 @@ rule download_dataset:
     conda:
         SOFTWARE
     log:
-        "results/prepare/logs/download_dataset/{dataset}/{filename}.log",
+        "records/prepare/logs/download_dataset/{dataset}/{filename}.log",
     localrule: True
     script:
         "../scripts/download_dataset.py"
@@ -39,9 +39,9 @@ rule prepare_dataset:
     conda:
         SOFTWARE
     log:
-        "results/prepare/logs/prepare_dataset/{dataset}.log",
+        "records/prepare/logs/prepare_dataset/{dataset}.log",
     benchmark:
-        "results/prepare/benchmarks/prepare_dataset/{dataset}.tsv"
+        "records/prepare/benchmarks/prepare_dataset/{dataset}.tsv"
     script:
         "../scripts/prepare_dataset.py"
 

@@ -18,9 +18,9 @@ rule make_queries:
     conda:
         SOFTWARE
     log:
-        "results/queries/logs/make_queries/{dataset}.log",
+        "records/queries/logs/make_queries/{dataset}.log",
     benchmark:
-        "results/queries/benchmarks/make_queries/{dataset}.tsv"
+        "records/queries/benchmarks/make_queries/{dataset}.tsv"
     script:
         "../scripts/make_queries.py"
 
@@ -40,9 +40,9 @@ rule query_signals:
     conda:
         SOFTWARE
     log:
-        "results/queries/logs/query_signals/{dataset}/{arch}.log",
+        "records/queries/logs/query_signals/{dataset}/{arch}.log",
     benchmark:
-        "results/queries/benchmarks/query_signals/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_signals/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_signals.py"
 
@@ -66,9 +66,9 @@ rule hsj_distances:
     conda:
         SOFTWARE
     log:
-        "results/queries/logs/hsj_distances/{dataset}/{arch}.log",
+        "records/queries/logs/hsj_distances/{dataset}/{arch}.log",
     benchmark:
-        "results/queries/benchmarks/hsj_distances/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/hsj_distances/{dataset}/{arch}.tsv"
     script:
         "../scripts/hsj_distances.py"
 
@@ -93,9 +93,9 @@ rule query_transfer:
     conda:
         SOFTWARE
     log:
-        "results/queries/logs/query_transfer/{dataset}/{arch}.log",
+        "records/queries/logs/query_transfer/{dataset}/{arch}.log",
     benchmark:
-        "results/queries/benchmarks/query_transfer/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_transfer/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_transfer.py"
 
@@ -120,9 +120,9 @@ rule query_qrm:
     conda:
         SOFTWARE
     log:
-        "results/queries/logs/query_qrm/{dataset}/{arch}.log",
+        "records/queries/logs/query_qrm/{dataset}/{arch}.log",
     benchmark:
-        "results/queries/benchmarks/query_qrm/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_qrm/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_qrm.py"
 
@@ -146,9 +146,9 @@ rule query_ref:
     conda:
         SOFTWARE
     log:
-        "results/queries/logs/query_ref/{dataset}/{arch}.log",
+        "records/queries/logs/query_ref/{dataset}/{arch}.log",
     benchmark:
-        "results/queries/benchmarks/query_ref/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_ref/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_ref.py"
 

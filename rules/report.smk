@@ -16,9 +16,9 @@ rule collect_metrics:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/collect_metrics.log",
+        "records/report/logs/collect_metrics.log",
     benchmark:
-        "results/report/benchmarks/collect_metrics/all.tsv"
+        "records/report/benchmarks/collect_metrics/all.tsv"
     script:
         "../scripts/collect_metrics.py"
 
@@ -33,9 +33,9 @@ rule collect_models:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/collect_models.log",
+        "records/report/logs/collect_models.log",
     benchmark:
-        "results/report/benchmarks/collect_models/all.tsv"
+        "records/report/benchmarks/collect_models/all.tsv"
     script:
         "../scripts/collect_models.py"
 
@@ -53,9 +53,9 @@ rule paired_tests:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/paired_tests.log",
+        "records/report/logs/paired_tests.log",
     benchmark:
-        "results/report/benchmarks/paired_tests/all.tsv"
+        "records/report/benchmarks/paired_tests/all.tsv"
     script:
         "../scripts/paired_tests.py"
 
@@ -78,9 +78,9 @@ rule tables:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/tables.log",
+        "records/report/logs/tables.log",
     benchmark:
-        "results/report/benchmarks/tables/all.tsv"
+        "records/report/benchmarks/tables/all.tsv"
     script:
         "../scripts/tables.py"
 
@@ -95,7 +95,7 @@ rule study_tables:
         code=code("report"),
     output:
         by_architecture=multiext("results/tables/by_architecture", *TABLE_FORMATS),
-        families=multiext("results/tables/families", *TABLE_FORMATS),
+        families=multiext("records/report/families", *TABLE_FORMATS),
         reference_mismatch=multiext("results/tables/reference_mismatch", *TABLE_FORMATS),
         metric_tables=[path for suffix in TABLE_FORMATS
                        for path in experiment_files("metrics", suffix, "results/tables")],
@@ -106,9 +106,9 @@ rule study_tables:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/study_tables.log",
+        "records/report/logs/study_tables.log",
     benchmark:
-        "results/report/benchmarks/study_tables/all.tsv"
+        "records/report/benchmarks/study_tables/all.tsv"
     script:
         "../scripts/study_tables.py"
 
@@ -123,9 +123,9 @@ rule song_mittal_table:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/song_mittal_table.log",
+        "records/report/logs/song_mittal_table.log",
     benchmark:
-        "results/report/benchmarks/song_mittal_table/all.tsv"
+        "records/report/benchmarks/song_mittal_table/all.tsv"
     script:
         "../scripts/song_mittal_table.py"
 
@@ -143,9 +143,9 @@ rule risk_score_report:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/risk_score_report.log",
+        "records/report/logs/risk_score_report.log",
     benchmark:
-        "results/report/benchmarks/risk_score_report/all.tsv"
+        "records/report/benchmarks/risk_score_report/all.tsv"
     script:
         "../scripts/risk_score_report.py"
 
@@ -176,9 +176,9 @@ rule hparam_report:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/hparam_report.log",
+        "records/report/logs/hparam_report.log",
     benchmark:
-        "results/report/benchmarks/hparam_report/all.tsv"
+        "records/report/benchmarks/hparam_report/all.tsv"
     script:
         "../scripts/hparam_report.py"
 
@@ -198,9 +198,9 @@ rule llm_report:
     conda:
         SOFTWARE
     log:
-        "results/report/logs/llm_report.log",
+        "records/report/logs/llm_report.log",
     benchmark:
-        "results/report/benchmarks/llm_report/all.tsv"
+        "records/report/benchmarks/llm_report/all.tsv"
     script:
         "../scripts/llm_report.py"
 
@@ -212,11 +212,11 @@ rule cost_table:
                                                          "hparams", "llm", "report")),
         code=code("report"),
     output:
-        cost=multiext("results/tables/cost", *TABLE_FORMATS),
+        cost=multiext("records/report/cost", *TABLE_FORMATS),
     conda:
         SOFTWARE
     log:
-        "results/report/logs/cost_table.log",
+        "records/report/logs/cost_table.log",
     script:
         "../scripts/cost_table.py"
 

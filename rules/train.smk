@@ -24,9 +24,9 @@ rule train_shard:
     conda:
         SOFTWARE
     log:
-        "results/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
+        "records/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
     benchmark:
-        "results/train/benchmarks/train_shard/{dataset}/{arch}/shard-{shard}.tsv"
+        "records/train/benchmarks/train_shard/{dataset}/{arch}/shard-{shard}.tsv"
     script:
         "../scripts/train_shard.py"
 

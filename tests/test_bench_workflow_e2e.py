@@ -21,7 +21,7 @@ BENCHMARK = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_l
 
 
 def test_only_snakemake_benchmark_files_are_jobs(tmp_path):
-    folder = tmp_path / "results" / "evaluate" / "benchmarks" / "score_attacks" / "toy"
+    folder = tmp_path / "records" / "evaluate" / "benchmarks" / "score_attacks" / "toy"
     folder.mkdir(parents=True)
     (folder / "mlp.tsv").write_text(BENCHMARK + "12.5\t0:00:12\t1\t1\t1\t1\t0\t0\t50\t10.0\n")
     (folder / "mlp.attacks.tsv").write_text("attack\tseconds\nmetric-loss\t0.5\n")  # an output

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_workflow_e2e import digests, make_project, run, tiny_params
+from test_workflow_e2e import digests, locked_artifacts, make_project, run, tiny_params
 
 from miaflow.workflow import resume
 
@@ -61,6 +61,7 @@ def test_kill_9_at_three_points_then_the_same_command_finishes_identically(tmp_p
     run(COMMAND, crashed)  # the same command: no --unlock, no --rerun-incomplete by hand
     assert resume.stale_leftovers(crashed) == []
     assert digests(crashed) == digests(reference)
+    assert locked_artifacts(crashed) == locked_artifacts(reference)
     assert "up to date" in run(["dvc", "status", *COMMAND[2:]], crashed).stdout
 
 

@@ -35,7 +35,7 @@ def snakemake_command(stage: dict) -> str:
     return next(c for c in commands if c.startswith("snakemake"))
 
 
-def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder(repo):
+def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder_one_records_folder(repo):
     assert sorted(p.stem for p in (repo / "rules").glob("*.smk")) == sorted([*stages.STAGES, "common"])
     assert sorted(p.stem for p in (repo / "miaflow/jobs").glob("*.py")) == sorted(
         [*stages.STAGES, "__init__", "adapter", "common"])
@@ -44,8 +44,9 @@ def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder(repo):
         outs = _outputs(stage)
         mine = [o for o in outs if o.startswith(f"results/{name}")]
         assert mine, f"DVC stage {name} has no output under results/{name}"
+        assert f"records/{name}" in outs, f"DVC stage {name} does not keep its run records apart"
         # the contract files at the top of results/: the report's and the hyperparameter study's
-        assert set(outs) - set(mine) <= TOP_LEVEL_OUTS.get(name, set())
+        assert set(outs) - set(mine) - {f"records/{name}"} <= TOP_LEVEL_OUTS.get(name, set())
 
 
 def test_every_rule_belongs_to_exactly_the_dvc_stage_of_its_rule_file(repo):
@@ -65,7 +66,7 @@ def test_every_stage_depends_on_exactly_the_code_its_command_runs(repo):
     """Otherwise `dvc repro` skips a stage whose code changed and `dvc status` reports it clean.
     `python -m miaflow.workflow.stages` rewrites the deps."""
     for name, stage in dvc_stages(repo).items():
-        listed = sorted(d for d in stage["deps"] if not d.startswith("results/"))
+        listed = sorted(d for d in stage["deps"] if not d.startswith(stages.OUTPUT_ROOTS))
         assert listed == stages.code_deps(name, repo), f"dvc.yaml stage {name}: deps out of date"
     assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses("report", "miaflow.models.ensemble")
 
@@ -82,7 +83,7 @@ def test_every_stage_depends_on_the_stages_whose_outputs_its_rules_read(repo):
              for a, b in re.findall(r"^\s*(\d+) -> (\d+)", graph, re.M) if names[b] != "all"}
     assert ("train", "report") in edges  # the graph was read
     for producer, consumer in edges - {(s, s) for s in stages.STAGES}:
-        deps = [d for d in declared[consumer]["deps"] if d.startswith("results/")]
+        deps = [d for d in declared[consumer]["deps"] if d.startswith(stages.OUTPUT_ROOTS)]
         assert any(d == out or d.startswith(f"{out}/") or out.startswith(f"{d}/")
                    for d in deps for out in _outputs(declared[producer])), \
             f"dvc.yaml stage {consumer} reads outputs of stage {producer} but has no dep on them"

@@ -84,14 +84,12 @@ def make_project(root: Path, params: dict) -> Path:
 
 
 def digests(root: Path) -> dict[str, str]:
-    """sha256 of every artifact, leaving out logs, timings, the tables of measured cost
-    (cost, families) and Snakemake's directory markers (in .dvcignore: not artifacts)."""
+    """sha256 of every artifact (under results/; run records are under records/), leaving out
+    Snakemake's directory markers (in .dvcignore)."""
     out = {}
     for path in sorted((root / "results").rglob("*")):
         relative = path.relative_to(root).as_posix()
-        if path.is_file() and "/logs/" not in relative and "/benchmarks/" not in relative \
-                and "/cost." not in relative and "/families." not in relative \
-                and path.name != ".snakemake_timestamp":
+        if path.is_file() and path.name != ".snakemake_timestamp":
             out[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
@@ -123,10 +121,11 @@ def test_metrics_contract(project):
 
 
 def test_tables_and_figures(project):
-    for stem in ("auroc", "accuracy", "tests", "cost", "by_architecture", "families",
-                 "reference_mismatch", "metrics-digits-cnn"):
+    tables = [f"results/tables/{stem}" for stem in ("auroc", "accuracy", "tests", "by_architecture",
+                                                   "reference_mismatch", "metrics-digits-cnn")]
+    for stem in [*tables, "records/report/cost", "records/report/families"]:
         for suffix in (".csv", ".md", ".tex"):
-            assert (project / "results/tables" / f"{stem}{suffix}").stat().st_size > 0
+            assert (project / f"{stem}{suffix}").stat().st_size > 0
     figures = {p.name for p in (project / "results/figures").iterdir()}
     assert {"roc-breast_cancer-lr.png", "auroc-vs-gap.png", "scaling-digits-cnn.png"} <= figures
     assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -134,7 +133,7 @@ def test_tables_and_figures(project):
     assert "±" in auroc.to_string()
     mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
     assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
-    cost = pd.read_csv(project / "results/tables/cost.csv")
+    cost = pd.read_csv(project / "records/report/cost.csv")
     assert {"prepare_dataset", "train_shard", "score_attacks"} <= set(cost["rule"])
 
 
@@ -222,13 +221,41 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project
     assert planned - {*stages.STAGES, "total"} == rerun
 
 
-def test_same_seeds_give_byte_identical_artifacts(project, tmp_path):
+
+
+def locked_artifacts(root: Path) -> dict[str, str]:
+    """The hash dvc.lock records for every artifact output (run records aside)."""
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    return {out["path"]: out["md5"] for stage in lock["stages"].values() for out in stage["outs"]
+            if not out["path"].startswith("records/")}
+
+
+def test_same_seeds_give_byte_identical_artifacts_and_dvc_lock(project, tmp_path):
     second = make_project(tmp_path / "second", tiny_params())
-    run(["snakemake", "--cores", "2", "all"], second)
+    run(["dvc", "repro"], second)
     first_digests, second_digests = digests(project), digests(second)
     assert first_digests.keys() == second_digests.keys()
     differing = [k for k in first_digests if first_digests[k] != second_digests[k]]
     assert not differing, f"artifacts differ between identical runs: {differing}"
+    first_lock, second_lock = locked_artifacts(project), locked_artifacts(second)
+    assert {"results/evaluate", "results/tables", "results/llm"} <= first_lock.keys()
+    assert first_lock == second_lock
+
+
+def test_dvc_repro_after_a_plain_snakemake_run_reruns_no_job(project):
+    """A plain `snakemake` run leaves dvc.lock behind; `dvc repro` then records the outputs again
+    but reruns no job (every output persists, so DVC deletes nothing before a stage's command)."""
+    scores = project / "results/evaluate/scores/digits/cnn.parquet"
+    before = scores.stat().st_mtime_ns
+    run(["snakemake", "--cores", "2", "--forcerun", "score_attacks", "all"], project)
+    assert scores.stat().st_mtime_ns > before
+    result = run(["dvc", "repro"], project)
+    repro = result.stdout + result.stderr
+    assert "Running stage 'evaluate'" in repro  # its run records changed, so DVC runs its command
+    assert "Nothing to be done" in repro and "Finished jobid" not in repro
+    assert "up to date" in run(["dvc", "status"], project).stdout
+    dry = run(["snakemake", "-n"], project)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
 def test_reviewer_flow_through_a_dvc_remote(project, tmp_path):

@@ -18,6 +18,8 @@ from miaflow.workflow.code import ROOT, closure, files
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
+# Where the workflow writes: artifacts under results/, run records (logs, timings) under records/.
+OUTPUT_ROOTS = ("results/", "records/")
 _RULE = re.compile(r"^rule (\w+):", re.M)
 _SCRIPT = re.compile(r'script:\s*"\.\./(scripts/[\w.]+)"')
 _IMPORT = re.compile(r"^\s*(?:from|import) (miaflow[\w.]*)", re.M)
@@ -49,7 +51,7 @@ def uses(stage: str, module: str, root: Path = ROOT) -> bool:
 
 
 def write_dvc_deps(path: Path = ROOT / "dvc.yaml") -> None:
-    """Rewrite each stage's code deps in dvc.yaml (its data deps, under results/, are kept)."""
+    """Rewrite each stage's code deps in dvc.yaml (its data deps, under OUTPUT_ROOTS, are kept)."""
     from ruamel.yaml import YAML
 
     yaml = YAML()
@@ -58,7 +60,7 @@ def write_dvc_deps(path: Path = ROOT / "dvc.yaml") -> None:
     document = yaml.load(path)
     for stage in STAGES:
         deps = document["stages"][stage]["deps"]
-        data = [dep for dep in deps if str(dep).startswith("results/")]
+        data = [dep for dep in deps if str(dep).startswith(OUTPUT_ROOTS)]
         deps.clear()
         deps.extend([*data, *code_deps(stage, path.parent)])
     yaml.dump(document, path)
