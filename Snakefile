@@ -1,6 +1,6 @@
 """miaflow: a reproducible membership-inference benchmark.
 
-Seven stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py)
+Seven stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py),
 one results folder (results/<stage>/) and its run records (records/<stage>/: logs, timings):
 
   prepare   datasets in canonical order and their membership matrices
