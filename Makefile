@@ -8,7 +8,7 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
 STAMP := $(VENV)/.installed-$(DEVICE)
 
-.PHONY: setup run test clean
+.PHONY: setup run test verify clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,9 @@ run: setup
 
 test: setup
 	python -m pytest -p no:cacheprovider
+
+verify: setup
+	python -m miaflow.workflow.verify
 
 clean:
 	rm -rf results records .snakemake
