@@ -2,7 +2,10 @@
 
 Every writer goes to a temporary file in the destination directory and renames it into place, so a
 killed job never leaves a half-written artifact. Parquet files carry no timestamps, so identical
-inputs give byte-identical files.
+inputs give byte-identical files, and a CRC per data page that every read here verifies: a
+corrupt artifact stops the job that reads it, naming the file, instead of feeding it wrong values.
+The workflow's artifacts (under results/) found corrupt are removed, so that running the same
+command again rebuilds them and what was computed from them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -67,12 +71,63 @@ def write_parquet(path: str | os.PathLike, table: pa.Table | Any,
         merged.update({k.encode(): v.encode() for k, v in metadata.items()})
         table = table.replace_schema_metadata(merged)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
+
+
+class CorruptArtifact(RuntimeError):
+    """An artifact whose content does not match its checksums, or does not parse at all."""
+
+
+def corrupt(path: str | os.PathLike, reason: str) -> CorruptArtifact:
+    """The error for a corrupt file; a workflow artifact (under ./results/) is removed first, so
+    that the next run rebuilds it instead of reading it again."""
+    path = Path(path)
+    if path.resolve().is_relative_to(Path.cwd().resolve() / "results"):
+        path.unlink(missing_ok=True)
+        return CorruptArtifact(f"{path} is corrupt ({reason}). It was removed: run the same "
+                               "command again to rebuild it and what was computed from it.")
+    return CorruptArtifact(f"{path} is corrupt ({reason}); replace it with a good copy.")
+
+
+def _checked(path: str | os.PathLike, read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    # a bad CRC, a truncated or garbled footer, garbled pandas metadata (JSON) in the footer
+    except (OSError, pa.ArrowException, ValueError) as error:
+        if _intact(path):
+            raise  # the request was wrong (e.g. a column it lacks), not the file
+        raise corrupt(path, f"{type(error).__name__}: {error}") from None
+
+
+def _intact(path: str | os.PathLike) -> bool:
+    """Whether the whole file reads, every page's CRC checked."""
+    try:
+        pq.read_table(path, page_checksum_verification=True).to_pandas()
+    except (OSError, pa.ArrowException, ValueError):
+        return False
+    return True
+
+
+def read_table(path: str | os.PathLike, **options: Any) -> pa.Table:
+    """`pq.read_table`, verifying every page's CRC."""
+    return _checked(path, lambda: pq.read_table(path, page_checksum_verification=True, **options))
+
+
+def read_schema(path: str | os.PathLike) -> pa.Schema:
+    """The schema in a Parquet artifact's footer."""
+    return _checked(path, lambda: pq.read_schema(path))
+
+
+def read_parquet(path: str | os.PathLike, **options: Any) -> pd.DataFrame:
+    """A Parquet artifact as a DataFrame (`read_table`, then pandas)."""
+    return _checked(path, lambda: read_table(path, **options).to_pandas())
 
 
 def read_parquet_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The string metadata stored with `write_parquet` (pandas' own entry left out)."""
-    raw = pq.read_schema(path).metadata or {}
+    raw = read_schema(path).metadata or {}
     return {k.decode(): v.decode() for k, v in raw.items() if k != b"pandas"}
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from scipy.special import logsumexp
 
-from miaflow.io import write_parquet
+from miaflow.io import read_schema, read_table, write_parquet
 
 SIGNALS = ("loss", "confidence", "phi", "correct", "entropy", "mentr", "margin")
 
@@ -111,8 +110,8 @@ class SignalStore:
         names: dict[str, int] = {}
         codes, sample_ids = [], []
         for path in paths:
-            table = pq.read_table(path, columns=["model_id", "sample_id"],
-                                  read_dictionary=["model_id"])
+            table = read_table(path, columns=["model_id", "sample_id"],
+                               read_dictionary=["model_id"])
             for chunk in table.column("model_id").chunks:
                 to_code = np.array([names.setdefault(m, len(names))
                                     for m in chunk.dictionary.to_pylist()], dtype=np.int64)
@@ -131,7 +130,7 @@ class SignalStore:
             if np.any(np.diff(sample[rows]) == 0):
                 raise ValueError(f"model {model!r} has duplicate sample ids in {paths}")
             index[model] = (sample[rows], rows)
-        columns = frozenset(pq.read_schema(paths[0]).names) if paths else frozenset()
+        columns = frozenset(read_schema(paths[0]).names) if paths else frozenset()
         return cls(paths, index, columns)
 
     @property
@@ -170,7 +169,7 @@ class SignalStore:
             if signal not in self._available or signal in ("model_id", "sample_id"):
                 raise KeyError(f"no signal {signal!r} in the signal store")
             chunks = [chunk for path in self._paths
-                      for chunk in pq.read_table(path, columns=[signal]).column(signal).chunks]
+                      for chunk in read_table(path, columns=[signal]).column(signal).chunks]
             if signal == "logits":
                 width = chunks[0].type.list_size
                 values = [c.flatten().to_numpy(zero_copy_only=False) for c in chunks]

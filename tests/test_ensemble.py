@@ -12,6 +12,7 @@ import torch
 import yaml
 from sklearn.metrics import roc_auc_score
 
+from miaflow import io
 from miaflow.models import architectures as models, ensemble
 from miaflow.workflow import plan as workflow
 from miaflow.config import ConfigError, validate
@@ -268,3 +269,23 @@ def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
     elsewhere = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "meta")
     assert elsewhere.layers == ensemble.grouped_layers(modules[0])  # off the CPU: as registered,
     assert not elsewhere.channels_last  # NCHW unless configured
+
+
+def test_a_flipped_or_truncated_shard_is_named_and_removed(tmp_path, monkeypatch):
+    """safetensors has no checksum: the shard carries its tensors' hash, and loading checks it."""
+    monkeypatch.chdir(tmp_path)
+    weights = {"m0": {"w": np.arange(64, dtype=np.float32)}, "m1": {"w": np.ones(64, np.float32)}}
+    shard = tmp_path / "results" / "shard-0.safetensors"
+    shard.parent.mkdir()
+    save_shard(shard, weights, {"arch": {"kind": "mlp"}, "n_classes": 2})
+    good = shard.read_bytes()
+    assert load_shard(shard)[0]["m0"]["w"].tolist() == list(range(64))
+    data = bytearray(good)
+    data[-5] ^= 0x10  # inside the last tensor's bytes
+    shard.write_bytes(bytes(data))
+    with pytest.raises(io.CorruptArtifact, match="shard-0.safetensors is corrupt.*differ"):
+        load_shard(shard)
+    assert not shard.exists()  # removed: the next run rebuilds it
+    shard.write_bytes(good[: len(good) // 2])
+    with pytest.raises(io.CorruptArtifact, match="shard-0.safetensors is corrupt"):
+        load_shard(shard)

@@ -1,10 +1,12 @@
 """Crash anywhere, rerun the same command: `kill -9` of a real `dvc repro` at three points, each
 followed by the same command with no manual step, gives byte-identical artifacts, no temp file
-and no stale lock (miaflow.workflow.resume)."""
+and no stale lock (miaflow.workflow.resume). Corrupt or missing intermediates are found by their
+readers (miaflow.io) and rebuilt by the next run."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_workflow_e2e import digests, locked_artifacts, make_project, run, tiny_params
 
-from miaflow.workflow import resume
+from miaflow.workflow import resume, verify
 
 pytestmark = pytest.mark.e2e
 
@@ -47,9 +49,15 @@ def kill_when_present(root: Path, folder: str, timeout: float = 600.0) -> None:
     assert process.returncode == -signal.SIGKILL, f"the run ended before reaching {folder}"
 
 
-def test_kill_9_at_three_points_then_the_same_command_finishes_identically(tmp_path):
-    reference = make_project(tmp_path / "reference", small_params())
-    run(COMMAND, reference)
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """An uninterrupted run of COMMAND."""
+    root = make_project(tmp_path_factory.mktemp("resume") / "reference", small_params())
+    run(COMMAND, root)
+    return root
+
+
+def test_kill_9_at_three_points_then_the_same_command_finishes_identically(reference, tmp_path):
     crashed = make_project(tmp_path / "crashed", small_params())
     stale_locks = []
     for folder in KILL_POINTS:
@@ -91,3 +99,30 @@ def test_only_the_holder_of_the_run_lock_clears_leftovers(tmp_path):
                            text=True, check=True)
     assert ".scores.parquet.abc.tmp" in after.stdout and "0.input.lock" in after.stdout
     assert resume.stale_leftovers(tmp_path) == []
+
+
+def test_corrupt_truncated_and_deleted_intermediates_are_rebuilt(reference, tmp_path):
+    """A truncated signals file and a flipped byte in a model shard's weights stop the run that
+    reads them, naming the file (they are removed); a deleted signals shard is rebuilt. Running
+    the same command again restores byte-identical artifacts."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(reference, damaged, symlinks=True)
+    signals = sorted((damaged / "results/train/signals/digits/cnn").glob("*.parquet"))
+    models = sorted((damaged / "results/train/models/breast_cancer/lr").glob("*.safetensors"))
+    signals[0].write_bytes(signals[0].read_bytes()[:-100])
+    data = bytearray(models[0].read_bytes())
+    data[-9] ^= 0x04  # in the last tensor's bytes
+    models[0].write_bytes(bytes(data))
+    signals[1].unlink()
+    assert {p.path for p in verify.verify(damaged)[1]} == {
+        str(path.relative_to(damaged)) for path in (signals[0], signals[1], models[0])}
+    # Each run stops at the first stage that reads a corrupt file (removed, and named): the
+    # model shard in the queries stage, the signals in the evaluate stage.
+    for attempt in range(3):
+        result = run(COMMAND, damaged, check=False)
+        if result.returncode == 0:
+            break
+        assert "is corrupt" in result.stdout + result.stderr
+    assert result.returncode == 0 and attempt == 2, f"{attempt + 1} runs"
+    assert digests(damaged) == digests(reference)
+    assert verify.verify(damaged)[1] == [] and resume.stale_leftovers(damaged) == []

@@ -36,10 +36,10 @@ def _query_info(path: str) -> dict:
 def query_signal(path: str, model: str, kinds: Sequence[str], signal: str,
                  sample_ids: np.ndarray) -> np.ndarray:
     """(Q, n) values of `signal` of `model` on the queries of `kinds`, in kind then index order."""
-    import pyarrow.parquet as pq
+    from miaflow.io import read_table
 
-    table = pq.read_table(path, columns=["sample_id", "query_kind", "query_index", signal],
-                          filters=[("model_id", "=", model), ("query_kind", "in", list(kinds))])
+    table = read_table(path, columns=["sample_id", "query_kind", "query_index", signal],
+                       filters=[("model_id", "=", model), ("query_kind", "in", list(kinds))])
     frame = table.to_pandas()
     frame["kind_order"] = frame["query_kind"].map({k: i for i, k in enumerate(kinds)})
     wide = frame.pivot(index=["kind_order", "query_index"], columns="sample_id", values=signal)
@@ -96,10 +96,10 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
         correct = query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "correct",
                                inputs.sample_ids)
         return _first_queries(correct, inputs).mean(axis=0)
-    import pyarrow.parquet as pq
+    from miaflow.io import read_table
 
-    table = pq.read_table(inputs.extra[DISTANCES], columns=["sample_id", "distance"],
-                          filters=[("model_id", "=", inputs.target_model)])
+    table = read_table(inputs.extra[DISTANCES], columns=["sample_id", "distance"],
+                       filters=[("model_id", "=", inputs.target_model)])
     scores = np.full(len(inputs.sample_ids), np.nan)
     at = np.searchsorted(inputs.sample_ids, table.column("sample_id").to_numpy())
     scores[at] = table.column("distance").to_numpy()
@@ -110,10 +110,10 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
 
 def _rows(path: str, model_ids: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """Rows of `model_ids` in an artifact, sorted by model (in the given order) and sample."""
-    import pyarrow.parquet as pq
+    from miaflow.io import read_table
 
-    table = pq.read_table(path, columns=["model_id", "sample_id", *columns],
-                          filters=[("model_id", "in", list(model_ids))]).to_pandas()
+    table = read_table(path, columns=["model_id", "sample_id", *columns],
+                       filters=[("model_id", "in", list(model_ids))]).to_pandas()
     table["model_id"] = pd.Categorical(table["model_id"], categories=list(model_ids))
     return table.sort_values([c for c in ("model_id", "sample_id", "canary") if c in table],
                              ignore_index=True)

@@ -109,12 +109,11 @@ def write_dataset(path: str | os.PathLike, dataset: Dataset) -> None:
 def read_dataset(path: str | os.PathLike) -> Dataset:
     """Read a `write_dataset` file, restore shapes, check the content hash (ValueError if not)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from miaflow.io import read_parquet_metadata
+    from miaflow.io import read_parquet_metadata, read_table
 
     meta = read_parquet_metadata(path)
-    table = pq.read_table(path)
+    table = read_table(path)
     n_samples = table.num_rows
     if not np.array_equal(table.column("sample_id").to_numpy(), np.arange(n_samples)):
         raise ValueError(f"{path}: sample ids must be 0..N-1 in order")

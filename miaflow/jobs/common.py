@@ -10,8 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from miaflow import io
 from miaflow.models.kinds import KINDS
 from miaflow.splits import Splits
 
@@ -39,7 +38,7 @@ def job_log(path: str | Path | None) -> Iterator[None]:
 
 
 def read_splits(path: str | Path) -> Splits:
-    return Splits.from_table(pq.read_table(path))
+    return Splits.from_table(io.read_table(path))
 
 
 @contextmanager

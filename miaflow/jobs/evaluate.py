@@ -114,7 +114,7 @@ def compute_metrics(*, scores: str | Path, fpr_levels: Sequence[float], confiden
     (read back from its file, so they are those of the scores as stored)."""
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
-    table = pd.read_parquet(scores)
+    table = io.read_parquet(scores)
     io.write_parquet(metrics, score_metrics(table, tuple(fpr_levels), confidence))
     io.write_parquet(roc, roc_table(table))
 

@@ -42,7 +42,7 @@ def _noise_lookup(noise: Paths):
     """σ by batches per epoch from the ε's noise table (None when not private)."""
     if not noise:
         return None
-    table = pd.read_parquet(noise[0]).set_index("batches_per_epoch")["noise_multiplier"]
+    table = io.read_parquet(noise[0]).set_index("batches_per_epoch")["noise_multiplier"]
 
     def lookup(batches: int) -> float:
         if batches not in table.index:
@@ -86,7 +86,7 @@ def hparam_noise(*, splits: Paths, noise: str | Path, epsilon: float, delta: flo
     from miaflow.hparams.privacy import noise_table
 
     largest = max(int(members.sum(1).max()) for path in splits
-                  for members in GridSplits.from_frame(pd.read_parquet(path)).members.values())
+                  for members in GridSplits.from_frame(io.read_parquet(path)).members.values())
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
@@ -100,7 +100,7 @@ def hparam_search(*, data: str | Path, splits: str | Path, noise: Paths, trials:
     from miaflow.seeding import derive_seed
 
     features, labels, n_classes = _features(data)
-    drawn = GridSplits.from_frame(pd.read_parquet(splits))
+    drawn = GridSplits.from_frame(io.read_parquet(splits))
     keys = [(family, split) for family in FAMILIES for split in range(drawn.n_splits)]
     name, tag = setting_name(setting), epsilon_tag(epsilon)
     with torch_session(threads):
@@ -125,8 +125,8 @@ def hparam_grid(*, data: str | Path, splits: str | Path, trials: str | Path, noi
     from miaflow.seeding import derive_seed
 
     features, labels, n_classes = _features(data)
-    drawn = GridSplits.from_frame(pd.read_parquet(splits))
-    tuned = pd.read_parquet(trials)
+    drawn = GridSplits.from_frame(io.read_parquet(splits))
+    tuned = io.read_parquet(trials)
     best = {family: chosen(tuned[tuned["family"] == family]) for family in ("td", "ed")}
     noise_for = _noise_lookup(noise)
     name, tag, size = setting_name(setting), epsilon_tag(epsilon), drawn.n_splits
@@ -192,8 +192,8 @@ def hparam_attacks(*, splits: str | Path, trials: str | Path, grid: str | Path,
     from miaflow.hparams.attacks import Budget, cost, roc_metrics, roc_on_grid, rotate
     from miaflow.hparams.grid import GridSplits
 
-    drawn = GridSplits.from_frame(pd.read_parquet(splits))
-    table = pd.read_parquet(grid)
+    drawn = GridSplits.from_frame(io.read_parquet(splits))
+    table = io.read_parquet(grid)
     size, members = drawn.n_splits, drawn.members["td"]
     models = table[table["family"] == "grid"].sort_values(["row", "column"])
     stats = np.stack(models["stat"].to_numpy()).astype(np.float64).reshape(size, size, -1)
@@ -249,7 +249,7 @@ def hparam_bound(*, grids: Paths, bound: str | Path, setting: Mapping[str, Any],
 
     configs = set()
     for path in grids:
-        table = pd.read_parquet(path, columns=["family", "row", "column", "noise_multiplier",
+        table = io.read_parquet(path, columns=["family", "row", "column", "noise_multiplier",
                                                "batches_per_epoch"])
         targets = table[(table["family"] == "ed") | (table["row"] == table["column"])]
         configs |= set(zip(targets["noise_multiplier"], targets["batches_per_epoch"]))
@@ -274,6 +274,6 @@ def hparam_collect(*, metrics: Paths, rocs: Paths, selections: Paths, bounds: Pa
     for paths, output, order in ((metrics, study, [*keys, "fpr"]), (rocs, roc, [*keys, "fpr"]),
                                  (selections, selection, ["setting", "epsilon", "hpo", "run", "target"]),
                                  (bounds, bound, ["setting", "epsilon", "fpr"])):
-        frames = [pd.read_parquet(path) for path in paths]
+        frames = [io.read_parquet(path) for path in paths]
         table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=order)
         io.write_parquet(output, table.sort_values(order, kind="stable", ignore_index=True))

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from miaflow import io
 from miaflow.data import read_dataset
@@ -85,7 +84,7 @@ def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
     on its repeat's members, the reference on the reference share."""
     from miaflow.llm import models
 
-    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_table(splits).to_pandas(), _texts(data)
     repeat = _repeat(model_id)
     rows = corpus.select(table, -1 if repeat is None else repeat,
                          "reference" if repeat is None else "train")
@@ -111,7 +110,7 @@ def llm_neighbors(*, data: str | Path, splits: str | Path, neighbors: str | Path
     """Neighbour texts of every scored text (miaflow.llm.neighbors), with their seed's name."""
     from miaflow.llm.neighbors import generate
 
-    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_table(splits).to_pandas(), _texts(data)
     scored = corpus.scored_texts(table)
     unscored = np.setdiff1d(np.arange(len(texts)), scored)
     generated = generate(list(texts[scored]), scored, list(texts[unscored]), dict(options),
@@ -132,11 +131,11 @@ def llm_tokens(*, data: str | Path, splits: str | Path, tokens: str | Path, mode
     from miaflow.llm import models
     from miaflow.llm.tokens import statistics_table, token_statistics
 
-    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_table(splits).to_pandas(), _texts(data)
     ids = _scored_ids(table, model_id)
     extra = {}
     if text_set == "neighbors":
-        frame = pd.read_parquet(neighbors[0])
+        frame = io.read_parquet(neighbors[0])
         frame = frame[frame["sample_id"].isin(ids)].sort_values(["sample_id", "neighbor"])
         ids, inputs, extra = (frame["sample_id"].to_numpy(), list(frame["text"]),
                               {"neighbor": frame["neighbor"].to_numpy()})
@@ -164,7 +163,7 @@ def llm_recall(*, data: str | Path, splits: str | Path, recall: str | Path, mode
     from miaflow.llm import models
     from miaflow.llm.tokens import recall_conditional
 
-    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_table(splits).to_pandas(), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
     shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
     with torch_session(threads):
@@ -185,7 +184,7 @@ def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model:
     from miaflow.llm import models
     from miaflow.llm.tokens import pair_rows
 
-    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_table(splits).to_pandas(), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
     rows = np.array_split(np.arange(ids.size), n_shards)[shard]
     started = time.perf_counter()
@@ -203,20 +202,20 @@ def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model:
 def _stats(path: str | Path, ids: np.ndarray) -> Any:
     from miaflow.llm.tokens import TokenStats
 
-    return TokenStats.from_table(pq.read_table(path)).select(ids)
+    return TokenStats.from_table(io.read_table(path)).select(ids)
 
 
 def _neighbor_matrix(path: str | Path, ids: np.ndarray) -> np.ndarray:
     from miaflow.llm.scores import mean_log_likelihood
 
-    frame = pq.read_table(path, columns=["sample_id", "neighbor", "logprob"]).to_pandas()
+    frame = io.read_table(path, columns=["sample_id", "neighbor", "logprob"]).to_pandas()
     frame["ll"] = mean_log_likelihood([np.asarray(v, np.float64) for v in frame["logprob"]])
     wide = frame.pivot(index="sample_id", columns="neighbor", values="ll")
     return wide.loc[ids].to_numpy()
 
 
 def _pair_matrix(paths: Paths, ids: np.ndarray) -> np.ndarray:
-    frame = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    frame = pd.concat([io.read_parquet(p) for p in paths], ignore_index=True)
     wide = frame.pivot(index="prefix_id", columns="sample_id", values="ll_conditional")
     return wide.loc[ids, ids].to_numpy()
 
@@ -236,7 +235,7 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
     from miaflow.attacks.llm import LLMInputs, em_mia_run, em_settings
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
-    table, texts = pq.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_table(splits).to_pandas(), _texts(data)
     frames, iterates = [], []
     for repeat, target_path in enumerate(target_tokens):
         rows = corpus.select(table, repeat, "eval")
@@ -246,7 +245,7 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
             reference=_stats(reference_tokens[0], ids) if reference_tokens else None,
             lowercase=_stats(lowercase_tokens[repeat], ids) if lowercase_tokens else None,
             neighbors=_neighbor_matrix(neighbor_tokens[repeat], ids) if neighbor_tokens else None,
-            recall=(pd.read_parquet(recall[repeat]).set_index("sample_id")
+            recall=(io.read_parquet(recall[repeat]).set_index("sample_id")
                     .loc[ids, "ll_conditional"].to_numpy()) if recall else None,
             pairs=_pair_matrix(pairs[repeat * pair_shards:(repeat + 1) * pair_shards], ids)
             if pairs else None,

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from miaflow import io
 from miaflow.jobs.common import Paths, compute_session, read_splits
@@ -52,7 +51,7 @@ def query_signals(*, data: str | Path, queries: str | Path, models: Paths, outpu
     meta = io.read_parquet_metadata(queries)
     if meta["data_hash"] != loaded.content_hash():
         raise ValueError(f"{queries} was generated from other data than {data}")
-    blocks = read_queries(pq.read_table(queries), loaded.feature_shape)
+    blocks = read_queries(io.read_table(queries), loaded.feature_shape)
     shards = [load_shard(path) for path in models]
     wanted = [(weights, {**metadata, "model_ids": [m for m in metadata["model_ids"]
                                                     if role_of(m) == "target" or m == "reference-0"]})

@@ -42,14 +42,14 @@ def _write(table: pd.DataFrame, paths: Paths) -> None:
 
 
 def _concat(paths: Paths, **read: Any) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(p, **read) for p in paths], ignore_index=True)
+    return pd.concat([io.read_parquet(p, **read) for p in paths], ignore_index=True)
 
 
 def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
     """The metrics contract without the language-model attacks, which `llm_report` tabulates."""
     from miaflow.attacks import ATTACKS
 
-    long = pd.read_parquet(metrics)
+    long = io.read_parquet(metrics)
     return long[[ATTACKS[a].family != "llm" for a in long["attack"]]].reset_index(drop=True)
 
 
@@ -78,7 +78,7 @@ def paired_tests(*, metrics: str | Path, tests: str | Path, tested_metrics: Sequ
                  alpha: float) -> None:
     from miaflow.evaluation.stats import paired_tests as run_tests
 
-    io.write_parquet(tests, run_tests(pd.read_parquet(metrics), tuple(tested_metrics), alpha))
+    io.write_parquet(tests, run_tests(io.read_parquet(metrics), tuple(tested_metrics), alpha))
 
 
 def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: Paths,
@@ -91,8 +91,8 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
 
     means = summary(_classifier_metrics(metrics))
     _write(build.auroc_table(means), auroc_table)
-    _write(build.accuracy_table(pd.read_parquet(models)), accuracy_table)
-    _write(build.tests_table(pd.read_parquet(tests)), tests_table)
+    _write(build.accuracy_table(io.read_parquet(models)), accuracy_table)
+    _write(build.tests_table(io.read_parquet(tests)), tests_table)
     curves = _concat(roc)
     auroc = means[means["metric"] == "auroc"]
     for experiment in experiments:
@@ -131,7 +131,7 @@ def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timi
         table = build.all_metrics_table(means, experiment.dataset, experiment.label)
         stem = experiment.file_name("metrics", "")
         _write(table, [p for p in metric_tables if Path(p).with_suffix("").name == stem])
-    plot_auroc_vs_gap(long, pd.read_parquet(models), family_of, gap_figure)
+    plot_auroc_vs_gap(long, io.read_parquet(models), family_of, gap_figure)
     swept = _concat(sweeps)
     for experiment in experiments:
         mine = ((swept["dataset"] == experiment.dataset)
@@ -181,8 +181,8 @@ def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, sele
     from miaflow.evaluation import hparam_report as report
     from miaflow.seeding import derive_seed
 
-    results = pd.read_parquet(study)
-    curves, limits, chosen = (pd.read_parquet(path) for path in (roc, bound, selection))
+    results = io.read_parquet(study)
+    curves, limits, chosen = (io.read_parquet(path) for path in (roc, bound, selection))
     tests = report.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
     for table, paths in ((report.headline_table(results), headline),
                          (report.relative_tpr_table(results), relative),

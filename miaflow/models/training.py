@@ -8,6 +8,7 @@ CatBoost models are kept in CatBoost's own `cbm` format, stored as a byte tensor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import tempfile
@@ -303,20 +304,40 @@ def save_shard(path: str | Path, weights: Mapping[str, Weights], metadata: Mappi
     tensors = {f"{model_id}/{name}": np.ascontiguousarray(array)
                for model_id, model in weights.items() for name, array in model.items()}
     # One metadata entry: safetensors orders several entries arbitrarily, which breaks byte identity.
-    header = json.dumps({**metadata, "model_ids": list(weights)}, sort_keys=True)
+    header = json.dumps({**metadata, "model_ids": list(weights),
+                         "tensors_sha256": _tensors_sha256(tensors)}, sort_keys=True)
     io.write_bytes(path, save(tensors, metadata={"miaflow": header}))
 
 
+def _tensors_sha256(tensors: Mapping[str, np.ndarray]) -> str:
+    """Content hash of a shard's tensors: safetensors has no checksum of its own, so a flipped bit
+    in the weights would otherwise be read as a valid model."""
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+        digest.update(f"{key}:{tensors[key].dtype.str}:{tensors[key].shape}".encode())
+        digest.update(np.ascontiguousarray(tensors[key]).tobytes())
+    return digest.hexdigest()
+
+
 def load_shard(path: str | Path) -> tuple[dict[str, Weights], dict[str, Any]]:
-    """Weights per model and the shard's metadata (no unpickling: safetensors is plain data)."""
+    """Weights per model and the shard's metadata (no unpickling: safetensors is plain data),
+    checked against the content hash written with them (io.CorruptArtifact if they differ)."""
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="numpy") as handle:
-        metadata = json.loads(handle.metadata()["miaflow"])
-        weights: dict[str, Weights] = {m: {} for m in metadata["model_ids"]}
-        for key in handle.keys():
-            model_id, name = key.split("/", 1)
-            weights[model_id][name] = handle.get_tensor(key)
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            metadata = json.loads(handle.metadata()["miaflow"])
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # safetensors' own errors: truncated file, garbled header
+        raise io.corrupt(path, f"{type(error).__name__}: {error}") from None
+    if _tensors_sha256(tensors) != metadata.get("tensors_sha256"):
+        raise io.corrupt(path, "its weights differ from the hash written with them")
+    weights: dict[str, Weights] = {m: {} for m in metadata["model_ids"]}
+    for key, array in tensors.items():
+        model_id, name = key.split("/", 1)
+        weights[model_id][name] = array
     return weights, metadata
 
 
