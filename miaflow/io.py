@@ -104,7 +104,7 @@ def _checked(path: str | os.PathLike, read: Callable[[], Any]) -> Any:
 def _intact(path: str | os.PathLike) -> bool:
     """Whether the whole file reads, every page's CRC checked."""
     try:
-        pq.read_table(path, page_checksum_verification=True).to_pandas()
+        _verified_table(path, {}).to_pandas()
     except (OSError, pa.ArrowException, ValueError):
         return False
     return True
@@ -112,7 +112,7 @@ def _intact(path: str | os.PathLike) -> bool:
 
 def read_table(path: str | os.PathLike, **options: Any) -> pa.Table:
     """`pq.read_table`, verifying every page's CRC."""
-    return _checked(path, lambda: pq.read_table(path, page_checksum_verification=True, **options))
+    return _checked(path, lambda: _verified_table(path, options))
 
 
 def read_schema(path: str | os.PathLike) -> pa.Schema:
@@ -122,7 +122,11 @@ def read_schema(path: str | os.PathLike) -> pa.Schema:
 
 def read_parquet(path: str | os.PathLike, **options: Any) -> pd.DataFrame:
     """A Parquet artifact as a DataFrame (`read_table`, then pandas)."""
-    return _checked(path, lambda: read_table(path, **options).to_pandas())
+    return _checked(path, lambda: _verified_table(path, options).to_pandas())
+
+
+def _verified_table(path: str | os.PathLike, options: Mapping[str, Any]) -> pa.Table:
+    return pq.read_table(path, page_checksum_verification=True, **options)
 
 
 def read_parquet_metadata(path: str | os.PathLike) -> dict[str, str]:
@@ -137,9 +141,7 @@ def write_with(path: str | os.PathLike, writer: Callable[[Path], None]) -> None:
         writer(tmp)
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
+def file_hash(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's content (sha256 for our records, md5 where DVC's are compared)."""
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, algorithm).hexdigest()

@@ -25,7 +25,7 @@ from miaflow.workflow import plan as workflow
 from miaflow.data import (DATASETS, RAW_DIR, ChecksumError, Dataset, DownloadError, download,
                           download_source, load_dataset, read_dataset, source_paths,
                           write_dataset)
-from miaflow.io import read_parquet_metadata, sha256_file
+from miaflow.io import file_hash, read_parquet_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -769,4 +769,4 @@ def test_download_of_shared_copy_matches_registered_checksum(tmp_path: Path) -> 
     remote = DATASETS["location30"].files({})[0]
     dest = tmp_path / "dataset_location.tgz"
     assert download(LOCAL_FILES["location30"].as_uri(), dest, remote.sha256) == remote.sha256
-    assert sha256_file(dest) == remote.sha256
+    assert file_hash(dest) == remote.sha256

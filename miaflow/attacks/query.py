@@ -36,11 +36,10 @@ def _query_info(path: str) -> dict:
 def query_signal(path: str, model: str, kinds: Sequence[str], signal: str,
                  sample_ids: np.ndarray) -> np.ndarray:
     """(Q, n) values of `signal` of `model` on the queries of `kinds`, in kind then index order."""
-    from miaflow.io import read_table
+    from miaflow.io import read_parquet
 
-    table = read_table(path, columns=["sample_id", "query_kind", "query_index", signal],
-                       filters=[("model_id", "=", model), ("query_kind", "in", list(kinds))])
-    frame = table.to_pandas()
+    frame = read_parquet(path, columns=["sample_id", "query_kind", "query_index", signal],
+                         filters=[("model_id", "=", model), ("query_kind", "in", list(kinds))])
     frame["kind_order"] = frame["query_kind"].map({k: i for i, k in enumerate(kinds)})
     wide = frame.pivot(index=["kind_order", "query_index"], columns="sample_id", values=signal)
     missing = np.setdiff1d(sample_ids, wide.columns.to_numpy())
@@ -110,10 +109,10 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
 
 def _rows(path: str, model_ids: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """Rows of `model_ids` in an artifact, sorted by model (in the given order) and sample."""
-    from miaflow.io import read_table
+    from miaflow.io import read_parquet
 
-    table = read_table(path, columns=["model_id", "sample_id", *columns],
-                       filters=[("model_id", "in", list(model_ids))]).to_pandas()
+    table = read_parquet(path, columns=["model_id", "sample_id", *columns],
+                         filters=[("model_id", "in", list(model_ids))])
     table["model_id"] = pd.Categorical(table["model_id"], categories=list(model_ids))
     return table.sort_values([c for c in ("model_id", "sample_id", "canary") if c in table],
                              ignore_index=True)

@@ -67,11 +67,9 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from miaflow.io import file_hash
+
+    return file_hash(path)
 
 
 def _fetch(url: str, target: Path, timeout: float) -> str:

@@ -84,7 +84,7 @@ def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
     on its repeat's members, the reference on the reference share."""
     from miaflow.llm import models
 
-    table, texts = io.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_parquet(splits), _texts(data)
     repeat = _repeat(model_id)
     rows = corpus.select(table, -1 if repeat is None else repeat,
                          "reference" if repeat is None else "train")
@@ -110,7 +110,7 @@ def llm_neighbors(*, data: str | Path, splits: str | Path, neighbors: str | Path
     """Neighbour texts of every scored text (miaflow.llm.neighbors), with their seed's name."""
     from miaflow.llm.neighbors import generate
 
-    table, texts = io.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_parquet(splits), _texts(data)
     scored = corpus.scored_texts(table)
     unscored = np.setdiff1d(np.arange(len(texts)), scored)
     generated = generate(list(texts[scored]), scored, list(texts[unscored]), dict(options),
@@ -131,7 +131,7 @@ def llm_tokens(*, data: str | Path, splits: str | Path, tokens: str | Path, mode
     from miaflow.llm import models
     from miaflow.llm.tokens import statistics_table, token_statistics
 
-    table, texts = io.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_parquet(splits), _texts(data)
     ids = _scored_ids(table, model_id)
     extra = {}
     if text_set == "neighbors":
@@ -163,7 +163,7 @@ def llm_recall(*, data: str | Path, splits: str | Path, recall: str | Path, mode
     from miaflow.llm import models
     from miaflow.llm.tokens import recall_conditional
 
-    table, texts = io.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_parquet(splits), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
     shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
     with torch_session(threads):
@@ -184,7 +184,7 @@ def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model:
     from miaflow.llm import models
     from miaflow.llm.tokens import pair_rows
 
-    table, texts = io.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_parquet(splits), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
     rows = np.array_split(np.arange(ids.size), n_shards)[shard]
     started = time.perf_counter()
@@ -208,7 +208,7 @@ def _stats(path: str | Path, ids: np.ndarray) -> Any:
 def _neighbor_matrix(path: str | Path, ids: np.ndarray) -> np.ndarray:
     from miaflow.llm.scores import mean_log_likelihood
 
-    frame = io.read_table(path, columns=["sample_id", "neighbor", "logprob"]).to_pandas()
+    frame = io.read_parquet(path, columns=["sample_id", "neighbor", "logprob"])
     frame["ll"] = mean_log_likelihood([np.asarray(v, np.float64) for v in frame["logprob"]])
     wide = frame.pivot(index="sample_id", columns="neighbor", values="ll")
     return wide.loc[ids].to_numpy()
@@ -235,7 +235,7 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
     from miaflow.attacks.llm import LLMInputs, em_mia_run, em_settings
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
-    table, texts = io.read_table(splits).to_pandas(), _texts(data)
+    table, texts = io.read_parquet(splits), _texts(data)
     frames, iterates = [], []
     for repeat, target_path in enumerate(target_tokens):
         rows = corpus.select(table, repeat, "eval")

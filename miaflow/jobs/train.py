@@ -59,4 +59,4 @@ def _write_signals(loaded: Dataset, data_hash: str, models: str | Path, output: 
     logits = shard_logits(weights, metadata, loaded.features)
     table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
     write_signal_shard(output, table, {"data_hash": data_hash,
-                                       "models_sha256": io.sha256_file(models)})
+                                       "models_sha256": io.file_hash(models)})

@@ -10,13 +10,14 @@ cache (`.dvc/cache/files/md5/<xx>/<rest>.dir`), and names each file that is corr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from miaflow.io import file_hash
 
 CACHE = Path(".dvc/cache/files/md5")
 
@@ -26,14 +27,6 @@ class Problem:
     path: str
     what: str  # corrupt, missing, unverifiable
     detail: str
-
-
-def md5_file(path: Path) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _manifest(root: Path, dir_hash: str) -> list[dict] | None:
@@ -69,7 +62,7 @@ def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
         path = root / relative
         if not path.is_file():
             problems.append(Problem(relative, "missing", f"dvc.lock records md5 {expected}"))
-        elif (actual := md5_file(path)) != expected:
+        elif (actual := file_hash(path, "md5")) != expected:
             problems.append(Problem(relative, "corrupt", f"md5 {actual}, dvc.lock records "
                                     f"{expected}"))
     return len(files), problems
@@ -85,8 +78,8 @@ def main(argv: list[str]) -> int:
         print(f"{problem.what}: {problem.path} ({problem.detail})")
     if problems:
         print(f"{len(problems)} of {checked} recorded files are wrong. Restore them from the DVC "
-              "cache with `dvc checkout --relink <path>` (it rewrites them from the cache even where size "
-              "and time look unchanged), or rebuild with `dvc repro --force <stage>`.")
+              "cache with `dvc checkout --relink <path>` (it rewrites them from the cache even "
+              "where size and time look unchanged), or rebuild with `dvc repro --force <stage>`.")
         return 1
     print(f"all {checked} recorded files match dvc.lock")
     return 0
