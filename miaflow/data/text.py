@@ -18,6 +18,7 @@ import numpy as np
 
 from miaflow.data.dataset import Dataset
 from miaflow.data.sources import DatasetSize, RemoteFile, Sources
+from miaflow.progress import Progress
 
 REPRESENTATIONS = ("text", "embedding")
 
@@ -35,7 +36,9 @@ def _text_dataset(name: str, texts: Sequence[str], labels: Sequence[int], n_clas
         return Dataset(name, "text", features, labels, n_classes)
     from miaflow.pretrained import embed
 
-    embedded = np.asarray(embed(list(texts), opts["embedding_model"]), dtype=np.float32)
+    with Progress(len(texts), f"{name}: {opts['embedding_model']} embeddings", "texts") as progress:
+        embedded = np.asarray(embed(list(texts), opts["embedding_model"], progress=progress),
+                              dtype=np.float32)
     return Dataset(name, "text", embedded, labels, n_classes)
 
 

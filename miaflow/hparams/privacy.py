@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from miaflow.progress import tracked
+
 NOISE_COLUMNS = ["epsilon", "delta", "epochs", "batches_per_epoch", "sample_rate", "steps",
                  "noise_multiplier"]
 
@@ -34,7 +36,9 @@ def noise_multiplier(epsilon: float, delta: float, batches_per_epoch: int, epoch
 def noise_table(epsilon: float, delta: float, epochs: int, max_batches: int) -> pd.DataFrame:
     """σ for every batch count 1..max_batches (NOISE_COLUMNS)."""
     rows = [(epsilon, delta, epochs, nb, 1.0 / nb, epochs * nb,
-             noise_multiplier(epsilon, delta, nb, epochs)) for nb in range(1, max_batches + 1)]
+             noise_multiplier(epsilon, delta, nb, epochs))
+            for nb in tracked(range(1, max_batches + 1), f"noise multipliers at epsilon {epsilon:g}",
+                              "batch counts")]
     return pd.DataFrame(rows, columns=NOISE_COLUMNS)
 
 

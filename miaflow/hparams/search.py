@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from miaflow.models.heads import HeadRecipe, batches_per_epoch, fit_heads, head_logits
+from miaflow.progress import tracked
 from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def tune(features: np.ndarray, labels: np.ndarray, n_classes: int,
                                    sampler=make_sampler(space["sampler"], derive_seed(seed, "sampler") % 2**32))
                for seed in seeds]
     rows = []
-    for number in range(space["trials"]):
+    for number in tracked(range(space["trials"]), f"HPO of {len(train_sets)} splits", "trials"):
         trials = [study.ask() for study in studies]
         recipes = [_suggest(trial, len(fit), space, noise_for) for trial, (fit, _) in zip(trials, holdouts)]
         weight, bias = fit_heads(features, labels, n_classes, [fit for fit, _ in holdouts], recipes,

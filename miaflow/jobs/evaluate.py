@@ -14,6 +14,7 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, read_splits
+from miaflow.progress import tracked
 from miaflow.signals import SignalStore
 from miaflow.splits import Splits
 from miaflow.workflow.plan import Experiment
@@ -95,7 +96,7 @@ def score_attacks(*, splits: str | Path, signals: Paths, reference_signals: Path
                                      "surrogates": surrogates, "regressors": regressors,
                                      "canaries": canaries})
     frames, spent = [], []
-    for attack in attacks:
+    for attack in tracked(attacks, f"{experiment.dataset}/{experiment.label} attacks", "attacks"):
         wall, cpu = time.perf_counter(), time.process_time()
         frames.append(_attack_frame(attack, keep, store, reference_store, options.get(attack, {}),
                                     experiment, seed, artifacts[attack]))
@@ -143,7 +144,7 @@ def scaling_sweep(*, splits: str | Path, signals: Paths, reference_signals: Path
     plan += [("queries", attack, count, {}, {"queries_used": count})
              for attack, counts in query_attacks.items() for count in counts]
     rows = []
-    for repeat in range(len(keep.models("target"))):
+    for repeat in tracked(range(len(keep.models("target"))), "scaling sweep", "target models"):
         for axis, attack, count, subset, option in plan:
             inputs, is_member = attack_inputs(
                 store, keep, repeat, {**options.get(attack, {}), **option},

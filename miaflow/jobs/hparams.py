@@ -19,6 +19,7 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, torch_session
+from miaflow.progress import tracked
 from miaflow.workflow.plan import epsilon_tag, setting_name
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def hparam_grid(*, data: str | Path, splits: str | Path, trials: str | Path, noi
     frames = []
     with torch_session(threads):
         device = torch_device()
-        for family, column, etas in columns:
+        for family, column, etas in tracked(columns, f"grid of {size} heads per column", "columns"):
             recipes = [_recipe(eta, len(train), noise_for) for eta, train in zip(etas, train_sets)]
             frames.append(_column_frame(features, labels, n_classes, universe, drawn, train_sets,
                                         recipes, family, column, epochs, device,
@@ -255,7 +256,7 @@ def hparam_bound(*, grids: Paths, bound: str | Path, setting: Mapping[str, Any],
         configs |= set(zip(targets["noise_multiplier"], targets["batches_per_epoch"]))
     fpr = np.concatenate([[0.0], ROC_FPR_GRID])
     curve = np.zeros_like(fpr)
-    for noise, batches in sorted(configs):
+    for noise, batches in tracked(sorted(configs), "DP bound", "target configurations"):
         guarantees = zip(epsilons(noise, 1.0 / batches, epochs * batches, deltas), deltas)
         curve = np.maximum(curve, tpr_bound(fpr, guarantees))
     log.info("%s eps %s: %d target configurations; bound at FPR 0.1/1/10%%: %s", setting_name(setting),

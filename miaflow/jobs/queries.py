@@ -18,6 +18,7 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, compute_session, read_splits
+from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def query_transfer(*, data: str | Path, splits: str | Path, signals: Paths,
                              options["val_ratio"],
                              derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
                              threads, f"surrogate-of-{target}")
-            for t, target in enumerate(targets)])
+            for t, target in tracked(enumerate(targets), "surrogates", "targets", len(targets))])
     io.write_parquet(surrogates, outputs_table(targets, pool, loaded.labels[pool], logits),
                      {"data_hash": loaded.content_hash()})
 
@@ -169,7 +170,7 @@ def query_qrm(*, data: str | Path, splits: str | Path, signals: Paths, regressor
     scores = SignalStore.read(list(signals)).matrix(targets, signal, auxiliary)
     frames = []
     with compute_session(arch, threads):
-        for target, score in zip(targets, scores):
+        for target, score in tracked(zip(targets, scores), "quantile regressors", "targets", len(targets)):
             mu, log_sigma = quantile_regression(
                 arch, loaded.features[auxiliary], score, loaded.features[pool], options,
                 derive_seed(seed, "query-qrm", loaded.name, arch_name, target), threads)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from miaflow.progress import Progress
 from miaflow.seeding import derive_seed, rng
 
 log = logging.getLogger(__name__)
@@ -187,26 +188,29 @@ def train(model: Any, tokenizer: Any, texts: Sequence[str], recipe: Mapping[str,
     warmup = max(1, int(0.1 * n_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     history = []
-    for epoch in range(recipe["epochs"]):
-        order = rng(seed, "order", epoch).permutation(len(encoded))
-        blocks = torch.as_tensor(packed_blocks([encoded[i] for i in order], block,
-                                               tokenizer.eos_token_id), device=device())
-        model.train()
-        losses = []
-        for start in range(0, len(blocks), batch_size):
-            batch = blocks[start:start + batch_size]
-            loss = model(input_ids=batch, labels=batch).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            losses.append(float(loss.detach()))
-        row = {"epoch": epoch + 1, "train_loss": float(np.mean(losses))}
-        if held_out:
-            row["held_out_perplexity"] = math.exp(mean_loss(model, tokenizer, held_out, block))
-        history.append(row)
-        log.info("epoch %d: %s", epoch + 1, ", ".join(f"{k} {v:.4g}" for k, v in row.items()
-                                                        if k != "epoch"))
+    what = f"language model training on {len(encoded)} texts"
+    with Progress(recipe["epochs"], what, "epochs") as progress:
+        for epoch in range(recipe["epochs"]):
+            order = rng(seed, "order", epoch).permutation(len(encoded))
+            blocks = torch.as_tensor(packed_blocks([encoded[i] for i in order], block,
+                                                   tokenizer.eos_token_id), device=device())
+            model.train()
+            losses = []
+            for start in range(0, len(blocks), batch_size):
+                batch = blocks[start:start + batch_size]
+                loss = model(input_ids=batch, labels=batch).loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                losses.append(float(loss.detach()))
+                progress.advance(len(batch) / len(blocks))
+            row = {"epoch": epoch + 1, "train_loss": float(np.mean(losses))}
+            if held_out:
+                row["held_out_perplexity"] = math.exp(mean_loss(model, tokenizer, held_out, block))
+            history.append(row)
+            log.info("epoch %d: %s", epoch + 1, ", ".join(f"{k} {v:.4g}" for k, v in row.items()
+                                                            if k != "epoch"))
     model.eval()
     return history

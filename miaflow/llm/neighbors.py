@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from miaflow.progress import tracked
 from miaflow.seeding import rng
 
 GENERATORS = ("word_swap", "masked_lm")
@@ -41,7 +42,7 @@ def word_swap(texts: Sequence[str], sample_ids: Sequence[int], vocabulary_texts:
     weights = np.array([counts[w] for w in words], dtype=np.float64)
     weights /= weights.sum()
     neighbours = []
-    for text, sample_id in zip(texts, sample_ids):
+    for text, sample_id in tracked(zip(texts, sample_ids), "word-swap neighbours", "texts", len(texts)):
         generator = rng(seed, "neighbors", int(sample_id))
         original = text.split()
         own = []
@@ -69,7 +70,7 @@ def masked_lm(texts: Sequence[str], sample_ids: Sequence[int], model_name: str, 
     tokenizer = AutoTokenizer.from_pretrained(model_name)
     model = AutoModelForMaskedLM.from_pretrained(model_name, use_safetensors=True).eval()
     neighbours = []
-    for text, sample_id in zip(texts, sample_ids):
+    for text, sample_id in tracked(zip(texts, sample_ids), "masked-LM neighbours", "texts", len(texts)):
         generator = rng(seed, "neighbors", int(sample_id))
         encoded = tokenizer(text, truncation=True)
         word_ids = encoded.word_ids()

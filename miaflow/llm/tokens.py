@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from miaflow.progress import Progress
+
 log = logging.getLogger(__name__)
 
 Segment = tuple[Sequence[int], int]  # token ids, index of the first scored token (>= 1)
@@ -96,7 +98,7 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
     body, head = model.base_model, model.get_output_embeddings()
     lengths = [len(ids) for ids, _ in segments]
     results: list[Any] = [None] * len(segments)
-    with torch.no_grad():
+    with torch.no_grad(), Progress(len(segments), "token statistics", "segments") as progress:
         for batch in _batches(lengths, max_tokens):
             width = max(lengths[i] for i in batch)
             ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -127,6 +129,7 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                         else [np.empty(0)] * len(batch) for part in (logprob, mean, variance)]
             for row, index in enumerate(batch):
                 results[index] = tuple(values[row] for values in as_numpy)
+            progress.advance(len(batch))
     return results
 
 

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS, cosine_annealing
+from miaflow.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -338,41 +339,43 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
     report_every = max(1, epochs // 5)
     heldout_idx, heldout_valid = _padded(heldout_sets, max(map(len, heldout_sets)))
 
-    for epoch, lr in enumerate(learning_rates(arch), start=1):
-        order = [train_sets[m][torch.randperm(len(train_sets[m]), generator=shuffles[m]).numpy()]
-                 if running[m] else train_sets[m][:0] for m in range(size)]
-        n_steps = max(math.ceil(len(o) / batch_size) for o in order)
-        idx, valid = _padded(order, n_steps * batch_size)
-        active = valid.view(size, n_steps, batch_size).any(2).numpy()  # on the host: no device sync per step
-        idx, valid = idx.to(device), valid.to(device)
-        total = torch.zeros(size, device=device)
-        for step in range(n_steps):
-            batch = slice(step * batch_size, (step + 1) * batch_size)
-            weight = valid[:, batch].float()
-            rows = idx[:, batch]
-            losses = loss_fn(ensemble.params, _gather(x_all, rows), y_all[rows], weight)
-            grads = torch.autograd.grad(losses.sum(), list(ensemble.params.values()))
-            optimizer.step(grads, active[:, step], lr)
-            total += losses.detach() * weight.sum(1)
-        if not (patience or epoch % report_every == 0 or epoch == epochs):
-            continue
-        acc = _heldout_accuracy(ensemble, autocast, x_all, y_all, heldout_idx.to(device),
-                                heldout_valid.to(device))
-        mean_loss = total.cpu().numpy() / np.maximum([len(o) for o in order], 1)
-        log.info("epoch %d/%d: %d/%d members training, mean loss %.4f, held-out acc %.4f..%.4f",
-                 epoch, epochs, int(running.sum()), size, mean_loss[running.numpy()].mean(),
-                 np.nanmin(acc), np.nanmax(acc))
-        if patience:
-            improved = torch.from_numpy((acc > best_acc) & running.numpy())
-            best_acc = np.where(improved.numpy(), acc, best_acc)
-            stale = np.where(improved.numpy(), 0, stale + running.numpy())
-            _copy_members(best, ensemble.params, improved)
-            stopping = torch.from_numpy(stale > patience) & running
-            for m in np.flatnonzero(stopping.numpy()):
-                log.info("%s early stop at epoch %d", model_ids[m], epoch)
-            running &= ~stopping
-            if not running.any():
-                break
+    with Progress(epochs, f"ensemble of {size} models", "epochs") as progress:
+        for epoch, lr in enumerate(learning_rates(arch), start=1):
+            order = [train_sets[m][torch.randperm(len(train_sets[m]), generator=shuffles[m]).numpy()]
+                     if running[m] else train_sets[m][:0] for m in range(size)]
+            n_steps = max(math.ceil(len(o) / batch_size) for o in order)
+            idx, valid = _padded(order, n_steps * batch_size)
+            active = valid.view(size, n_steps, batch_size).any(2).numpy()  # on the host: no device sync per step
+            idx, valid = idx.to(device), valid.to(device)
+            total = torch.zeros(size, device=device)
+            for step in range(n_steps):
+                batch = slice(step * batch_size, (step + 1) * batch_size)
+                weight = valid[:, batch].float()
+                rows = idx[:, batch]
+                losses = loss_fn(ensemble.params, _gather(x_all, rows), y_all[rows], weight)
+                grads = torch.autograd.grad(losses.sum(), list(ensemble.params.values()))
+                optimizer.step(grads, active[:, step], lr)
+                total += losses.detach() * weight.sum(1)
+                progress.advance(1 / n_steps)
+            if not (patience or epoch % report_every == 0 or epoch == epochs):
+                continue
+            acc = _heldout_accuracy(ensemble, autocast, x_all, y_all, heldout_idx.to(device),
+                                    heldout_valid.to(device))
+            mean_loss = total.cpu().numpy() / np.maximum([len(o) for o in order], 1)
+            log.info("epoch %d/%d: %d/%d members training, mean loss %.4f, held-out acc %.4f..%.4f",
+                     epoch, epochs, int(running.sum()), size, mean_loss[running.numpy()].mean(),
+                     np.nanmin(acc), np.nanmax(acc))
+            if patience:
+                improved = torch.from_numpy((acc > best_acc) & running.numpy())
+                best_acc = np.where(improved.numpy(), acc, best_acc)
+                stale = np.where(improved.numpy(), 0, stale + running.numpy())
+                _copy_members(best, ensemble.params, improved)
+                stopping = torch.from_numpy(stale > patience) & running
+                for m in np.flatnonzero(stopping.numpy()):
+                    log.info("%s early stop at epoch %d", model_ids[m], epoch)
+                running &= ~stopping
+                if not running.any():
+                    break
     if patience:  # like the loop: keep each member's best state, if it ever had one
         _copy_members(ensemble.params, best, torch.from_numpy(best_acc >= 0))
     return [ensemble.member_weights(m) for m in range(size)]

@@ -26,6 +26,7 @@ from miaflow.compute import torch_device
 from miaflow.data.dataset import Dataset
 from miaflow.models import transformers
 from miaflow.models.kinds import KINDS
+from miaflow.progress import Progress
 from miaflow.seeding import derive_seed
 from miaflow.splits import Splits, role_of
 
@@ -133,35 +134,38 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
 
-    for epoch, lr in enumerate(learning_rates(arch), start=1):
-        optimizer.lr = lr
-        model.train()
-        total = torch.zeros((), device=device)
-        for batch in trainable_batches(torch.randperm(len(x), generator=shuffle).to(device),
-                                       arch["batch_size"], model):
-            inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
-            if options.channels_last:
-                inputs = inputs.contiguous(memory_format=torch.channels_last)
-            with autocast:
-                logits = forward(inputs)
-            loss = F.cross_entropy(logits.float(), y[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.detach() * len(batch)
-        if patience or epoch % report_every == 0 or epoch == epochs:
-            acc = _accuracy(predict(model, x_heldout), y_heldout)
-            log.info("%s epoch %d/%d loss %.4f held-out acc %.4f", model_id, epoch, epochs,
-                     total.item() / len(x), acc)
-            if patience:
-                if acc > best_acc:
-                    best_acc, stale = acc, 0
-                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                else:
-                    stale += 1
-                    if stale > patience:
-                        log.info("%s early stop at epoch %d", model_id, epoch)
-                        break
+    with Progress(epochs, f"{model_id} training", "epochs") as progress:
+        for epoch, lr in enumerate(learning_rates(arch), start=1):
+            optimizer.lr = lr
+            model.train()
+            total = torch.zeros((), device=device)
+            batches = trainable_batches(torch.randperm(len(x), generator=shuffle).to(device),
+                                        arch["batch_size"], model)
+            for batch in batches:
+                inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
+                if options.channels_last:
+                    inputs = inputs.contiguous(memory_format=torch.channels_last)
+                with autocast:
+                    logits = forward(inputs)
+                loss = F.cross_entropy(logits.float(), y[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.detach() * len(batch)
+                progress.advance(1 / len(batches))
+            if patience or epoch % report_every == 0 or epoch == epochs:
+                acc = _accuracy(predict(model, x_heldout), y_heldout)
+                log.info("%s epoch %d/%d loss %.4f held-out acc %.4f", model_id, epoch, epochs,
+                         total.item() / len(x), acc)
+                if patience:
+                    if acc > best_acc:
+                        best_acc, stale = acc, 0
+                        best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                    else:
+                        stale += 1
+                        if stale > patience:
+                            log.info("%s early stop at epoch %d", model_id, epoch)
+                            break
     if best_state is not None:
         model.load_state_dict(best_state)
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
@@ -261,19 +265,22 @@ def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arc
     seeds = {m: derive_seed(seed, "train", dataset.name, arch_name, m) for m in model_ids}
     weights = _fit_batched(dataset, members, heldout, seeds, arch)
     records = []
-    for model_id in model_ids:
-        started = time.perf_counter()
-        args = (dataset.features[members[model_id]], dataset.labels[members[model_id]],
-                dataset.features[heldout[model_id]], dataset.labels[heldout[model_id]])
-        if model_id not in weights:
-            weights[model_id] = learner.fit(arch, *args, dataset.n_classes, seeds[model_id], threads,
-                                            model_id)
-        train_acc = _accuracy(learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1])
-        test_acc = _accuracy(learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3])
-        records.append(ModelRecord(model_id, role_of(model_id), int(members[model_id].sum()),
-                                   int(heldout[model_id].sum()), train_acc, test_acc))
-        log.info("trained %s: train acc %.4f, test acc %.4f (%.1f s)", model_id, train_acc,
-                 test_acc, time.perf_counter() - started)
+    one_by_one = len(model_ids) - len(weights)
+    with Progress(one_by_one, f"train {dataset.name}/{arch_name} shard", "models") as progress:
+        for model_id in model_ids:
+            started = time.perf_counter()
+            args = (dataset.features[members[model_id]], dataset.labels[members[model_id]],
+                    dataset.features[heldout[model_id]], dataset.labels[heldout[model_id]])
+            if model_id not in weights:
+                weights[model_id] = learner.fit(arch, *args, dataset.n_classes, seeds[model_id],
+                                                threads, model_id)
+                progress.advance()
+            train_acc = _accuracy(learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1])
+            test_acc = _accuracy(learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3])
+            records.append(ModelRecord(model_id, role_of(model_id), int(members[model_id].sum()),
+                                       int(heldout[model_id].sum()), train_acc, test_acc))
+            log.info("trained %s: train acc %.4f, test acc %.4f (%.1f s)", model_id, train_acc,
+                     test_acc, time.perf_counter() - started)
     return weights, records
 
 

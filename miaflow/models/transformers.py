@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from miaflow.compute import torch_device
+from miaflow.progress import Progress
 from miaflow.pretrained import load_tokenizer, quiet_transformers, resolve_model, tokenize
 
 log = logging.getLogger(__name__)
@@ -88,32 +89,35 @@ def fit_transformer(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.nd
     shuffle = torch.Generator().manual_seed(seed)
     best_acc, best_state, stale = -1.0, None, 0
 
-    for epoch in range(1, epochs + 1):
-        model.train()
-        total = 0.0
-        for batch in torch.randperm(len(x_train), generator=shuffle).split(batch_size):
-            inputs = tokenize(tokenizer, x_train[batch.numpy()], arch["max_length"], device)
-            loss = F.cross_entropy(model(**inputs).logits, labels[batch.to(device)])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            optimizer.step()
-            schedule.step()
-            total += loss.item() * len(batch)
-        message = f"{model_id} epoch {epoch}/{epochs} loss {total / len(x_train):.4f}"
-        if patience:
-            acc = float(np.mean(_predict(model, tokenizer, x_heldout, arch["max_length"]).argmax(1) == y_heldout))
-            log.info("%s held-out acc %.4f", message, acc)
-            if acc > best_acc:
-                best_acc, stale = acc, 0
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    with Progress(epochs, f"{model_id} fine-tuning", "epochs") as progress:
+        for epoch in range(1, epochs + 1):
+            model.train()
+            total = 0.0
+            batches = torch.randperm(len(x_train), generator=shuffle).split(batch_size)
+            for batch in batches:
+                inputs = tokenize(tokenizer, x_train[batch.numpy()], arch["max_length"], device)
+                loss = F.cross_entropy(model(**inputs).logits, labels[batch.to(device)])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+                optimizer.step()
+                schedule.step()
+                total += loss.item() * len(batch)
+                progress.advance(1 / len(batches))
+            message = f"{model_id} epoch {epoch}/{epochs} loss {total / len(x_train):.4f}"
+            if patience:
+                acc = float(np.mean(_predict(model, tokenizer, x_heldout, arch["max_length"]).argmax(1) == y_heldout))
+                log.info("%s held-out acc %.4f", message, acc)
+                if acc > best_acc:
+                    best_acc, stale = acc, 0
+                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                else:
+                    stale += 1
+                    if stale >= patience:
+                        log.info("%s early stop at epoch %d", model_id, epoch)
+                        break
             else:
-                stale += 1
-                if stale >= patience:
-                    log.info("%s early stop at epoch %d", model_id, epoch)
-                    break
-        else:
-            log.info(message)
+                log.info(message)
     if best_state is not None:
         model.load_state_dict(best_state)
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}

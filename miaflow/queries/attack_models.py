@@ -19,6 +19,7 @@ from miaflow.models.kinds import KINDS
 from miaflow.models.optimizers import AdamW
 from miaflow.compute import torch_device
 from miaflow.models.training import LEARNERS, Weights, predict, trainable_batches
+from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
     val, train = torch.from_numpy(order[:n_val]).to(device), torch.from_numpy(order[n_val:]).to(device)
     shuffle = torch.Generator().manual_seed(seed)
     best_loss, best_state = float("inf"), None
-    for epoch in range(1, epochs + 1):
+    for epoch in tracked(range(1, epochs + 1), "quantile regressor training", "epochs"):
         model.train()
         for batch in trainable_batches(train[torch.randperm(len(train), generator=shuffle).to(device)],
                                        arch["batch_size"], model):
@@ -215,7 +216,7 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.n
     y = torch.from_numpy(labels).to(device).repeat_interleave(n_canaries)
     optimizer = AdamW([canaries], lr=CANARY_LR, weight_decay=CANARY_WEIGHT_DECAY)
     goal = {"in": CANARY_IN_LOGIT, "out": CANARY_OUT_LOGIT}
-    for step in range(steps):
+    for step in tracked(range(steps), f"{n * n_canaries} canaries", "steps"):
         loss = torch.zeros((), device=device)
         for side in ("in", "out"):
             chosen = np.repeat(picks[side][step], n_canaries)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from miaflow.progress import Progress
+
 # Paper/ART values; batch_size = points attacked in lockstep (ART's batch 64 only batches calls).
 PAPER = {"max_iter": 50, "max_eval": 10000, "init_eval": 100, "init_size": 100,
          "boundary_eva_num": 1000, "batch_size": 64}
@@ -31,12 +33,13 @@ class Budget:
 
 
 def hopskipjump(is_adversarial: Callable, x, clip: tuple[float, float], budget: Budget,
-                generator) -> tuple[np.ndarray, np.ndarray]:
+                generator, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
     """Adversarial points near `x` (torch (B, D) float32) and whether each one is adversarial.
 
     `is_adversarial(points, rows)` says, for flattened points (N, D) and the batch row each
     belongs to (N,), whether the model's label differs from that row's original label.
     Points for which `init_size` uniform draws find no adversarial start are returned unchanged.
+    `progress` (in batches) advances by one, in steps of 1 / max_iter: a batch can take minutes.
     """
     import torch
 
@@ -51,6 +54,7 @@ def hopskipjump(is_adversarial: Callable, x, clip: tuple[float, float], budget: 
     started = found.any(dim=1)
     current = x.clone()
     if not started.any():
+        progress.advance(1)
         return current.numpy(), started.numpy()
     live = torch.nonzero(started).flatten()
     origin = x[live]
@@ -68,6 +72,7 @@ def hopskipjump(is_adversarial: Callable, x, clip: tuple[float, float], budget: 
         distance = torch.linalg.vector_norm(current_live - origin, dim=1)
         current_live = _step(is_adversarial, current_live, live, direction,
                              2.0 * distance / np.sqrt(k + 1), (low, high))
+        progress.advance(1 / budget.max_iter)
 
     current[live] = current_live
     success = torch.zeros(batch, dtype=torch.bool)
@@ -151,16 +156,17 @@ def boundary_distances(logits_of: Callable, features: np.ndarray, labels: np.nda
     success = np.zeros(len(flat), dtype=bool)
     generator = torch.Generator().manual_seed(seed % 2**63)
     evaluated = np.flatnonzero(correct)
-    for chunk in np.array_split(evaluated, max(1, -(-len(evaluated) // batch_size))):
-        if not len(chunk):
-            continue
-        original = predicted[chunk]
+    chunks = [c for c in np.array_split(evaluated, max(1, -(-len(evaluated) // batch_size))) if len(c)]
+    with Progress(len(chunks), f"HopSkipJump on {len(evaluated)} points", "batches") as progress:
+        for chunk in chunks:
+            original = predicted[chunk]
 
-        def is_adversarial(points, rows, original=original):
-            return predict(points) != original[rows]
+            def is_adversarial(points, rows, original=original):
+                return predict(points) != original[rows]
 
-        adversarial, hit = hopskipjump(is_adversarial, flat[chunk], clip, budget, generator)
-        gap = np.linalg.norm(adversarial.astype(np.float64) - flat[chunk].numpy(), axis=1)
-        distance[chunk] = np.where(hit, gap, failed)
-        success[chunk] = hit
+            adversarial, hit = hopskipjump(is_adversarial, flat[chunk], clip, budget, generator,
+                                           progress)
+            gap = np.linalg.norm(adversarial.astype(np.float64) - flat[chunk].numpy(), axis=1)
+            distance[chunk] = np.where(hit, gap, failed)
+            success[chunk] = hit
     return distance, success

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from miaflow.progress import tracked
 from miaflow.seeding import rng
 
 ORIG, NEIGHBOUR, AUGMENT, AUGMENT_SHADOW = "orig", "neighbour", "augment", "augment-shadow"
@@ -175,11 +176,13 @@ def cutmix(features: np.ndarray, fraction: float, generator: Any) -> np.ndarray:
 def augmentations(features: np.ndarray, modality: str, n_queries: int, fraction: float,
                   generator: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
     """(K, n, ...) augmented copies of the pool: rotations (image) or cutmix (tabular)."""
+    what = f"augmentations of {len(features)} samples"
     if modality == "image":
         angles = draw_angles(n_queries, generator)
-        return (np.stack([rotate(features, float(a)) for a in angles]),
+        return (np.stack([rotate(features, float(a)) for a in tracked(angles, what, "queries")]),
                 {"method": "rotate", "angles": angles.tolist()})
-    return (np.stack([cutmix(features, fraction, generator) for _ in range(n_queries)]),
+    return (np.stack([cutmix(features, fraction, generator)
+                      for _ in tracked(range(n_queries), what, "queries")]),
             {"method": "cutmix", "mixed_features": int(np.floor(fraction * features.shape[1]))})
 
 

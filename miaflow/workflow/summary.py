@@ -1,0 +1,152 @@
+"""The short summary `make run` prints at the end: where the results are, the best attack per
+dataset and how long the run took.
+
+    python -m miaflow.workflow.summary [--root .] [--started <epoch seconds>]
+
+A finished run leaves dozens of tables and figures; a person first wants to know where to look
+and the headline: for each dataset, the attack with the highest mean AUROC over its target
+models and repeats (results/metrics.parquet), with its spread and its TPR at a low FPR. With
+`--started` (the run's start, `date +%s`) the time is the wall time since then; without it, the
+sum of the jobs' times in the run records (Snakemake benchmark files), which is not wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from miaflow import io
+from miaflow.progress import duration
+
+METRICS = Path("results/metrics.parquet")
+TABLES = Path("results/tables")
+FIGURES = Path("results/figures")
+REPORT = Path("report.html")
+RECORDS = Path("records")
+COST_TABLE = RECORDS / "report/cost.md"
+HEADLINE_TABLE = TABLES / "auroc.md"
+PREFERRED_TPR = "tpr_at_1pct_fpr"  # the headline low-FPR metric (results/summary.json's too)
+TPR_NAME = re.compile(r"tpr_at_([\d.]+)pct_fpr")
+BENCHMARK_COLUMNS = {"s", "h:m:s"}  # Snakemake's benchmark files; other TSVs under records/ differ
+
+
+def low_fpr_metric(names: set[str]) -> str | None:
+    """TPR at 1% FPR when present, else at the lowest FPR level present, else None."""
+    levels = {name: float(m[1]) for name in names if (m := TPR_NAME.fullmatch(name))}
+    if PREFERRED_TPR in levels:
+        return PREFERRED_TPR
+    return min(levels, key=levels.get) if levels else None
+
+
+def tpr_label(name: str) -> str:
+    """tpr_at_1pct_fpr -> TPR@1%FPR."""
+    return f"TPR@{TPR_NAME.fullmatch(name)[1]}%FPR"
+
+
+def best_attacks(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, the attack with the highest mean AUROC over all its runs (target models x
+    repeats; ties to the first name): columns dataset, attack, auroc, auroc_std (ddof 1, NaN
+    for one run), tpr_metric, tpr (its mean, NaN if absent), target_models, runs."""
+    auroc = metrics[metrics["metric"] == "auroc"]
+    per_attack = (auroc.groupby(["dataset", "attack"])
+                  .agg(auroc=("value", "mean"), auroc_std=("value", "std"),
+                       target_models=("target_model", "nunique"), runs=("value", "count"))
+                  .reset_index())
+    ranked = per_attack.sort_values(["dataset", "auroc", "attack"], ascending=[True, False, True])
+    best = ranked.dropna(subset=["auroc"]).groupby("dataset", sort=True).head(1)
+    tpr_metric = low_fpr_metric(set(metrics["metric"]))
+    if tpr_metric is None:
+        return best.assign(tpr_metric=None, tpr=float("nan")).reset_index(drop=True)
+    tpr = (metrics[metrics["metric"] == tpr_metric].groupby(["dataset", "attack"])["value"]
+           .mean().rename("tpr"))
+    return (best.join(tpr, on=["dataset", "attack"]).assign(tpr_metric=tpr_metric)
+            .reset_index(drop=True))
+
+
+def job_seconds(root: Path) -> tuple[float, int]:
+    """(sum of column `s`, number of jobs) over the Snakemake benchmark files in the run records
+    (records/<stage>/benchmarks/**.tsv): every job's own wall time, which adds up parallel jobs."""
+    total, jobs = 0.0, 0
+    for path in sorted(root.glob("records/*/benchmarks/**/*.tsv")):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle, delimiter="\t"))
+        if rows and BENCHMARK_COLUMNS <= set(rows[0]):
+            total += sum(float(row["s"]) for row in rows)
+            jobs += 1
+    return total, jobs
+
+
+def _count_stems(folder: Path) -> int:
+    """Tables or figures in a folder, each counted once over its formats (csv, md, tex; png, ...)."""
+    return len({p.name.split(".")[0] for p in folder.iterdir() if p.is_file()}) if folder.is_dir() else 0
+
+
+def _where(root: Path) -> list[str]:
+    """Where the report, tables, figures and metrics are (paths under `root`, as given)."""
+    report = (f"{root / REPORT}" if (root / REPORT).is_file()
+              else f"not built yet: `make report` writes {root / REPORT}")
+    return [f"  report:   {report}",
+            f"  tables:   {root / TABLES}/ ({_count_stems(root / TABLES)}, as csv, md and tex; "
+            f"AUROC of every attack: {root / HEADLINE_TABLE})",
+            f"  figures:  {root / FIGURES}/ ({_count_stems(root / FIGURES)})",
+            f"  metrics:  {root / METRICS} (every metric per dataset, target model, attack, repeat)",
+            f"  logs:     {root / RECORDS}/<stage>/logs/ (progress: grep -r miaflow.progress); "
+            f"cost per stage: {root / COST_TABLE}"]
+
+
+def _best_lines(root: Path) -> list[str]:
+    if not (root / METRICS).is_file():
+        return [f"Best attacks: {root / METRICS} not found (the report stage has not run)."]
+    best = best_attacks(io.read_parquet(root / METRICS, columns=["dataset", "target_model", "attack",
+                                                                  "metric", "value"]))
+    lines = ["Best attack per dataset (mean AUROC ± std over target models and repeats):"]
+    width = {column: max(map(len, best[column]), default=0) for column in ("dataset", "attack")}
+    for row in best.itertuples():
+        spread = "" if pd.isna(row.auroc_std) else f" ± {row.auroc_std:.3f}"
+        tpr = "" if pd.isna(row.tpr) else f", {tpr_label(row.tpr_metric)} {row.tpr:.3f}"
+        lines.append(f"  {row.dataset:<{width['dataset']}}  {row.attack:<{width['attack']}}  "
+                     f"AUROC {row.auroc:.3f}{spread}{tpr}  ({_counted(row.target_models, 'target model')}, "
+                     f"{_counted(row.runs, 'run')})")
+    return lines
+
+
+def _counted(number: int, thing: str) -> str:
+    return f"{number} {thing}" if number == 1 else f"{number} {thing}s"
+
+
+def _time_line(root: Path, started: float | None, now: float) -> str:
+    if started is not None:
+        return f"Wall time: {duration(now - started)}."
+    seconds, jobs = job_seconds(root)
+    if not jobs:
+        return "Time: no run records (records/*/benchmarks/) yet."
+    return (f"Job time: {duration(seconds)} over {jobs} jobs (run records; jobs in parallel add "
+            "up, so not wall time).")
+
+
+def summary(root: str | Path = ".", started: float | None = None,
+            now: float | None = None) -> list[str]:
+    """The summary's lines for the project at `root`; `started` and `now` in epoch seconds."""
+    root = Path(root)
+    return ["Results:", *_where(root), *_best_lines(root),
+            _time_line(root, started, time.time() if now is None else now)]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m miaflow.workflow.summary",
+                                     description="Where a run's results are, and its headline.")
+    parser.add_argument("--root", default=".", help="the project directory (default: .)")
+    parser.add_argument("--started", type=float, help="the run's start in epoch seconds (date +%%s)")
+    options = parser.parse_args(argv)
+    print("\n".join(summary(options.root, options.started)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,125 @@
+"""The end-of-run summary (miaflow.workflow.summary) on a small synthetic project."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from miaflow import io
+from miaflow.workflow.summary import best_attacks, job_seconds, low_fpr_metric, main, summary, tpr_label
+
+
+def metric_rows(dataset: str, target_model: str, attack: str, aurocs: list[float],
+                tpr: float | None = 0.05) -> list[dict]:
+    """One AUROC (and TPR at 0.1%, 1% and 10% FPR) per repeat, in the contract's long format."""
+    rows = []
+    for repeat, auroc in enumerate(aurocs):
+        rows.append({"dataset": dataset, "target_model": target_model, "attack": attack,
+                     "repeat": repeat, "metric": "auroc", "value": auroc})
+        if tpr is not None:
+            rows += [{"dataset": dataset, "target_model": target_model, "attack": attack,
+                      "repeat": repeat, "metric": name, "value": value}
+                     for name, value in (("tpr_at_0.1pct_fpr", tpr / 10), ("tpr_at_1pct_fpr", tpr),
+                                         ("tpr_at_10pct_fpr", tpr * 5))]
+    return rows
+
+
+def synthetic_metrics() -> pd.DataFrame:
+    rows = (
+        # digits: lira wins on the mean (0.70) although loss has the single best run (0.95)
+        metric_rows("digits", "cnn", "lira", [0.70, 0.72, 0.68], tpr=0.10)
+        + metric_rows("digits", "cnn", "loss", [0.95, 0.40, 0.45], tpr=0.30)
+        # adult: the mean runs over both target models (0.60 on mlp, 0.80 on catboost -> 0.70)
+        + metric_rows("adult", "mlp", "rmia", [0.60, 0.60])
+        + metric_rows("adult", "catboost", "rmia", [0.80, 0.80])
+        + metric_rows("adult", "mlp", "loss", [0.69, 0.69])
+        + metric_rows("adult", "catboost", "loss", [0.69, 0.69])
+        # text: one run, and an attack whose AUROC is undefined
+        + metric_rows("text", "gpt2", "mink", [0.65], tpr=None)
+        + metric_rows("text", "gpt2", "broken", [math.nan], tpr=None)
+    )
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """results/metrics.parquet, 2 tables in 3 formats, 3 figures and run records: two Snakemake
+    benchmark files and the per-attack timings file that must not count as a job."""
+    io.write_parquet(tmp_path / "results/metrics.parquet", synthetic_metrics())
+    for stem in ("auroc", "tests"):
+        for suffix in (".csv", ".md", ".tex"):
+            (tmp_path / "results/tables").mkdir(parents=True, exist_ok=True)
+            (tmp_path / f"results/tables/{stem}{suffix}").write_text("x")
+    (tmp_path / "results/figures").mkdir(parents=True)
+    for name in ("roc-digits-cnn.png", "roc-adult-mlp.png", "auroc-vs-gap.png"):
+        (tmp_path / f"results/figures/{name}").write_bytes(b"png")
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    for path, seconds in (("train/benchmarks/train_shard/digits/cnn/shard-0.tsv", 50.5),
+                          ("evaluate/benchmarks/score_attacks/digits/cnn.tsv", 39.5)):
+        (tmp_path / "records" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "records" / path).write_text(f"{header}{seconds}\t0:00:50\t1\t1\t1\t1\t0\t0\t0\t1.0\n")
+    (tmp_path / "records/evaluate/benchmarks/score_attacks/digits/cnn.attacks.tsv").write_text(
+        "attack\ts\tcpu_time\nlira\t30.0\t29.0\n")
+    return tmp_path
+
+
+def test_best_attack_is_the_highest_mean_auroc_over_target_models_and_repeats():
+    best = best_attacks(synthetic_metrics()).set_index("dataset")
+    assert list(best.index) == ["adult", "digits", "text"]
+    assert best.loc["digits", "attack"] == "lira"
+    assert best.loc["digits", "auroc"] == pytest.approx(0.70)
+    assert best.loc["digits", "auroc_std"] == pytest.approx(0.02)  # ddof 1 over the 3 repeats
+    assert best.loc["digits", "tpr"] == pytest.approx(0.10) and best.loc["digits", "tpr_metric"] == "tpr_at_1pct_fpr"
+    assert best.loc["adult", "attack"] == "rmia" and best.loc["adult", "auroc"] == pytest.approx(0.70)
+    assert (best.loc["adult", "target_models"], best.loc["adult", "runs"]) == (2, 4)
+    assert best.loc["text", "attack"] == "mink" and math.isnan(best.loc["text", "auroc_std"])
+    assert math.isnan(best.loc["text", "tpr"])
+
+
+def test_ties_go_to_the_first_attack_name():
+    rows = metric_rows("d", "m", "zeta", [0.6]) + metric_rows("d", "m", "alpha", [0.6])
+    assert best_attacks(pd.DataFrame(rows))["attack"].tolist() == ["alpha"]
+
+
+def test_low_fpr_metric_prefers_one_percent_else_the_lowest_level():
+    assert low_fpr_metric({"auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr"}) == "tpr_at_1pct_fpr"
+    assert low_fpr_metric({"auroc", "tpr_at_10pct_fpr", "tpr_at_0.1pct_fpr"}) == "tpr_at_0.1pct_fpr"
+    assert low_fpr_metric({"auroc", "precision"}) is None
+    assert tpr_label("tpr_at_0.1pct_fpr") == "TPR@0.1%FPR"
+
+
+def test_job_seconds_sums_snakemake_benchmarks_only(project):
+    assert job_seconds(project) == (pytest.approx(90.0), 2)
+    assert job_seconds(project / "nowhere") == (0.0, 0)
+
+
+def test_summary_says_where_things_are_and_the_headline(project):
+    lines = summary(project, started=1_000.0, now=1_372.0)
+    text = "\n".join(lines)
+    assert len(lines) <= 15
+    assert f"not built yet: `make report` writes {project / 'report.html'}" in text
+    assert f"{project / 'results/tables'}/ (2, as csv, md and tex" in text
+    assert f"{project / 'results/figures'}/ (3)" in text
+    assert f"{project / 'records'}/<stage>/logs/" in text
+    assert "  adult   rmia  AUROC 0.700 ± 0.115, TPR@1%FPR 0.050  (2 target models, 4 runs)" in lines
+    assert "  digits  lira  AUROC 0.700 ± 0.020, TPR@1%FPR 0.100  (1 target model, 3 runs)" in lines
+    assert "  text    mink  AUROC 0.650  (1 target model, 1 run)" in lines
+    assert lines[-1] == "Wall time: 6 min 12 s."
+
+    (project / "report.html").write_text("<html></html>")
+    assert f"  report:   {project / 'report.html'}" in summary(project, started=1_000.0, now=1_372.0)
+
+
+def test_without_a_start_the_time_is_the_job_time_of_the_run_records(project):
+    assert summary(project)[-1] == ("Job time: 1 min 30 s over 2 jobs (run records; jobs in "
+                                    "parallel add up, so not wall time).")
+
+
+def test_an_unfinished_project_gets_a_summary_too(tmp_path, capsys):
+    assert main(["--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'results/metrics.parquet'} not found" in out
+    assert "no run records" in out
