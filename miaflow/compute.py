@@ -44,10 +44,18 @@ def visible_devices() -> list[str]:
 @contextmanager
 def gpu_slot(lock_dir: str | os.PathLike = DEFAULT_LOCK_DIR, poll_seconds: float = 0.5,
              devices: list[str] | None = None) -> Iterator[str | None]:
-    """Hold one free device while the block runs; yields its id, or None on a CPU-only machine."""
+    """Hold one free device while the block runs; yields its id, or None on a CPU-only machine.
+
+    Inside a SLURM job the devices SLURM granted are this job's alone (it exports them as
+    CUDA_VISIBLE_DEVICES): the job uses them without a slot, as lock files would be shared with
+    jobs on other nodes that number their own devices from 0 too."""
     devices = visible_devices() if devices is None else devices
     if not devices:
         yield None
+        return
+    if os.environ.get("SLURM_JOB_ID") and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        log.info("using the GPU SLURM granted (device %s)", devices[0])
+        yield devices[0]
         return
     lock_dir = Path(lock_dir)
     lock_dir.mkdir(parents=True, exist_ok=True)

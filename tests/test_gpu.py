@@ -35,6 +35,15 @@ def test_concurrent_holders_get_distinct_devices(tmp_path, monkeypatch):
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
+def test_a_slurm_job_uses_its_granted_gpu_without_a_slot(tmp_path, monkeypatch):
+    """Jobs on other nodes number their devices from 0 too: a shared slot file would serialise them."""
+    monkeypatch.setenv("SLURM_JOB_ID", "17")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with gpu_slot(tmp_path / "slots") as first, gpu_slot(tmp_path / "slots") as second:
+        assert first == second == "0"
+    assert not (tmp_path / "slots").exists()
+
+
 def test_a_job_waits_for_a_free_slot_held_by_another_process(tmp_path):
     code = textwrap.dedent(f"""
         import time
