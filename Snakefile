@@ -1,6 +1,6 @@
 """miaflow: a reproducible membership-inference benchmark.
 
-Seven stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py),
+Eight stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py),
 one results folder (results/<stage>/) and its run records (records/<stage>/: logs, timings):
 
   prepare   datasets in canonical order and their membership matrices
@@ -9,6 +9,7 @@ one results folder (results/<stage>/) and its run records (records/<stage>/: log
   evaluate  every attack's membership scores, their metrics and ROC curves
   hparams   the hyperparameter study: MIA-Grid, HPO, LiRA / ACC-LiRA / KL-LiRA, DP, TD vs ED
   llm       attacks on language models: targets trained here or pretrained, Loss ... EM-MIA
+  audit     models trained elsewhere, brought as outputs or checkpoints, attacked the same way
   report    the metrics contract (results/metrics.parquet), tests, tables and figures
 
 params.yaml is the config; it is validated here, before any job starts. Logic lives in the
@@ -26,9 +27,15 @@ from miaflow.workflow.resume import claim_working_directory
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
 
 
-# After a crash, the same command resumes: stale locks and temp files of dead runs are removed.
-for leftover in claim_working_directory() or []:
-    print(f"removed what a dead run left: {leftover}", file=sys.stderr)
+# `snakemake --report report.html`: this description heads the report (results: rules/report.smk).
+report: "report/workflow.rst"
+
+
+# After a crash, the same command resumes: stale locks and temp files of dead runs are removed,
+# by the run's main process only (a cluster job parses this file again, beside the live run).
+if workflow.is_main_process:
+    for leftover in claim_working_directory() or []:
+        print(f"removed what a dead run left: {leftover}", file=sys.stderr)
 
 
 try:
@@ -54,6 +61,7 @@ wildcard_constraints:
     recipe="[a-z0-9_]+",
     packaged="[a-z0-9-]+",
     repeat=r"\d+",
+    audit="[a-z0-9_]+",
 
 
 include: "rules/common.smk"
@@ -63,6 +71,7 @@ include: "rules/queries.smk"
 include: "rules/evaluate.smk"
 include: "rules/hparams.smk"
 include: "rules/llm.smk"
+include: "rules/audit.smk"
 include: "rules/report.smk"
 
 

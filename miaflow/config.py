@@ -129,7 +129,7 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     from miaflow.evaluation.metrics import metric_names
     from miaflow.workflow.plan import experiments
 
-    problems = _duplicate_experiments(config)
+    problems = _duplicate_experiments(config) + _audit_problems(config)
     for i, (entry, experiment) in enumerate(zip(config["experiments"], experiments(config))):
         where = f"experiments[{i}]"
         arch_problems = [p for key in ("arch", "ref_arch") if key in entry
@@ -378,6 +378,51 @@ def _duplicate_experiments(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+# --- audits of models trained elsewhere ----------------------------------------------------------
+
+AUDIT_KINDS = {"outputs": ("outputs", "membership"), "checkpoint": ("checkpoint", "arch", "dataset", "members")}
+
+
+def _audit_problems(config: Mapping[str, Any]) -> list[str]:
+    """Each audit gives exactly one kind of input, with files that exist; a checkpoint names a
+    miaflow dataset and a torch architecture; no audit reports under another result's name."""
+    from miaflow.data import DATASETS
+    from miaflow.workflow.plan import audits, experiments
+
+    taken = {e.name for e in experiments(config)}
+    problems, seen = [], set()
+    for i, audit in enumerate(audits(config)):
+        where = f"audits[{i}]"
+        given = [kind for kind, keys in AUDIT_KINDS.items() if keys[0] in audit]
+        if len(given) != 1:
+            problems.append(f"{where}: give either outputs and membership (the models' outputs) or "
+                            "checkpoint, arch, dataset and members (a checkpoint), not both or neither")
+            continue
+        keys = AUDIT_KINDS[given[0]]
+        other = {key for kind, names in AUDIT_KINDS.items() if kind != given[0] for key in names} - {*keys, "dataset"}
+        problems += [f"{where}.{key}: missing (an audit of {given[0]} needs {', '.join(keys)})"
+                     for key in keys if key not in audit]
+        problems += [f"{where}.{key}: only an audit of a checkpoint takes it" for key in sorted(other) if key in audit]
+        for key in ("outputs", "membership", "checkpoint", "members"):
+            if key in audit and not Path(audit[key]).is_file():
+                problems.append(f"{where}.{key}: {audit[key]} not found (working directory {Path.cwd()})")
+        name = audit["experiment"].name
+        if name in taken or name in seen:
+            problems.append(f"{where}.name: {name} is already the name of another result; choose another name")
+        seen.add(name)
+        if given[0] != "checkpoint" or "arch" not in audit or "dataset" not in audit:
+            continue
+        if audit["dataset"] not in DATASETS:
+            problems.append(f"{where}.dataset: {audit['dataset']!r} is not a miaflow dataset")
+        arch = config["architectures"].get(audit["arch"])
+        if arch is None:
+            problems.append(f"{where}.arch: {audit['arch']!r} is not a key of architectures")
+        elif not KINDS[arch["kind"]].torch:
+            problems.append(f"{where}.arch: checkpoints of kind {arch['kind']!r} are not supported "
+                            "(a torch state dict is); bring the model's outputs instead")
+    return problems
+
+
 def _counted(dataset: str, count: int, unit: str = "samples") -> str:
     """`the N samples of 'name'`, naming the option that sets N where one does."""
     from miaflow.data import DATASETS
@@ -488,7 +533,7 @@ def _dataset_problems(config: Mapping[str, Any]) -> list[str]:
     from miaflow.workflow.plan import datasets
 
     problems = []
-    for dataset in datasets(config):
+    for dataset in [d for d in datasets(config) if d in DATASETS]:  # others: _audit_problems
         spec, options = DATASETS[dataset], config.get("datasets", {}).get(dataset, {})
         size = _size(config, dataset)
         if "n_classes" in spec.defaults and size.n_classes > size.n_samples:

@@ -73,9 +73,9 @@ def per_experiment(pattern):
     return [pattern.format(dataset=e.dataset, experiment=e.label) for e in EXPERIMENTS]
 
 
-def experiment_files(prefix, suffix, directory):
+def experiment_files(prefix, suffix, directory, experiments=EXPERIMENTS):
     """One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it)."""
-    return [f"{directory}/{e.file_name(prefix, suffix)}" for e in EXPERIMENTS]
+    return [f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments]
 
 
 def per_shard(pattern):
@@ -140,6 +140,44 @@ def stage_targets(*stages):
     """The files the target rules of `stages` request (for input functions: they run once every
     rule file is parsed)."""
     return [str(path) for stage in stages for path in workflow.get_rule(stage).input]
+
+
+# --- audits of models trained elsewhere (stage audit) -----------------------------------------
+# One audit per {dataset}/{audit}: the dataset its results name, then the audit's name.
+AUDITS = {a["experiment"].name: a for a in plan.audits(config)}
+AUDITED = [a["experiment"] for a in AUDITS.values()]  # reported like experiments
+AUDIT_SPLITS = "results/audit/splits/{dataset}/{audit}.parquet"
+AUDIT_SIGNALS = "results/audit/signals/{dataset}/{audit}.parquet"
+AUDIT_RECORDS = "results/audit/models/{dataset}/{audit}.json"
+AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
+AUDIT_TIMINGS = "records/audit/benchmarks/score_audit/{dataset}/{audit}.attacks.tsv"
+AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
+AUDIT_ROC = "results/audit/roc/{dataset}/{audit}.parquet"
+
+
+def audit_entry(w):
+    return AUDITS[f"{w.dataset}/{w.audit}"]
+
+
+def per_audit(pattern, kind=None):
+    """`pattern` for every audit (of `kind`, "outputs" or "checkpoint", when given)."""
+    return [pattern.format(dataset=a["experiment"].dataset, audit=a["name"])
+            for a in AUDITS.values() if kind in (None, a["kind"])]
+
+
+def audit_reference_signals(w):
+    """The signals of the audit's reference models: its own file, or for a checkpoint miaflow's
+    shards of its dataset and architecture."""
+    entry = audit_entry(w)
+    if entry["kind"] == "outputs":
+        return [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)]
+    return [SIGNALS.format(dataset=w.dataset, arch=entry["arch"], shard=k) for k in range(len(SHARDS))]
+
+
+def names_of(kind):
+    """Wildcard constraint matching exactly the names of the audits of `kind` (none: nothing)."""
+    names = [a["name"] for a in AUDITS.values() if a["kind"] == kind]
+    return "|".join(names) if names else "(?!)"
 
 
 # --- the hyperparameter study (stage hparams) -------------------------------------------------

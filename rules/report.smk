@@ -4,11 +4,41 @@
 SONG_MITTAL_TABLE = [a for a in config["attacks"] if a.startswith("sm-") and a != "sm-risk"]
 RISK_REPORT = "sm-risk" in config["attacks"]
 
+# `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
+# under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
+# ("Dataset <name>", a subcategory per target model; no colon: the report turns category names
+# into reST link targets), one per family of attacks with its own outputs ("Song & Mittal",
+# "Hyperparameter study", "Language models") and "Cost". A table is marked by its csv file (its md
+# and tex files stay outputs only); the label `result` names each entry in the report's lists.
+CAPTION = "../report/{}.rst"  # relative to this file
+# A file marked for the report (a figure, or a table's csv file). Snakemake's parser reads a line
+# that starts with `report` as its directive `report:`, so no line here starts with the call.
+REPORTED = lambda path, caption, category, subcategory, result: report(
+    path, caption=CAPTION.format(caption), category=category, subcategory=subcategory,
+    labels={"result": result})
+# multiext(stem, *TABLE_FORMATS) with only the csv file marked for the report.
+REPORT_TABLE = lambda stem, caption, category, subcategory, result: [
+    REPORTED(path, caption, category, subcategory, result) if path.endswith(".csv") else path
+    for path in multiext(stem, *TABLE_FORMATS)]
+# One file per experiment (`experiment_files`), each in the category of its dataset and the
+# subcategory of its target model.
+TARGET_MODELS = lambda e: f"{e.arch} targets" + (f", {e.ref_arch} references" if e.mixed else "")
+REPORT_PER_EXPERIMENT = lambda prefix, suffix, directory, caption, result, experiments=EXPERIMENTS: [
+    REPORTED(path, caption, f"Dataset {e.dataset}", TARGET_MODELS(e), result)
+    for e, path in zip(experiments, experiment_files(prefix, suffix, directory, experiments))]
+# Audits of models trained elsewhere (stage audit) are reported beside the experiments: their
+# metrics, tests, tables and ROC figures, under the audit's dataset and name.
+AUDIT_ROC_FIGURES = lambda: [
+    REPORTED(path, "roc_audit", f"Dataset {e.dataset}", f"audit {e.label}",
+             "ROC curves of every attack (log-log)")
+    for e, path in zip(AUDITED, experiment_files("roc", ".png", "results/figures", AUDITED))]
+
 
 rule collect_metrics:
     """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
     input:
-        experiment_metrics=per_experiment(EXPERIMENT_METRICS) + per_llm_experiment(LLM_METRICS),
+        experiment_metrics=(per_experiment(EXPERIMENT_METRICS) + per_llm_experiment(LLM_METRICS)
+                            + per_audit(AUDIT_METRICS)),
         code=code("report"),
     output:
         metrics=METRICS,
@@ -26,7 +56,7 @@ rule collect_metrics:
 rule collect_models:
     """Train/test accuracy of every trained model in one table."""
     input:
-        records=per_shard(RECORDS),
+        records=per_shard(RECORDS) + per_audit(AUDIT_RECORDS),
         code=code("report"),
     output:
         models=MODEL_RECORDS,
@@ -66,15 +96,19 @@ rule tables:
         metrics=METRICS,
         tests=TESTS,
         models=MODEL_RECORDS,
-        roc=per_experiment(ROC),
+        roc=per_experiment(ROC) + per_audit(AUDIT_ROC),
         code=code("report"),
     output:
-        auroc_table=multiext("results/tables/auroc", *TABLE_FORMATS),
-        accuracy_table=multiext("results/tables/accuracy", *TABLE_FORMATS),
-        tests_table=multiext("results/tables/tests", *TABLE_FORMATS),
-        roc_figures=experiment_files("roc", ".png", "results/figures"),
+        auroc_table=REPORT_TABLE("results/tables/auroc", "auroc", "Headline", "AUROC",
+                                 "AUROC per attack and experiment (TDDBench Table 4)"),
+        accuracy_table=REPORT_TABLE("results/tables/accuracy", "accuracy", "Headline",
+                                    "Target models", "Train and test accuracy of the models"),
+        tests_table=REPORT_TABLE("results/tables/tests", "tests", "Headline", "Paired tests",
+                                 "Paired tests between attacks (AUROC, BY-adjusted)"),
+        roc_figures=REPORT_PER_EXPERIMENT("roc", ".png", "results/figures", "roc",
+                                          "ROC curves of every attack (log-log)") + AUDIT_ROC_FIGURES(),
     params:
-        experiments=EXPERIMENTS,
+        experiments=EXPERIMENTS + AUDITED,
     conda:
         SOFTWARE
     log:
@@ -94,13 +128,24 @@ rule study_tables:
         timings=per_experiment(ATTACK_TIMINGS),
         code=code("report"),
     output:
-        by_architecture=multiext("results/tables/by_architecture", *TABLE_FORMATS),
-        families=multiext("records/report/families", *TABLE_FORMATS),
-        reference_mismatch=multiext("results/tables/reference_mismatch", *TABLE_FORMATS),
-        metric_tables=[path for suffix in TABLE_FORMATS
-                       for path in experiment_files("metrics", suffix, "results/tables")],
-        gap_figure="results/figures/auroc-vs-gap.png",
-        scaling_figures=experiment_files("scaling", ".png", "results/figures"),
+        by_architecture=REPORT_TABLE("results/tables/by_architecture", "by_architecture",
+                                     "Headline", "AUROC",
+                                     "AUROC per target architecture (TDDBench Table 5)"),
+        families=REPORT_TABLE("records/report/families", "families", "Cost", "Attack families",
+                              "AUROC and cost per attack family (TDDBench Table 7)"),
+        reference_mismatch=REPORT_TABLE("results/tables/reference_mismatch", "reference_mismatch",
+                                        "Headline", "AUROC",
+                                        "References of another architecture (TDDBench Table 6)"),
+        metric_tables=[*REPORT_PER_EXPERIMENT("metrics", ".csv", "results/tables", "metrics",
+                                              "Every metric of every attack "
+                                              "(TDDBench Tables 14-16)"),
+                       *[path for suffix in TABLE_FORMATS if suffix != ".csv"
+                         for path in experiment_files("metrics", suffix, "results/tables")]],
+        gap_figure=REPORTED("results/figures/auroc-vs-gap.png", "gap", "Headline", "Target models",
+                            "AUROC against the train-test gap (TDDBench Fig. 2)"),
+        scaling_figures=REPORT_PER_EXPERIMENT("scaling", ".png", "results/figures", "scaling",
+                                              "AUROC against the number of reference models and "
+                                              "of queries (TDDBench Fig. 4)"),
     params:
         experiments=EXPERIMENTS,
     conda:
@@ -116,10 +161,12 @@ rule study_tables:
 rule song_mittal_table:
     """Song & Mittal attack accuracy at learned thresholds: class-dependent vs global."""
     input:
-        scores=per_experiment(SCORES),
+        scores=per_experiment(SCORES) + per_audit(AUDIT_SCORES),
         code=code("report"),
     output:
-        song_mittal=multiext("results/tables/song_mittal", *TABLE_FORMATS),
+        song_mittal=REPORT_TABLE("results/tables/song_mittal", "song_mittal", "Song & Mittal",
+                                 "Learned thresholds",
+                                 "Class-dependent against global thresholds"),
     conda:
         SOFTWARE
     log:
@@ -136,8 +183,13 @@ rule risk_score_report:
         scores=per_experiment(SCORES),
         code=code("report"),
     output:
-        risk_precision=multiext("results/tables/risk_precision", *TABLE_FORMATS),
-        risk_figures=experiment_files("risk-cdf", ".png", "results/figures"),
+        risk_precision=REPORT_TABLE("results/tables/risk_precision", "risk_precision",
+                                    "Song & Mittal", "Privacy risk score",
+                                    "Precision and recall of risk thresholds"),
+        risk_figures=[REPORTED(path, "risk_cdf", "Song & Mittal", "Privacy risk score",
+                               f"Risk CDF: {e.dataset}, {TARGET_MODELS(e)}")
+                      for e, path in zip(EXPERIMENTS,
+                                         experiment_files("risk-cdf", ".png", "results/figures"))],
     params:
         experiments=EXPERIMENTS,
     conda:
@@ -160,14 +212,32 @@ rule hparam_report:
         selection=HPARAM_SELECTION_ALL,
         code=code("report"),
     output:
-        headline=multiext("results/tables/hparam_tpr", *TABLE_FORMATS),
-        relative=multiext("results/tables/hparam_relative_tpr", *TABLE_FORMATS),
-        budget=multiext("results/tables/hparam_kl_budget", *TABLE_FORMATS),
-        td_vs_ed=multiext("results/tables/hparam_td_vs_ed", *TABLE_FORMATS),
-        choices=multiext("results/tables/hparam_selection", *TABLE_FORMATS),
-        roc_figures=expand("results/figures/hparam-roc-{setting}.png", setting=list(HPARAM_SETTINGS)),
-        figures=expand("results/figures/hparam-{name}.png",
-                       name=["relative-tpr", "kl-budget", "td-vs-ed", "pvalues", "selection"]),
+        headline=REPORT_TABLE("results/tables/hparam_tpr", "hparam_tpr", "Hyperparameter study",
+                              "TPR at fixed FPR", "TPR of LiRA, ACC-LiRA and KL-LiRA"),
+        relative=REPORT_TABLE("results/tables/hparam_relative_tpr", "hparam_relative_tpr",
+                              "Hyperparameter study", "TPR at fixed FPR", "TPR relative to LiRA"),
+        budget=REPORT_TABLE("results/tables/hparam_kl_budget", "hparam_kl_budget",
+                            "Hyperparameter study", "KL-LiRA", "KL-LiRA's TPR per budget"),
+        td_vs_ed=REPORT_TABLE("results/tables/hparam_td_vs_ed", "hparam_td_vs_ed",
+                              "Hyperparameter study", "TD-HPO against ED-HPO",
+                              "Tests: does TD-HPO leak more than ED-HPO?"),
+        choices=REPORT_TABLE("results/tables/hparam_selection", "hparam_selection",
+                             "Hyperparameter study", "KL-LiRA",
+                             "Hyperparameters KL-LiRA selected against the target's"),
+        roc_figures=[REPORTED(path, "hparam_roc", "Hyperparameter study", "TPR at fixed FPR",
+                              f"ROC curves with the DP bound: {setting}")
+                     for setting, path in zip(HPARAM_SETTINGS, expand(
+                         "results/figures/hparam-roc-{setting}.png",
+                         setting=list(HPARAM_SETTINGS)))],
+        figures=[REPORTED(f"results/figures/hparam-{name}.png",
+                          "hparam_{}_figure".format(name.replace("-", "_")),
+                          "Hyperparameter study", subcategory, result)
+                 for name, subcategory, result in [
+                     ("relative-tpr", "TPR at fixed FPR", "TPR relative to LiRA (figure)"),
+                     ("kl-budget", "KL-LiRA", "KL-LiRA's TPR per budget (figure)"),
+                     ("td-vs-ed", "TD-HPO against ED-HPO", "TPR of TD-HPO against ED-HPO targets"),
+                     ("pvalues", "TD-HPO against ED-HPO", "p-values of the TD-HPO vs ED-HPO tests"),
+                     ("selection", "KL-LiRA", "Learning rate selected against the target's")]],
     params:
         alpha=config["stats"]["alpha"],
         resamples=config["hparam_study"]["permutation_resamples"],
@@ -191,10 +261,15 @@ rule llm_report:
         iterates=per_llm_experiment(LLM_ITERATES),
         code=code("report"),
     output:
-        llm_table=multiext("results/tables/llm", *TABLE_FORMATS),
-        mink_sweep_table=multiext("results/tables/llm_mink_sweep", *TABLE_FORMATS),
-        em_figure="results/figures/llm-em-iterations.png",
-        mink_figure="results/figures/llm-mink-sweep.png",
+        llm_table=REPORT_TABLE("results/tables/llm", "llm", "Language models", "Attacks",
+                               "AUROC and TPR at 1% and 5% FPR per attack"),
+        mink_sweep_table=REPORT_TABLE("results/tables/llm_mink_sweep", "llm_mink_sweep",
+                                      "Language models", "Min-K% and Min-K%++",
+                                      "AUROC against k (table)"),
+        em_figure=REPORTED("results/figures/llm-em-iterations.png", "llm_em_iterations",
+                           "Language models", "EM-MIA", "AUROC after each EM-MIA iteration"),
+        mink_figure=REPORTED("results/figures/llm-mink-sweep.png", "llm_mink_sweep_figure",
+                             "Language models", "Min-K% and Min-K%++", "AUROC against k (figure)"),
     conda:
         SOFTWARE
     log:
@@ -209,10 +284,11 @@ rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
         benchmarks=lambda w: benchmarks_of(stage_targets("prepare", "train", "queries", "evaluate",
-                                                         "hparams", "llm", "report")),
+                                                         "hparams", "llm", "audit", "report")),
         code=code("report"),
     output:
-        cost=multiext("records/report/cost", *TABLE_FORMATS),
+        cost=REPORT_TABLE("records/report/cost", "cost", "Cost", "Time and memory",
+                          "Time and peak memory per stage and rule"),
     conda:
         SOFTWARE
     log:

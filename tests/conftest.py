@@ -1,8 +1,10 @@
-"""Shared fixtures: paths to the repository and the real datasets beside it, and a check that a
-figure is a reproducible PNG."""
+"""Shared fixtures: paths to the repository and the real datasets beside it, a check that a
+figure is a reproducible PNG, and one finished run of the tiny end-to-end config that several test
+modules read (each works on its own copy, so none sees another's changes)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,3 +38,53 @@ def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
         assert data == second.read_bytes()
         return data
     return check
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> Path:
+    """A project after `dvc repro` of the tiny config with README's audit example
+    (tests/test_workflow_e2e.py). Read only:
+    a test that changes anything works on `copy_of_finished_run`."""
+    from test_workflow_e2e import run, tiny_project
+
+    root = tiny_project(tmp_path_factory.mktemp("finished") / "project")
+    run(["dvc", "repro"], root)
+    return root
+
+
+def copy_project(source: Path, destination: Path) -> Path:
+    """A copy with modification times kept, so that Snakemake and DVC see the same finished run."""
+    shutil.copytree(source, destination, symlinks=True)
+    return destination
+
+
+@pytest.fixture
+def copy_of_finished_run(finished_run, tmp_path) -> Path:
+    return copy_project(finished_run, tmp_path / "project")
+
+
+OPT_IN_MARKERS = ("slurm", "s3", "browser", "audit")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line per end-to-end test of the opt-in checks (SLURM, S3, browser, audit): outcome and
+    seconds, set-up included (e.g. installing a cluster), so a run shows that they ran and did not
+    skip; their unit tests are counted."""
+    phases: dict[str, list] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) and set(report.keywords) & set(OPT_IN_MARKERS):
+                phases.setdefault(report.nodeid, []).append(report)
+    if not phases:
+        return
+    terminalreporter.section("opt-in checks: " + ", ".join(OPT_IN_MARKERS))
+    units: dict[str, int] = {}
+    for nodeid, reports in sorted(phases.items()):
+        outcome = next((r.outcome for r in reports if r.outcome != "passed"), "passed")
+        if "e2e" in reports[0].keywords or outcome != "passed":
+            seconds = sum(r.duration for r in reports)
+            terminalreporter.write_line(f"{outcome.upper():8} {seconds:7.1f} s  {nodeid}")
+        else:
+            units[nodeid.split("::")[0]] = units.get(nodeid.split("::")[0], 0) + 1
+    for module, count in units.items():
+        terminalreporter.write_line(f"PASSED   {count:4d} unit tests in {module}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,8 @@ def test_every_stage_depends_on_exactly_the_code_its_command_runs(repo):
     """Otherwise `dvc repro` skips a stage whose code changed and `dvc status` reports it clean.
     `python -m miaflow.workflow.stages` rewrites the deps."""
     for name, stage in dvc_stages(repo).items():
-        listed = sorted(d for d in stage["deps"] if not d.startswith(stages.OUTPUT_ROOTS))
+        listed = sorted(d for d in stage["deps"]
+                        if not d.startswith(stages.OUTPUT_ROOTS) and d not in stages.USER_INPUTS)
         assert listed == stages.code_deps(name, repo), f"dvc.yaml stage {name}: deps out of date"
     assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses("report", "miaflow.models.ensemble")
 
@@ -185,3 +187,58 @@ def test_snakemake_lint_is_clean(repo):
     result = subprocess.run([SNAKEMAKE, "--lint"], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0 and "Congratulations" in result.stdout + result.stderr, (
         result.stdout + result.stderr)
+
+
+# --- DVC plots -----------------------------------------------------------------------------------
+
+def _plot_sources(plot: str | dict) -> list[str]:
+    """What a top-level plot of dvc.yaml reads: its path, or the files of its `y`."""
+    if isinstance(plot, str):
+        return [plot]
+    ((name, spec),) = plot.items()
+    return list(spec["y"]) if isinstance(spec.get("y"), dict) else [name]
+
+
+def test_the_plots_read_stage_outputs_and_survive_rewriting_the_deps(repo, tmp_path):
+    """`dvc plots show` renders the report's figures (ROC, scaling, ... as images) and the mean
+    AUROC per attack family; `python -m miaflow.workflow.stages` rewrites deps, not plots."""
+    text = (repo / "dvc.yaml").read_text()
+    document = yaml.safe_load(text)
+    plots = document["plots"]
+    assert "results/figures" in plots
+    outputs = [out for stage in document["stages"].values() for out in _outputs(stage)]
+    for plot in plots:
+        for source in _plot_sources(plot):
+            assert any(source == out or source.startswith(f"{out}/") for out in outputs), \
+                f"plot {plot} reads {source}, which no DVC stage outputs"
+    for name in ("Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "dvc.yaml"):
+        source = repo / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, tmp_path / name)
+    stages.write_dvc_deps(tmp_path / "dvc.yaml")
+    rewritten = (tmp_path / "dvc.yaml").read_text()
+    assert yaml.safe_load(rewritten)["plots"] == plots
+    block = text[text.index("\nplots:"):]
+    assert rewritten.endswith(block), "the plots section changed when the deps were rewritten"
+
+
+@pytest.mark.e2e
+def test_dvc_plots_show_renders_the_roc_and_scaling_figures(copy_of_finished_run, tmp_path):
+    from test_workflow_e2e import run
+
+    project, out = copy_of_finished_run, tmp_path / "plots"
+    run(["dvc", "plots", "show", "-o", str(out)], project)
+    page = (out / "index.html").read_text(encoding="utf-8")
+    shown = {Path(src).name.rsplit("_results_figures_", 1)[-1]: out / src
+             for src in re.findall(r'<img src="([^"]+)"', page)}
+    figures = sorted((project / "results/figures").glob("*.png"))
+    names = {figure.name for figure in figures}
+    assert {"roc-digits-cnn.png", "scaling-digits-cnn.png", "auroc-vs-gap.png"} <= names
+    for figure in figures:  # every ROC, scaling, gap, hparam and llm figure, as it is
+        assert figure.name in shown, f"dvc plots show does not show {figure.name}"
+        assert shown[figure.name].read_bytes() == figure.read_bytes(), figure.name
+    assert "Mean AUROC per attack family" in page
+    families = (project / "records/report/families.csv").read_text().splitlines()[1:]
+    assert families and all(f'"family": "{row.split(",")[0]}"' in page for row in families)

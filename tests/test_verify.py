@@ -72,3 +72,30 @@ def test_a_manifest_missing_from_the_cache_is_reported_not_skipped(run_root: Pat
         manifest.unlink()
     _, problems = verify.verify(run_root)
     assert [(p.path, p.what) for p in problems] == [("results/shards", "unverifiable")]
+
+
+@pytest.mark.e2e
+def test_a_flipped_byte_in_every_artifact_type_of_a_real_run_is_named(copy_of_finished_run: Path):
+    """One file of each kind the workflow writes (by suffix: Parquet, safetensors, JSON, the
+    language models' checkpoint files, tables, figures, run records), one byte flipped, half of
+    them with size and modification time kept: `make verify`'s command names every one."""
+    root = copy_of_finished_run
+    recorded, problems = verify.recorded_files(root)
+    assert not problems
+    by_kind: dict[str, str] = {}
+    for path in sorted(recorded):
+        by_kind.setdefault(Path(path).suffix or Path(path).name, path)
+    assert {".parquet", ".safetensors", ".json", ".csv", ".md", ".tex", ".png", ".tsv", ".log"} <= by_kind.keys()
+    for k, path in enumerate(sorted(by_kind.values())):
+        target = root / path
+        if k % 2:
+            flip_byte_keeping_size_and_time(target, offset=min(7, target.stat().st_size - 1))
+        else:
+            data = bytearray(target.read_bytes())
+            data[-1] ^= 0x01
+            target.write_bytes(bytes(data))
+    result = subprocess.run([sys.executable, "-m", "miaflow.workflow.verify"], cwd=root,
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    named = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("corrupt: ")}
+    assert named == set(by_kind.values()), result.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import copy_project
 from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.workflow import stages
 
@@ -26,8 +28,8 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "dvc.yaml", ".dvcignore",
-                  ".gitignore"]
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "report", "dvc.yaml",
+                  ".dvcignore", ".gitignore", "audit/README.md"]
 TINY_ATTACKS = ["metric-loss", "metric-ment", "model-lira", "model-robust", "lira-online",
                 "lira-offline", "query-neighbor"]
 
@@ -73,6 +75,7 @@ def make_project(root: Path, params: dict) -> Path:
         if source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, root / name)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(["git", "init", "-q"], root)
@@ -81,6 +84,31 @@ def make_project(root: Path, params: dict) -> Path:
     run(["dvc", "init", "-q"], root)
     run(["dvc", "config", "core.analytics", "false"], root)
     return root
+
+
+def readme_block(marker: str) -> str:
+    """The fenced block right after `<!-- audit-example: <marker> -->` in README.md."""
+    text = (REPO / "README.md").read_text()
+    found = re.search(rf"<!-- audit-example: {marker} -->\n```\w+\n(.*?)\n```", text, re.S)
+    assert found, f"README.md has no audit-example block {marker!r}"
+    return found.group(1)
+
+
+def with_readme_audit(project: Path) -> Path:
+    """README's audit example, as written: its shell block run in the project, its `audits`
+    entry added to the project's params.yaml."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("shell")], cwd=project, env=env,
+                   check=True)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params.update(yaml.safe_load(readme_block("params")))
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return project
+
+
+def tiny_project(root: Path) -> Path:
+    """The tiny config's project, with README's audit of a scikit-learn model."""
+    return with_readme_audit(make_project(root, tiny_params()))
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -95,17 +123,20 @@ def digests(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    root = make_project(tmp_path_factory.mktemp("e2e") / "project", tiny_params())
-    run(["dvc", "repro"], root)
-    return root
+def project(finished_run, tmp_path_factory) -> Path:
+    """This module's own copy of the finished tiny run (its tests rerun and commit in it)."""
+    return copy_project(finished_run, tmp_path_factory.mktemp("e2e") / "project")
 
 
 def test_metrics_contract(project):
     metrics = pd.read_parquet(project / "results/metrics.parquet")
     assert {"dataset", "target_model", "attack", "repeat", "metric", "value"} <= set(metrics.columns)
     assert set(metrics["attack"]) == set(TINY_ATTACKS) | llm_attacks()
-    metrics = metrics[metrics["attack"].isin(TINY_ATTACKS)]  # the language models: their own test
+    audited = metrics[metrics["target_model"] == "forest"]  # README's audit: one target model
+    assert set(audited["dataset"]) == {"sklearn_digits"} and set(audited["repeat"]) == {0}
+    # outputs only: no query attacks; no population models: no RMIA (model-robust)
+    assert set(audited["attack"]) == set(TINY_ATTACKS) - {"query-neighbor", "model-robust"}
+    metrics = metrics[metrics["attack"].isin(TINY_ATTACKS) & (metrics["target_model"] != "forest")]
     assert set(metrics["metric"]) == set(METRIC_NAMES)
     assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
     # Query attacks are not run with references of another architecture than the target's.
@@ -127,10 +158,12 @@ def test_tables_and_figures(project):
         for suffix in (".csv", ".md", ".tex"):
             assert (project / f"{stem}{suffix}").stat().st_size > 0
     figures = {p.name for p in (project / "results/figures").iterdir()}
-    assert {"roc-breast_cancer-lr.png", "auroc-vs-gap.png", "scaling-digits-cnn.png"} <= figures
+    assert {"roc-breast_cancer-lr.png", "auroc-vs-gap.png", "scaling-digits-cnn.png",
+            "roc-sklearn_digits-forest.png"} <= figures
     assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     auroc = pd.read_csv(project / "results/tables/auroc.csv")
     assert "±" in auroc.to_string()
+    assert "sklearn_digits/forest" in auroc.columns
     mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
     assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
     cost = pd.read_csv(project / "records/report/cost.csv")
@@ -194,12 +227,16 @@ HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_search", "hparam_grid",
                 "hparam_bound", "hparam_collect"}
 
 
+AUDIT_RULES = {"audit_outputs", "score_audit"}
+
+
 @pytest.mark.parametrize(("module", "rerun"), [
     # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
     ("seeding", {"prepare_dataset", "train_shard", "make_queries", "query_signals", "score_attacks",
-                 "scaling_sweep", *HPARAM_RULES, *LLM_RULES, *REPORT_RULES}),
+                 "scaling_sweep", *HPARAM_RULES, *LLM_RULES, *AUDIT_RULES, *REPORT_RULES}),
     ("queries/hopskipjump", {"make_queries", "query_signals"}),  # the queries stage's jobs only
-    ("models/ensemble", {"train_shard", "make_queries", "query_signals"}),  # queries rebuild models
+    # queries rebuild models; audits load checkpoints
+    ("models/ensemble", {"train_shard", "make_queries", "query_signals", *AUDIT_RULES}),
     ("evaluation/stats", REPORT_RULES),
 ])
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):
@@ -231,7 +268,7 @@ def locked_artifacts(root: Path) -> dict[str, str]:
 
 
 def test_same_seeds_give_byte_identical_artifacts_and_dvc_lock(project, tmp_path):
-    second = make_project(tmp_path / "second", tiny_params())
+    second = tiny_project(tmp_path / "second")
     run(["dvc", "repro"], second)
     first_digests, second_digests = digests(project), digests(second)
     assert first_digests.keys() == second_digests.keys()

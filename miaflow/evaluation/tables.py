@@ -264,6 +264,8 @@ def cost_table(benchmarks: pd.DataFrame) -> pd.DataFrame:
         "total_cpu_s": _total(table["total_cpu_s"]),
     }
     table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+    seconds = ["total_wall_s", "max_wall_s", "total_cpu_s"]
+    table[seconds] = table[seconds].round(2)  # benchmark files have centiseconds; sums add float noise
     table.attrs["caption"] = (
         "Compute cost per workflow stage and rule, from Snakemake benchmark files: wall-clock "
         "seconds, peak resident memory (MiB) and CPU seconds; GPU time and memory are not included."

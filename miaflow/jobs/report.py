@@ -120,6 +120,8 @@ def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timi
     from miaflow.evaluation.plots import plot_auroc_vs_gap, plot_scaling_sweep
 
     long = _classifier_metrics(metrics)
+    studied = {(e.dataset, e.label) for e in experiments}  # audits are reported, not studied
+    long = long[[key in studied for key in zip(long["dataset"], long["target_model"])]]
     means = summary(long)
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
     spent = pd.concat([pd.read_csv(p, sep="\t") for p in timings], ignore_index=True)

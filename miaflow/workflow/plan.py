@@ -63,18 +63,36 @@ def experiments(config: Mapping[str, Any]) -> list[Experiment]:
                        tuple(e.get("exclude_attacks", ()))) for e in config["experiments"]]
 
 
+def audits(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Audits of models trained elsewhere (miaflow.audit), each with its `kind` ("outputs" or
+    "checkpoint") and its `experiment`: how results name it (dataset, then the audit's name)."""
+    return [{**entry, "kind": "checkpoint" if "checkpoint" in entry else "outputs",
+             "experiment": Experiment(entry.get("dataset", entry["name"]), entry["name"], entry["name"])}
+            for entry in config.get("audits", [])]
+
+
+def checkpoint_audits(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Audits of checkpoints: their reference and population models are miaflow's own, trained
+    on the dataset they name."""
+    return [audit for audit in audits(config) if audit["kind"] == "checkpoint"
+            and {"dataset", "arch"} <= audit.keys()]  # else validation names what is missing
+
+
 def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(dataset, arch) pairs whose models are trained: every target and reference architecture."""
+    """(dataset, arch) pairs whose models are trained: every target and reference architecture,
+    and the architecture of every audited checkpoint."""
     pairs = [(e.dataset, arch) for e in experiments(config) for arch in (e.arch, e.ref_arch)]
+    pairs += [(audit["dataset"], audit["arch"]) for audit in checkpoint_audits(config)]
     return list(dict.fromkeys(pairs))
 
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
-    """Every dataset prepared: those of the experiments, of the hyperparameter study and of the
-    language-model experiments."""
+    """Every dataset prepared: those of the experiments, of the hyperparameter study, of the
+    language-model experiments and of audited checkpoints."""
     study = [setting["dataset"] for setting in hparam_settings(config)]
     corpora = [e["dataset"] for e in llm_experiments(config)]
-    return list(dict.fromkeys([*(e.dataset for e in experiments(config)), *study, *corpora]))
+    audited = [audit["dataset"] for audit in checkpoint_audits(config)]
+    return list(dict.fromkeys([*(e.dataset for e in experiments(config)), *study, *corpora, *audited]))
 
 
 # Corpora whose labels are membership in a pretrained model's training data (1 = member).

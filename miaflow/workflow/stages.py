@@ -16,10 +16,12 @@ from pathlib import Path
 
 from miaflow.workflow.code import ROOT, closure, files
 
-STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "report")
+STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
 # Where the workflow writes: artifacts under results/, run records (logs, timings) under records/.
 OUTPUT_ROOTS = ("results/", "records/")
+# What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit.
+USER_INPUTS = ("audit",)
 _RULE = re.compile(r"^rule (\w+):", re.M)
 _SCRIPT = re.compile(r'script:\s*"\.\./(scripts/[\w.]+)"')
 _IMPORT = re.compile(r"^\s*(?:from|import) (miaflow[\w.]*)", re.M)
@@ -51,7 +53,8 @@ def uses(stage: str, module: str, root: Path = ROOT) -> bool:
 
 
 def write_dvc_deps(path: Path = ROOT / "dvc.yaml") -> None:
-    """Rewrite each stage's code deps in dvc.yaml (its data deps, under OUTPUT_ROOTS, are kept)."""
+    """Rewrite each stage's code deps in dvc.yaml (its data deps, under OUTPUT_ROOTS or USER_INPUTS, are kept, and
+    so is the rest of the file, comments and the top-level `plots` of `dvc plots show` included)."""
     from ruamel.yaml import YAML
 
     yaml = YAML()
@@ -60,7 +63,7 @@ def write_dvc_deps(path: Path = ROOT / "dvc.yaml") -> None:
     document = yaml.load(path)
     for stage in STAGES:
         deps = document["stages"][stage]["deps"]
-        data = [dep for dep in deps if str(dep).startswith(OUTPUT_ROOTS)]
+        data = [dep for dep in deps if str(dep).startswith(OUTPUT_ROOTS) or dep in USER_INPUTS]
         deps.clear()
         deps.extend([*data, *code_deps(stage, path.parent)])
     yaml.dump(document, path)

@@ -1,0 +1,95 @@
+# Stage audit: models trained outside miaflow, brought as their outputs or as a checkpoint,
+# checked, then attacked like an experiment (miaflow.jobs.audit).
+
+
+rule audit_outputs:
+    """Check a user's outputs and membership matrix; store them as a membership matrix and signals."""
+    input:
+        outputs=lambda w: audit_entry(w)["outputs"],
+        membership=lambda w: audit_entry(w)["membership"],
+        code=code("audit"),
+    output:
+        splits=AUDIT_SPLITS,
+        signals=AUDIT_SIGNALS,
+        records=AUDIT_RECORDS,
+    wildcard_constraints:
+        audit=names_of("outputs"),
+    params:
+        audit=lambda w: audit_entry(w)["experiment"],
+    conda:
+        SOFTWARE
+    log:
+        "records/audit/logs/audit_outputs/{dataset}/{audit}.log",
+    benchmark:
+        "records/audit/benchmarks/audit_outputs/{dataset}/{audit}.tsv"
+    script:
+        "../scripts/audit_outputs.py"
+
+
+rule audit_checkpoint:
+    """Outputs of a user's checkpoint on every sample, beside miaflow's reference models."""
+    input:
+        checkpoint=lambda w: audit_entry(w)["checkpoint"],
+        members=lambda w: audit_entry(w)["members"],
+        data=DATA,
+        base_splits=SPLITS,
+        code=code("audit"),
+    output:
+        splits=AUDIT_SPLITS,
+        signals=AUDIT_SIGNALS,
+        records=AUDIT_RECORDS,
+    wildcard_constraints:
+        audit=names_of("checkpoint"),
+    params:
+        arch=lambda w: config["architectures"][audit_entry(w)["arch"]],
+        audit=lambda w: audit_entry(w)["experiment"],
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        SOFTWARE
+    log:
+        "records/audit/logs/audit_checkpoint/{dataset}/{audit}.log",
+    benchmark:
+        "records/audit/benchmarks/audit_checkpoint/{dataset}/{audit}.tsv"
+    script:
+        "../scripts/audit_checkpoint.py"
+
+
+rule score_audit:
+    """Membership scores of every attack the audit's models allow, their metrics and ROC."""
+    input:
+        splits=AUDIT_SPLITS,
+        signals=[AUDIT_SIGNALS],
+        reference_signals=audit_reference_signals,
+        code=code("audit"),
+    output:
+        scores=AUDIT_SCORES,
+        timings=AUDIT_TIMINGS,
+        metrics=AUDIT_METRICS,  # with Clopper-Pearson intervals
+        roc=AUDIT_ROC,
+    params:
+        audit=lambda w: audit_entry(w)["experiment"],
+        attacks=lambda w: audit_entry(w).get("attacks", config["attacks"]),
+        options=config.get("attack_options", {}),
+        seed=config["seed"],
+        fpr_levels=config["metrics"]["fpr_levels"],
+        confidence=config["metrics"]["confidence"],
+    conda:
+        SOFTWARE
+    log:
+        "records/audit/logs/score_audit/{dataset}/{audit}.log",
+    benchmark:
+        "records/audit/benchmarks/score_audit/{dataset}/{audit}.tsv"
+    script:
+        "../scripts/score_audit.py"
+
+
+rule audit:
+    """Target of the audit stage (DVC stage `audit`)."""
+    input:
+        per_audit(AUDIT_SCORES),
+        per_audit(AUDIT_METRICS),
+        per_audit(AUDIT_ROC),
+        per_audit(AUDIT_RECORDS),
+    localrule: True
