@@ -536,7 +536,7 @@ def fake_text(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Installs the fake `miaflow.pretrained` module; returns the model names it was called with."""
     calls: list[str] = []
 
-    def embed(texts, model_name, batch_size=64, max_length=128):
+    def embed(texts, model_name, batch_size=64, max_length=128, progress=None):
         calls.append(model_name)
         return _fake_embed(texts, model_name)
 
