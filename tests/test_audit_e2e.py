@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import copy_project
 from test_workflow_e2e import make_project, run, tiny_params, with_readme_audit
@@ -53,3 +54,52 @@ def test_a_bad_file_stops_the_audit_before_any_attack(audited, tmp_path):
     log = (project / "records/audit/logs/audit_outputs/sklearn_digits/forest.log").read_text()
     assert "audit/outputs.parquet: 1 rows have NaN or infinite probs (model target-0, sample 3)" in log
     assert scores.stat().st_mtime_ns == scored  # no attack ran
+
+
+def test_a_checkpoint_is_audited_with_miaflows_reference_models(tmp_path):
+    """A torch MLP trained outside the workflow on part of the target pool of breast_cancer,
+    saved as a safetensors state dict: the audit scores the checkpoint's own outputs, trains
+    miaflow's reference and population models of (breast_cancer, mlp) and runs every attack they
+    allow, query attacks aside."""
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    from miaflow.data import read_dataset
+    from miaflow.jobs.common import read_splits
+    from miaflow.models.ensemble import build_module
+
+    params = tiny_params()
+    params["experiments"] = [{"dataset": "breast_cancer", "arch": "lr"}]
+    params["attacks"] = ["metric-loss", "lira-online", "model-robust", "query-neighbor"]
+    params["architectures"]["mlp"].update(hidden=[32], epochs=20)
+    project = make_project(tmp_path / "project", params)
+    run(["snakemake", "--cores", "2", "results/prepare/splits/breast_cancer.parquet"], project)
+    data = read_dataset(project / "results/prepare/data/breast_cancer.parquet")
+    members = read_splits(project / "results/prepare/splits/breast_cancer.parquet").target_samples[::2]
+    torch.manual_seed(0)
+    model = build_module(params["architectures"]["mlp"], data.features.shape[1:], data.n_classes)
+    optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = torch.from_numpy(data.features[members]), torch.from_numpy(data.labels[members])
+    for _ in range(300):
+        optimiser.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimiser.step()
+    (project / "audit").mkdir(exist_ok=True)
+    save_file(model.state_dict(), project / "audit/mine.safetensors")
+    np.savetxt(project / "audit/members.csv", members, fmt="%d", header="sample_id", comments="")
+    params["audits"] = [{"name": "mine", "checkpoint": "audit/mine.safetensors", "arch": "mlp",
+                         "dataset": "breast_cancer", "members": "audit/members.csv"}]
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(["snakemake", "audit", "--cores", "2"], project)
+    metrics = pd.read_parquet(project / "results/audit/metrics/breast_cancer/mine.parquet")
+    auroc = metrics[metrics["metric"] == "auroc"].set_index("attack")["value"]
+    assert set(auroc.index) == {"metric-loss", "lira-online", "model-robust"}
+    assert auroc.between(0, 1).all()
+    # The target's signals are the checkpoint's own outputs on every sample.
+    signals = pd.read_parquet(project / "results/audit/signals/breast_cancer/mine.parquet")
+    with torch.no_grad():
+        loss = torch.nn.functional.cross_entropy(model(torch.tensor(data.features)),
+                                                 torch.from_numpy(data.labels), reduction="none")
+    np.testing.assert_allclose(signals.sort_values("sample_id")["loss"], loss.numpy(), rtol=1e-4, atol=1e-5)
+    assert (project / "results/train/signals/breast_cancer/mlp/shard-0.parquet").is_file()  # its references
