@@ -196,27 +196,36 @@ def test_a_failed_check_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.parquet", "o.parquet"]
 
 
+def trained_outside(arch: dict, features: np.ndarray, labels: np.ndarray, n_classes: int,
+                    members: np.ndarray):
+    """A torch module of a miaflow architecture trained without miaflow (plain Adam, full batch)
+    on `members`: what a user brings as a checkpoint."""
+    import torch
+
+    from miaflow.models.ensemble import build_module
+
+    torch.manual_seed(0)
+    model = build_module(arch, features.shape[1:], n_classes)
+    optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = torch.tensor(features[members]), torch.tensor(labels[members])
+    for _ in range(300):
+        optimiser.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimiser.step()
+    return model
+
+
 def _checkpoint(tmp_path: Path) -> tuple[Path, Path, Path, np.ndarray]:
     """A prepared toy dataset and its splits, and an MLP trained outside the workflow on half of
     the target pool, saved as a plain state dict."""
-    import torch
     from safetensors.torch import save_file
-
-    from miaflow.models.ensemble import build_module
 
     dataset = toy_dataset(image=False)
     write_dataset(tmp_path / "data.parquet", dataset)
     splits = make_splits(len(dataset.labels), seed=3, dataset="toy", repeats=1, n_reference=2, n_population=2)
     io.write_parquet(tmp_path / "splits.parquet", splits.to_table(), metadata={"data_hash": dataset.content_hash()})
     members = splits.target_samples[::2]
-    torch.manual_seed(0)
-    model = build_module(ARCHS["mlp"], dataset.features.shape[1:], dataset.n_classes)
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = torch.from_numpy(dataset.features[members]), torch.from_numpy(dataset.labels[members])
-    for _ in range(300):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        optimiser.step()
+    model = trained_outside(ARCHS["mlp"], dataset.features, dataset.labels, dataset.n_classes, members)
     save_file(model.state_dict(), tmp_path / "mine.safetensors")
     write(pd.DataFrame({"sample_id": members}), tmp_path / "members.csv")
     return tmp_path / "mine.safetensors", tmp_path / "members.csv", tmp_path / "data.parquet", members

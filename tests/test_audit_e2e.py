@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from conftest import copy_project
+from test_audit import trained_outside
 from test_workflow_e2e import make_project, run, tiny_params, with_readme_audit
 
 pytestmark = [pytest.mark.audit, pytest.mark.e2e]
@@ -67,7 +68,6 @@ def test_a_checkpoint_is_audited_with_miaflows_reference_models(tmp_path):
 
     from miaflow.data import read_dataset
     from miaflow.jobs.common import read_splits
-    from miaflow.models.ensemble import build_module
 
     params = tiny_params()
     params["experiments"] = [{"dataset": "breast_cancer", "arch": "lr"}]
@@ -77,14 +77,7 @@ def test_a_checkpoint_is_audited_with_miaflows_reference_models(tmp_path):
     run(["snakemake", "--cores", "2", "results/prepare/splits/breast_cancer.parquet"], project)
     data = read_dataset(project / "results/prepare/data/breast_cancer.parquet")
     members = read_splits(project / "results/prepare/splits/breast_cancer.parquet").target_samples[::2]
-    torch.manual_seed(0)
-    model = build_module(params["architectures"]["mlp"], data.features.shape[1:], data.n_classes)
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = torch.from_numpy(data.features[members]), torch.from_numpy(data.labels[members])
-    for _ in range(300):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        optimiser.step()
+    model = trained_outside(params["architectures"]["mlp"], data.features, data.labels, data.n_classes, members)
     (project / "audit").mkdir(exist_ok=True)
     save_file(model.state_dict(), project / "audit/mine.safetensors")
     np.savetxt(project / "audit/members.csv", members, fmt="%d", header="sample_id", comments="")
@@ -100,6 +93,6 @@ def test_a_checkpoint_is_audited_with_miaflows_reference_models(tmp_path):
     signals = pd.read_parquet(project / "results/audit/signals/breast_cancer/mine.parquet")
     with torch.no_grad():
         loss = torch.nn.functional.cross_entropy(model(torch.tensor(data.features)),
-                                                 torch.from_numpy(data.labels), reduction="none")
+                                                 torch.tensor(data.labels), reduction="none")
     np.testing.assert_allclose(signals.sort_values("sample_id")["loss"], loss.numpy(), rtol=1e-4, atol=1e-5)
     assert (project / "results/train/signals/breast_cancer/mlp/shard-0.parquet").is_file()  # its references
