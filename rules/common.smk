@@ -125,14 +125,23 @@ def built_query_artifacts():
                   | {QUERY_SET.format(dataset=e.dataset) for e, name in named if name == QUERY_OUTPUTS})
 
 
-def benchmarks_of(targets):
-    """Benchmark files of the jobs that write `targets` (found by matching each target against
-    the rules' outputs), for the cost table."""
-    found = set()
-    for target in targets:
+def benchmarks_of(targets, skip="cost_table"):
+    """Benchmark files of every job the `targets` need: each target's producer, then the producers
+    of that job's inputs, recursively (the cost table counts intermediate jobs too). `skip`: the
+    rule that asks, whose own inputs are these files."""
+    found, seen, todo = set(), set(), [str(t) for t in targets]
+    while todo:
+        target = todo.pop()
+        if target in seen:
+            continue
+        seen.add(target)
         for producer in workflow.rules:
-            if producer.benchmark and producer.is_producer(target):
-                found.add(str(producer.benchmark.apply_wildcards(producer.get_wildcards(target))))
+            if producer.name == skip or not producer.is_producer(target):
+                continue
+            wildcards = producer.get_wildcards(target)
+            if producer.benchmark:
+                found.add(str(producer.benchmark.apply_wildcards(wildcards)))
+            todo.extend(str(path) for path in producer.expand_input(wildcards)[0])
     return sorted(found)
 
 

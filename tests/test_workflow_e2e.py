@@ -167,7 +167,11 @@ def test_tables_and_figures(project):
     mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
     assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
     cost = pd.read_csv(project / "records/report/cost.csv")
-    assert {"prepare_dataset", "train_shard", "score_attacks"} <= set(cost["rule"])
+    assert {"prepare_dataset", "train_shard", "score_attacks", "hparam_grid", "llm_train",
+            "audit_outputs"} <= set(cost["rule"])  # intermediate jobs of every stage too
+    benchmarks = [p for p in (project / "records").glob("*/benchmarks/**/*.tsv")
+                  if not p.name.endswith(".attacks.tsv")]
+    assert cost.loc[cost["stage"] == "total", "jobs"].item() == len(benchmarks)
 
 
 def test_hparam_study_contract(project):
