@@ -201,8 +201,9 @@ def read_membership(path: str | Path, outputs: ModelOutputs, outputs_path: str |
         raise AuditInputError(path, "missing column 'sample_id'")
     sample_ids = _integer_column(frame, "sample_id", path)
     n_samples = len(outputs.labels)
-    if len(np.unique(sample_ids)) != len(sample_ids):
-        raise AuditInputError(path, f"duplicate sample ids ({_examples(pd.Series(sample_ids)[pd.Series(sample_ids).duplicated()].tolist())})")
+    values, counts = np.unique(sample_ids, return_counts=True)
+    if (counts > 1).any():
+        raise AuditInputError(path, f"duplicate sample ids ({_examples(values[counts > 1])})")
     listed = np.zeros(n_samples, bool)
     extra = sample_ids[(sample_ids < 0) | (sample_ids >= n_samples)]
     if len(extra):

@@ -22,16 +22,11 @@ REPORT_TABLE = lambda stem, caption, category, subcategory, result: [
     for path in multiext(stem, *TABLE_FORMATS)]
 # One file per experiment (`experiment_files`), each in the category of its dataset and the
 # subcategory of its target model.
-TARGET_MODELS = lambda e: f"{e.arch} targets" + (f", {e.ref_arch} references" if e.mixed else "")
+TARGET_MODELS = lambda e: (f"audit {e.label}" if e in AUDITED
+                           else f"{e.arch} targets" + (f", {e.ref_arch} references" if e.mixed else ""))
 REPORT_PER_EXPERIMENT = lambda prefix, suffix, directory, caption, result, experiments=EXPERIMENTS: [
     REPORTED(path, caption, f"Dataset {e.dataset}", TARGET_MODELS(e), result)
     for e, path in zip(experiments, experiment_files(prefix, suffix, directory, experiments))]
-# Audits of models trained elsewhere (stage audit) are reported beside the experiments: their
-# metrics, tests, tables and ROC figures, under the audit's dataset and name.
-AUDIT_ROC_FIGURES = lambda: [
-    REPORTED(path, "roc_audit", f"Dataset {e.dataset}", f"audit {e.label}",
-             "ROC curves of every attack (log-log)")
-    for e, path in zip(AUDITED, experiment_files("roc", ".png", "results/figures", AUDITED))]
 
 
 rule collect_metrics:
@@ -106,7 +101,10 @@ rule tables:
         tests_table=REPORT_TABLE("results/tables/tests", "tests", "Headline", "Paired tests",
                                  "Paired tests between attacks (AUROC, BY-adjusted)"),
         roc_figures=REPORT_PER_EXPERIMENT("roc", ".png", "results/figures", "roc",
-                                          "ROC curves of every attack (log-log)") + AUDIT_ROC_FIGURES(),
+                                          "ROC curves of every attack (log-log)")
+                    # audits of models trained elsewhere (stage audit), reported beside experiments
+                    + REPORT_PER_EXPERIMENT("roc", ".png", "results/figures", "roc_audit",
+                                            "ROC curves of every attack (log-log)", AUDITED),
     params:
         experiments=EXPERIMENTS + AUDITED,
     conda:

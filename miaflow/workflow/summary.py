@@ -13,7 +13,6 @@ sum of the jobs' times in the run records (Snakemake benchmark files), which is 
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 import time
@@ -33,7 +32,6 @@ COST_TABLE = RECORDS / "report/cost.md"
 HEADLINE_TABLE = TABLES / "auroc.md"
 PREFERRED_TPR = "tpr_at_1pct_fpr"  # the headline low-FPR metric (results/summary.json's too)
 TPR_NAME = re.compile(r"tpr_at_([\d.]+)pct_fpr")
-BENCHMARK_COLUMNS = {"s", "h:m:s"}  # Snakemake's benchmark files; other TSVs under records/ differ
 
 
 def low_fpr_metric(names: set[str]) -> str | None:
@@ -72,14 +70,11 @@ def best_attacks(metrics: pd.DataFrame) -> pd.DataFrame:
 def job_seconds(root: Path) -> tuple[float, int]:
     """(sum of column `s`, number of jobs) over the Snakemake benchmark files in the run records
     (records/<stage>/benchmarks/**.tsv): every job's own wall time, which adds up parallel jobs."""
-    total, jobs = 0.0, 0
-    for path in sorted(root.glob("records/*/benchmarks/**/*.tsv")):
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle, delimiter="\t"))
-        if rows and BENCHMARK_COLUMNS <= set(rows[0]):
-            total += sum(float(row["s"]) for row in rows)
-            jobs += 1
-    return total, jobs
+    from miaflow.evaluation.tables import read_benchmarks
+    from miaflow.workflow.cluster import benchmark_files
+
+    files = benchmark_files(root / "records")
+    return float(read_benchmarks(files)["s"].sum()), len(files)
 
 
 def _count_stems(folder: Path) -> int:
