@@ -6,6 +6,7 @@ from miaflow.models.kinds import QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSOR
 from miaflow.attacks import llm as llm_attacks
 from miaflow.llm import models as llm_models
 from miaflow.workflow import code as library
+from miaflow.workflow.code import ADAPTER
 from miaflow.workflow import plan
 
 
@@ -58,9 +59,10 @@ SOFTWARE = "../envs/miaflow.yaml"
 
 
 def code(stage):
-    """The library files the jobs of `stage` run (the import closure of miaflow.jobs.<stage>),
-    listed as inputs so that editing one reruns exactly the jobs that use it."""
-    return library.files(f"miaflow.jobs.{stage}")
+    """The library files the jobs of `stage` run (the import closures of miaflow.jobs.<stage> and
+    of the adapter every script calls), listed as inputs so that editing one reruns exactly the
+    jobs that use it."""
+    return sorted({*library.files(f"miaflow.jobs.{stage}"), *library.files(ADAPTER)})
 
 
 def experiment(wildcards):

@@ -17,6 +17,7 @@ import pytest
 from test_workflow_e2e import digests, locked_artifacts, make_project, run, tiny_params
 
 from miaflow.workflow import resume, verify
+from test_verify import flip_byte_keeping_size_and_time
 
 pytestmark = pytest.mark.e2e
 
@@ -126,3 +127,22 @@ def test_corrupt_truncated_and_deleted_intermediates_are_rebuilt(reference, tmp_
     assert result.returncode == 0 and attempt == 2, f"{attempt + 1} runs"
     assert digests(damaged) == digests(reference)
     assert verify.verify(damaged)[1] == [] and resume.stale_leftovers(damaged) == []
+
+
+def test_a_flip_that_keeps_size_and_time_stops_the_next_reader(reference, tmp_path):
+    """Bit rot that neither Snakemake nor DVC can see: when a job next reads the file (here a
+    training shard rebuilt after its deletion reads the dataset), its provenance record stops the
+    job, naming the file and both hashes; the same command run again rebuilds it."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(reference, damaged, symlinks=True)
+    data = damaged / "results/prepare/data/breast_cancer.parquet"
+    flip_byte_keeping_size_and_time(data, offset=data.stat().st_size // 2)
+    (damaged / "results/train/models/breast_cancer/lr/shard-1.safetensors").unlink()
+    first = run(COMMAND, damaged, check=False)
+    assert first.returncode != 0
+    assert ("results/prepare/data/breast_cancer.parquet is corrupt (sha256 "
+            in first.stdout + first.stderr) and "but it was written as" in first.stdout + first.stderr
+    assert not data.exists()
+    run(COMMAND, damaged)
+    assert digests(damaged) == digests(reference)
+    assert verify.verify(damaged)[1] == []

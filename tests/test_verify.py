@@ -48,7 +48,7 @@ def flip_byte_keeping_size_and_time(path: Path, offset: int = 7) -> None:
 def test_a_clean_run_verifies(run_root: Path, capsys):
     assert verify.verify(run_root) == (4, [])
     assert verify.main([str(run_root)]) == 0
-    assert "all 4 recorded files match dvc.lock" in capsys.readouterr().out
+    assert "all 4 checked files match dvc.lock and their provenance records" in capsys.readouterr().out
 
 
 def test_bit_rot_and_deletion_are_named_where_dvc_sees_nothing(run_root: Path, capsys):
@@ -62,7 +62,7 @@ def test_bit_rot_and_deletion_are_named_where_dvc_sees_nothing(run_root: Path, c
                                                     ("results/table.csv", "corrupt"),
                                                     ("results/shards/shard-2.bin", "missing")}
     assert verify.main([str(run_root)]) == 1
-    assert "3 of 4 recorded files are wrong" in capsys.readouterr().out
+    assert "3 problems in 4 checked files" in capsys.readouterr().out
     dvc(["checkout", "--relink"], run_root)  # the advice the message gives
     assert verify.verify(run_root) == (4, [])
 

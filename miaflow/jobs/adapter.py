@@ -4,15 +4,18 @@ Every file in `scripts/` is `adapter.run(<job>, snakemake)`. The rule's named in
 params fields become the job's keyword arguments under the same names (and `threads` when the job
 takes it), so a key that is misnamed on either side fails loudly with the name in the message.
 Inputs named `code` are the library files the job runs, listed only so that editing one reruns
-the job; they are not passed.
+the job; they are not passed. Around the call, every input is checked against its provenance
+record and every output under results/ gets one (`miaflow.provenance`).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from miaflow import provenance
 from miaflow.jobs.common import job_log
 
 CODE_INPUT = "code"
@@ -36,7 +39,28 @@ def arguments(job: Callable[..., None], snakemake: Any) -> dict[str, Any]:
     return named
 
 
+def named_files(fields: Any, leave_out: str | None = None) -> list[str]:
+    """The files of a job's named inputs or outputs (without the entry named `leave_out`)."""
+    files = []
+    for name, value in fields.items():
+        if name != leave_out:
+            files.extend([value] if isinstance(value, str) else value)
+    return files
+
+
+def stage_of(snakemake: Any) -> str | None:
+    """The DVC stage a job belongs to, from its log file `records/<stage>/logs/...`."""
+    if not snakemake.log:
+        return None
+    parts = Path(snakemake.log[0]).parts
+    return parts[1] if parts[0] == provenance.RECORDS.name and len(parts) > 2 else None
+
+
 def run(job: Callable[..., None], snakemake: Any) -> None:
-    """Run `job` on the Snakemake job's named fields, logging to the rule's log file."""
+    """Run `job` on the Snakemake job's named fields, logging to the rule's log file; inputs are
+    checked against their provenance records first, and the outputs recorded after."""
     with job_log(snakemake.log[0] if snakemake.log else None):
+        inputs = provenance.check_inputs(named_files(snakemake.input, leave_out=CODE_INPUT))
         job(**arguments(job, snakemake))
+        if (stage := stage_of(snakemake)) is not None:
+            provenance.write_records(named_files(snakemake.output), inputs, stage, snakemake.rule)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 PACKAGE = "miaflow"
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
+ADAPTER = f"{PACKAGE}.jobs.adapter"  # every script runs its job through it
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:

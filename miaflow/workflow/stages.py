@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from miaflow.workflow.code import ROOT, closure, files
+from miaflow.workflow.code import ADAPTER, ROOT, closure, files
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
@@ -42,7 +42,7 @@ def code_deps(stage: str, root: Path = ROOT) -> list[str]:
     """Every file the stage's command runs, relative to `root`, sorted."""
     rule_file = root / "rules" / f"{stage}.smk"
     scripts = _SCRIPT.findall(rule_file.read_text())
-    library = {path for module in [*parse_modules(root), f"miaflow.jobs.{stage}"]
+    library = {path for module in [*parse_modules(root), f"miaflow.jobs.{stage}", ADAPTER]
                for path in files(module, root)}
     return sorted({*WORKFLOW_FILES, f"rules/{stage}.smk", *scripts, *library})
 

@@ -4,6 +4,10 @@ DVC and Snakemake both decide from sizes and modification times whether a file c
 flipped bit that keeps both (bit rot, a bad copy) goes unseen. This reads every file again: each
 output's md5 in dvc.lock, and for a directory output the per-file md5s of its manifest in the DVC
 cache (`.dvc/cache/files/md5/<xx>/<rest>.dir`), and names each file that is corrupt or missing.
+It then checks every provenance record under records/ (`miaflow.provenance`): each artifact
+against the sha256 its job recorded, and each recorded input against the digest it had when the
+artifact was computed (a mismatch there means the artifact is stale). A run made with plain
+`snakemake` (no dvc.lock) is checked against its provenance records alone.
 
     python -m miaflow.workflow.verify [ROOT]    # exit status 1 if anything is wrong
 """
@@ -13,10 +17,12 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import yaml
 
+from miaflow import provenance
 from miaflow.io import file_hash
 
 CACHE = Path(".dvc/cache/files/md5")
@@ -25,7 +31,7 @@ CACHE = Path(".dvc/cache/files/md5")
 @dataclass(frozen=True)
 class Problem:
     path: str
-    what: str  # corrupt, missing, unverifiable
+    what: str  # corrupt, missing, stale, unverifiable
     detail: str
 
 
@@ -54,9 +60,8 @@ def recorded_files(root: Path) -> tuple[dict[str, str], list[Problem]]:
     return files, problems
 
 
-def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
-    """(number of files checked, problems), reading every recorded file in full."""
-    root = Path(root)
+def check_lock(root: Path) -> tuple[int, list[Problem]]:
+    """(files checked, problems) against the md5s of dvc.lock, reading every file in full."""
     files, problems = recorded_files(root)
     for relative, expected in sorted(files.items()):
         path = root / relative
@@ -68,20 +73,70 @@ def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
     return len(files), problems
 
 
+def check_provenance(root: Path, known_bad: set[str]) -> tuple[int, list[Problem]]:
+    """(artifacts checked, problems) against their provenance records: each artifact's content,
+    then (for artifacts that are intact) whether each input still has the digest it was computed
+    from. A corrupt input (here or in `known_bad`) is reported once, as corrupt, not again as the
+    cause of stale consumers. Records of artifacts no longer on disk are left to the dvc.lock
+    check (an earlier configuration may have made them)."""
+    records, problems = {}, []
+    for record_file in sorted((root / provenance.RECORDS).glob(f"*/{provenance.FOLDER}/**/*.json")):
+        try:
+            record = provenance.read_record(record_file)
+        except ValueError as error:
+            problems.append(Problem(str(record_file.relative_to(root)), "corrupt",
+                                    f"unreadable provenance record: {error}"))
+            known_bad.add(str(record_file.relative_to(root / provenance.RECORDS))
+                          .split(f"/{provenance.FOLDER}/", 1)[1].removesuffix(".json"))
+            continue
+        if (root / record["artifact"]).exists():
+            records[record["artifact"]] = record
+    bad = set(known_bad)
+    for artifact, record in records.items():
+        if problem := provenance.mismatch(root / artifact, record):
+            bad_file, reason = problem
+            problems.append(Problem(str(bad_file.relative_to(root)), "corrupt", reason))
+            bad.add(artifact)
+
+    def is_bad(name: str) -> bool:
+        return any(path == name or path.startswith(f"{name}/") for path in bad)
+
+    digest = cache(lambda path: provenance.digest(root / path))
+    for artifact, record in records.items():
+        for name, expected in record["inputs"].items():
+            if (not is_bad(artifact) and not is_bad(name) and (root / name).exists()
+                    and (actual := digest(name)) != expected):
+                problems.append(Problem(artifact, "stale", f"computed from {name} with digest "
+                                        f"{expected}, which now has {actual}"))
+    return len(records), problems
+
+
+def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
+    """(number of files checked, problems): dvc.lock's files when there is one, then every
+    artifact with a provenance record."""
+    root = Path(root)
+    checked, problems = check_lock(root) if (root / "dvc.lock").is_file() else (0, [])
+    recorded, provenance_problems = check_provenance(root, {p.path for p in problems})
+    return checked + recorded, problems + [p for p in provenance_problems if p not in problems]
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else Path(".")
-    if not (root / "dvc.lock").is_file():
-        print(f"{root / 'dvc.lock'} not found: verify checks a run recorded by `dvc repro`")
+    if not (root / "dvc.lock").is_file() and not (root / provenance.RECORDS).is_dir():
+        print(f"neither {root / 'dvc.lock'} nor {root / provenance.RECORDS} found: verify checks "
+              "a finished run")
         return 1
     checked, problems = verify(root)
     for problem in problems:
         print(f"{problem.what}: {problem.path} ({problem.detail})")
     if problems:
-        print(f"{len(problems)} of {checked} recorded files are wrong. Restore them from the DVC "
-              "cache with `dvc checkout --relink <path>` (it rewrites them from the cache even "
-              "where size and time look unchanged), or rebuild with `dvc repro --force <stage>`.")
+        print(f"{len(problems)} problems in {checked} checked files. Restore corrupt or missing "
+              "files from the DVC cache with `dvc checkout --relink <path>` (it rewrites them "
+              "from the cache even where size and time look unchanged), or delete them and run "
+              "the same command again (`make run`, `dvc repro` or `snakemake`) to rebuild them; "
+              "rebuild a stale artifact by deleting it.")
         return 1
-    print(f"all {checked} recorded files match dvc.lock")
+    print(f"all {checked} checked files match dvc.lock and their provenance records")
     return 0
 
 

@@ -1,0 +1,143 @@
+"""Provenance records: what each artifact was computed from, checked whenever it is read.
+
+Snakemake and DVC decide from modification times and sizes whether a file changed, and most
+formats carry no checksum of their own (safetensors, CatBoost, JSON, CSV, PNG; Parquet only per
+page). So every job (through `miaflow.jobs.adapter`) records, for each output under `results/`,
+the sha256 of its content and of every input it was computed from, in
+`records/<stage>/provenance/<output path>.json`; a directory output records each file inside.
+Before a job runs, each of its inputs that has a record is hashed again and compared: a
+mismatch (bit rot, a bad copy, a truncated or hand-edited file, a file missing from a directory)
+stops the job with the file named, and the bad artifact is removed so that the same command run
+again rebuilds it and everything computed from it. `make verify` checks every record the same
+way, and also that the recorded inputs still hash as they did (an artifact not recomputed after
+its input changed is stale).
+
+The records live under `records/`, apart from the artifacts, so that they never change an
+artifact's hash; DVC versions them with the stage's other run records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from miaflow import io
+
+log = logging.getLogger(__name__)
+
+ARTIFACTS = Path("results")
+RECORDS = Path("records")
+FOLDER = "provenance"
+SNAKEMAKE_MARKER = ".snakemake_timestamp"  # Snakemake's own mark in directory outputs
+
+Digest = str  # sha256 of a file, or of a directory's manifest (see `digest`)
+
+
+def is_artifact(path: str | Path) -> bool:
+    """Whether the workflow writes (and so records) this path: everything under results/."""
+    return Path(path).parts[:1] == ARTIFACTS.parts
+
+
+def manifest(directory: Path) -> dict[str, str]:
+    """sha256 of every file under a directory, by path relative to it (sorted)."""
+    return {str(file.relative_to(directory)): io.file_hash(file)
+            for file in sorted(directory.rglob("*"))
+            if file.is_file() and file.name != SNAKEMAKE_MARKER}
+
+
+def digest(path: Path) -> Digest:
+    """A file's sha256; for a directory, the sha256 of its manifest (so one value names it)."""
+    if path.is_dir():
+        return hashlib.sha256(json.dumps(manifest(path), sort_keys=True).encode()).hexdigest()
+    return io.file_hash(path)
+
+
+def record_path(artifact: str | Path, stage: str) -> Path:
+    return RECORDS / stage / FOLDER / f"{artifact}.json"
+
+
+def find_record(artifact: str | Path) -> Path | None:
+    """The record of an artifact, whichever stage wrote it (None if none did)."""
+    found = sorted(RECORDS.glob(f"*/{FOLDER}/{artifact}.json"))
+    return found[0] if found else None
+
+
+def content(path: Path) -> dict[str, Any]:
+    """What a record says about an artifact's own content."""
+    return {"files": manifest(path)} if path.is_dir() else {"sha256": io.file_hash(path)}
+
+
+def mismatch(path: Path, recorded: Mapping[str, Any]) -> tuple[Path, str] | None:
+    """The file of an artifact that differs from its record (the artifact itself, or a file in a
+    recorded directory) and why; None if it matches."""
+    if "files" in recorded:
+        if not path.is_dir():
+            return path, "it is not the directory that was written"
+        actual = manifest(path)
+        for name, expected in recorded["files"].items():
+            if name not in actual:
+                return path / name, "missing from the directory that was written"
+            if actual[name] != expected:
+                return path / name, f"sha256 {actual[name]}, but it was written as {expected}"
+        return None
+    if not path.is_file():
+        return path, "it is not the file that was written"
+    actual = io.file_hash(path)
+    return None if actual == recorded["sha256"] else (
+        path, f"sha256 {actual}, but it was written as {recorded['sha256']}")
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A record as `write_records` wrote it (ValueError if it is not one)."""
+    record = json.loads(path.read_text())
+    if not (isinstance(record, dict) and {"artifact", "inputs"} <= record.keys()
+            and len({"sha256", "files"} & record.keys()) == 1):
+        raise ValueError("not a provenance record")
+    return record
+
+
+def check_inputs(inputs: Iterable[str | Path]) -> dict[str, Digest]:
+    """Compare each recorded input with its record, then return every input's digest.
+
+    A mismatch raises `io.CorruptArtifact` naming the file and both hashes; the artifact is
+    removed first (it is under results/), so the same command run again rebuilds it. An input
+    that does not exist is left to the job to report."""
+    digests = {}
+    for name in inputs:
+        path = Path(name)
+        if not path.exists():
+            continue
+        if is_artifact(path) and (record := find_record(path)) is not None:
+            try:
+                problem = mismatch(path, read_record(record))
+            except ValueError as error:  # JSON errors are ValueErrors
+                record.unlink()
+                problem = path, f"its provenance record {record} is unreadable ({error})"
+            if problem:
+                bad_file, reason = problem
+                if bad_file != path:
+                    reason = f"{bad_file.relative_to(path)}: {reason}"
+                if path.is_dir():
+                    shutil.rmtree(path)
+                raise io.corrupt(path, reason)
+        digests[str(path)] = digest(path)
+    return digests
+
+
+def write_records(outputs: Iterable[str | Path], inputs: Mapping[str, Digest], stage: str,
+                  rule: str) -> None:
+    """Record each output under results/ with its content and the digests of its inputs."""
+    for name in outputs:
+        if not is_artifact(name) or not Path(name).exists():
+            continue
+        record = {"artifact": str(name), "rule": rule, **content(Path(name)),
+                  "inputs": dict(sorted(inputs.items()))}
+        target = record_path(name, stage)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        io.write_text(target, json.dumps(record, indent=1) + "\n")
+        log.debug("recorded %s", target)

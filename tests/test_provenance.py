@@ -1,0 +1,110 @@
+"""Provenance records: every job records what its outputs were computed from, every job checks
+its inputs against their records, and `make verify` checks every record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from miaflow import io, provenance
+from miaflow.jobs import adapter
+from miaflow.workflow import verify
+from test_jobs import fake_snakemake
+from test_verify import flip_byte_keeping_size_and_time
+
+
+def copy_job(*, source: str, copied: str) -> None:
+    io.write_bytes(copied, Path(source).read_bytes())
+
+
+def folder_job(*, source: str, folder: str) -> None:
+    Path(folder).mkdir(parents=True)
+    for k in range(3):
+        io.write_bytes(Path(folder) / f"part-{k}.bin", Path(source).read_bytes()[k:])
+
+
+def run_job(job, inputs: dict, outputs: dict, stage: str = "train") -> None:
+    adapter.run(job, fake_snakemake(input={**inputs, "code": ["miaflow/io.py"]}, output=outputs,
+                                    log=[f"records/{stage}/logs/{job.__name__}.log"]))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    """A working directory with a raw input and one recorded artifact computed from it."""
+    monkeypatch.chdir(tmp_path)
+    for folder in ("data", "results", "records/prepare/logs", "records/train/logs"):
+        Path(folder).mkdir(parents=True)
+    Path("data/raw.bin").write_bytes(bytes(range(256)) * 8)
+    run_job(copy_job, {"source": "data/raw.bin"}, {"copied": "results/first.bin"}, "prepare")
+    return tmp_path
+
+
+def test_an_output_records_its_content_and_its_inputs(project: Path):
+    record = json.loads(Path("records/prepare/provenance/results/first.bin.json").read_text())
+    assert record == {"artifact": "results/first.bin", "rule": "a_rule",
+                      "sha256": io.file_hash("results/first.bin"),
+                      "inputs": {"data/raw.bin": io.file_hash("data/raw.bin")}}
+    assert provenance.find_record("results/first.bin") == Path(
+        "records/prepare/provenance/results/first.bin.json")
+
+
+def test_a_recorded_input_that_hashes_as_written_is_read(project: Path):
+    run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
+    record = json.loads(Path("records/train/provenance/results/second.bin.json").read_text())
+    assert record["inputs"] == {"results/first.bin": io.file_hash("results/first.bin")}
+
+
+def test_a_flipped_byte_stops_the_reader_names_the_file_and_removes_it(project: Path):
+    written = io.file_hash("results/first.bin")
+    flip_byte_keeping_size_and_time(Path("results/first.bin"))
+    with pytest.raises(io.CorruptArtifact) as error:
+        run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
+    message = str(error.value)
+    assert "results/first.bin is corrupt" in message and f"written as {written}" in message
+    assert "run the same command again" in message
+    assert not Path("results/first.bin").exists() and not Path("results/second.bin").exists()
+
+
+def test_a_directory_missing_a_file_is_removed_for_rebuilding(project: Path):
+    run_job(folder_job, {"source": "results/first.bin"}, {"folder": "results/parts"})
+    record = json.loads(Path("records/train/provenance/results/parts.json").read_text())
+    assert sorted(record["files"]) == ["part-0.bin", "part-1.bin", "part-2.bin"]
+    Path("results/parts/part-1.bin").unlink()
+    with pytest.raises(io.CorruptArtifact, match="part-1.bin: missing from the directory"):
+        run_job(copy_job, {"source": "results/parts"}, {"copied": "results/third.bin"})
+    assert not Path("results/parts").exists()
+
+
+def test_an_unreadable_record_condemns_its_artifact(project: Path):
+    Path("records/prepare/provenance/results/first.bin.json").write_text('{"artifact": ')
+    with pytest.raises(io.CorruptArtifact, match="provenance record .* is unreadable"):
+        run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
+    assert not Path("results/first.bin").exists()
+
+
+def test_inputs_outside_results_are_hashed_but_not_checked(project: Path):
+    Path("data/raw.bin").write_bytes(b"changed by the user")
+    run_job(copy_job, {"source": "data/raw.bin"}, {"copied": "results/again.bin"})
+    record = json.loads(Path("records/train/provenance/results/again.bin.json").read_text())
+    assert record["inputs"] == {"data/raw.bin": io.file_hash("data/raw.bin")}
+
+
+def test_verify_names_corrupt_and_stale_artifacts_without_dvc(project: Path, capsys):
+    run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
+    assert verify.verify(project) == (2, [])
+    assert verify.main([str(project)]) == 0
+    flip_byte_keeping_size_and_time(Path("results/second.bin"))
+    Path("data/raw.bin").write_bytes(b"a new download")  # first.bin was computed from the old one
+    problems = {(p.path, p.what) for p in verify.verify(project)[1]}
+    assert problems == {("results/second.bin", "corrupt"), ("results/first.bin", "stale")}
+    assert verify.main([str(project)]) == 1
+    assert "2 problems in 2 checked files" in capsys.readouterr().out
+
+
+def test_verify_names_a_garbled_record(project: Path):
+    record = Path("records/prepare/provenance/results/first.bin.json")
+    record.write_text(record.read_text().replace('"artifact"', '"artefact"'))
+    assert [(p.path, p.what) for p in verify.verify(project)[1]] == [
+        ("records/prepare/provenance/results/first.bin.json", "corrupt")]
