@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 import yaml
 
+from miaflow.defenses import TRAINING, defense_kind
 from miaflow.models.kinds import CANARIES, KINDS, QUERY_OUTPUTS, REGRESSORS
 from miaflow.workflow.plan import Experiment
 
@@ -100,6 +101,29 @@ def _architecture_problems(where: str, key: str, arch: str, dataset: str,
     return []
 
 
+# Kinds with batch norm: it mixes a batch's samples, so per-sample clipping bounds nothing.
+BATCH_NORM_KINDS = ("wrn28_2", "resnet18", "vgg11", "mobilenetv2")
+
+
+def _defense_problems(config: Mapping[str, Any]) -> list[str]:
+    """Training defenses train one model at a time in fp32 (miaflow.defenses), and DP-SGD cannot
+    clip per sample through batch norm."""
+    problems = []
+    for name, arch in config["architectures"].items():
+        if defense_kind(arch) not in TRAINING:
+            continue
+        defense, where = arch["defense"], f"architectures.{name}.defense"
+        fast = [key for key, off in (("precision", "fp32"), ("compile", False),
+                                     ("channels_last", False)) if arch.get(key, off) != off]
+        if fast:
+            problems.append(f"{where}: a defended model trains in plain fp32 eager mode; remove "
+                            f"{', '.join(fast)}")
+        if defense["kind"] == "dp_sgd" and arch["kind"] in BATCH_NORM_KINDS:
+            problems.append(f"{where}: DP-SGD cannot bound one sample's influence through the "
+                            f"batch norm of {arch['kind']}; use mlp, cnn or torch_lr")
+    return problems
+
+
 # Why a kind's models cannot produce an artifact of the queries stage (see Kind.builds).
 CANNOT_BUILD = {
     QUERY_OUTPUTS: "query sets perturb numeric features, and this kind reads raw text",
@@ -109,13 +133,20 @@ CANNOT_BUILD = {
 
 
 def _attack_problems(where: str, experiment: Experiment, config: Mapping[str, Any]) -> list[str]:
-    """Attacks an experiment would run whose artifacts its architecture kind cannot produce."""
+    """Attacks an experiment would run whose artifacts its architecture kind cannot produce, or
+    that would query a MemGuard-defended model around its defense."""
     from miaflow.attacks import ATTACKS
     from miaflow.workflow.plan import attacks_for
 
-    kind = KINDS[config["architectures"][experiment.arch]["kind"]]
+    arch = config["architectures"][experiment.arch]
+    kind = KINDS[arch["kind"]]
     problems = []
     for attack in attacks_for(config, experiment):
+        if defense_kind(arch) == "memguard" and ATTACKS[attack].reads:
+            problems.append(f"{where}: attack {attack!r} queries the model itself, around the "
+                            f"MemGuard defense of {experiment.arch!r} (it perturbs the outputs "
+                            f"the signals cache). Remove it from attacks or add it to "
+                            f"{where}.exclude_attacks")
         for artifact in sorted(set(ATTACKS[attack].reads) - kind.builds):
             problems.append(f"{where}: attack {attack!r} cannot run on architecture "
                             f"{experiment.arch!r} (kind {kind.name}): {CANNOT_BUILD[artifact]}. "
@@ -129,7 +160,8 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     from miaflow.evaluation.metrics import metric_names
     from miaflow.workflow.plan import experiments
 
-    problems = _duplicate_experiments(config) + _audit_problems(config)
+    problems = (_duplicate_experiments(config) + _audit_problems(config)
+                + _defense_problems(config))
     for i, (entry, experiment) in enumerate(zip(config["experiments"], experiments(config))):
         where = f"experiments[{i}]"
         arch_problems = [p for key in ("arch", "ref_arch") if key in entry

@@ -3,8 +3,9 @@ on every sample (the signal store the attacks read)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,11 @@ import numpy as np
 
 from miaflow import io
 from miaflow.data import Dataset
+from miaflow.defenses import defense_kind
 from miaflow.jobs.common import compute_session, read_splits
+from miaflow.progress import tracked
+from miaflow.seeding import derive_seed
+from miaflow.splits import Splits
 
 
 def train_shard(*, data: str | Path, splits: str | Path, models: str | Path,
@@ -34,7 +39,10 @@ def train_shard(*, data: str | Path, splits: str | Path, models: str | Path,
                                      "seed": seed})
         io.write_json(records, [{"dataset": loaded.name, "arch": arch_name, **asdict(r)}
                                 for r in trained])
-        _write_signals(loaded, data_hash, models, signals)
+        release = (partial(memguard_release, loaded, read_splits(splits), arch=arch,
+                           arch_name=arch_name, seed=seed)
+                   if defense_kind(arch) == "memguard" else None)
+        _write_signals(loaded, data_hash, models, signals, release)
 
 
 def compute_signals(*, data: str | Path, models: str | Path, signals: str | Path,
@@ -49,14 +57,38 @@ def compute_signals(*, data: str | Path, models: str | Path, signals: str | Path
         _write_signals(loaded, loaded.content_hash(), models, signals)
 
 
-def _write_signals(loaded: Dataset, data_hash: str, models: str | Path, output: str | Path) -> None:
+def memguard_release(loaded: Dataset, splits: Splits, model_ids: Sequence[str], logits: np.ndarray,
+                     arch: Mapping[str, Any], arch_name: str, seed: int) -> np.ndarray:
+    """What each MemGuard-defended model releases (log-probabilities, (models, samples, C)): its
+    defender's classifier learns the model's members against its defense reference set."""
+    from miaflow.defenses.memguard import EPOCHS, LEARNING_RATE, defend_outputs
+    from miaflow.models.training import defense_reference
+
+    defense = arch["defense"]
+    released = []
+    for model_id, model_logits in tracked(list(zip(model_ids, logits)),
+                                          f"MemGuard {loaded.name}/{arch_name}", "models"):
+        model_seed = derive_seed(seed, "memguard", loaded.name, arch_name, model_id)
+        released.append(defend_outputs(
+            model_logits, np.flatnonzero(splits.members(model_id)),
+            defense_reference(splits, model_id, model_seed), defense["budget"], model_seed,
+            epochs=defense.get("classifier_epochs", EPOCHS),
+            learning_rate=defense.get("classifier_lr", LEARNING_RATE)))
+    return np.stack(released)
+
+
+def _write_signals(loaded: Dataset, data_hash: str, models: str | Path, output: str | Path,
+                   release: Callable[[Sequence[str], np.ndarray], np.ndarray] | None = None) -> None:
     """The signal shard of the saved model shard `models` (run inside a compute session);
-    `data_hash` is `loaded`'s content hash, passed in so that a job computes it once."""
+    `data_hash` is `loaded`'s content hash, passed in so that a job computes it once. `release`
+    turns the models' logits into what they release (a defense such as MemGuard)."""
     from miaflow.models.training import load_shard, shard_logits
     from miaflow.signals import outputs_table, write_signal_shard
 
     weights, metadata = load_shard(models)
     logits = shard_logits(weights, metadata, loaded.features)
+    if release is not None:
+        logits = release(metadata["model_ids"], logits)
     table = outputs_table(metadata["model_ids"], np.arange(len(loaded.labels)), loaded.labels, logits)
     write_signal_shard(output, table, {"data_hash": data_hash,
                                        "models_sha256": io.file_hash(models)})

@@ -226,6 +226,15 @@ IMAGE_MODELS = {
 CROP_PAD_VALUE = -1.0
 
 
+def trainable_batches(order: Any, batch_size: int, model: Any) -> list[Any]:
+    """`order` split into minibatches of `batch_size`, without a last batch of one sample when
+    the model has batch norm: in training mode it cannot normalise a single value per channel
+    (the last spatial map of VGG11 is 1x1), so that sample sits this epoch out."""
+    batches = list(order.split(batch_size))
+    norms = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in model.modules())
+    return batches[:-1] if norms and len(batches) > 1 and len(batches[-1]) == 1 else batches
+
+
 def augment_images(x: torch.Tensor, generator: torch.Generator, padding: int = 4,
                    pad_value: float = CROP_PAD_VALUE) -> torch.Tensor:
     """Train-time augmentation of a batch (N, C, H, W): random crop after `padding` and a horizontal flip.

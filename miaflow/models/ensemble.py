@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from miaflow.defenses import TRAINING, defense_kind
 from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS, cosine_annealing
 from miaflow.progress import Progress
 
@@ -60,8 +61,10 @@ def build_module(arch: Mapping[str, Any], input_shape: Sequence[int], n_classes:
 
 
 def wants_batched(arch: Mapping[str, Any]) -> bool:
-    """`batched` (default true) on a kind the grouped layers cover; augmentation trains per model."""
-    return arch["kind"] in BATCHABLE_KINDS and arch.get("batched", True) and not arch.get("augment", False)
+    """`batched` (default true) on a kind the grouped layers cover; augmentation and defenses
+    train per model."""
+    return (arch["kind"] in BATCHABLE_KINDS and arch.get("batched", True)
+            and not arch.get("augment", False) and defense_kind(arch) not in TRAINING)
 
 
 @dataclass(frozen=True)

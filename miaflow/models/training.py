@@ -24,6 +24,7 @@ import numpy as np
 from miaflow import io
 from miaflow.compute import torch_device
 from miaflow.data.dataset import Dataset
+from miaflow.defenses import TRAINING, defense_kind
 from miaflow.models import transformers
 from miaflow.models.kinds import KINDS
 from miaflow.progress import Progress
@@ -74,17 +75,6 @@ def predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndar
     return np.concatenate(outputs)
 
 
-def trainable_batches(order: Any, batch_size: int, model: Any) -> list[Any]:
-    """`order` split into minibatches of `batch_size`, without a last batch of one sample when
-    the model has batch norm: in training mode it cannot normalise a single value per channel
-    (the last spatial map of VGG11 is 1x1), so that sample sits this epoch out."""
-    from torch import nn
-
-    batches = list(order.split(batch_size))
-    norms = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in model.modules())
-    return batches[:-1] if norms and len(batches) > 1 and len(batches[-1]) == 1 else batches
-
-
 def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
                   n_classes: int) -> np.ndarray:
     import torch
@@ -98,18 +88,21 @@ def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarra
 
 def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
                x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-               threads: int, model_id: str) -> Weights:
+               threads: int, model_id: str,
+               reference: tuple[np.ndarray, np.ndarray] | None = None) -> Weights:
     """Minibatch training (TDDBench recipe); early stopping on held-out accuracy if patience > 0.
 
     The architecture's GPU-path options apply here as in the ensemble: `precision: bf16` autocasts
     the forward (weights, optimizer and held-out inference stay fp32), `channels_last` keeps
     images and convolution weights NHWC, `compile` runs the training forward through
-    `torch.compile`. The training data are copied to the device once."""
+    `torch.compile`. The training data are copied to the device once. A `defense` trains through
+    `miaflow.defenses` instead (`_fit_defended`), with the same epochs, learning rates and early
+    stopping; adversarial regularization takes its `reference` set from the caller."""
     import torch
     import torch.nn.functional as F
 
     from miaflow.models import optimizers
-    from miaflow.models.architectures import augment_images
+    from miaflow.models.architectures import augment_images, trainable_batches
     from miaflow.models.ensemble import SGD_MOMENTUM, Options, build_module, learning_rates
 
     device = torch_device()
@@ -133,42 +126,88 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     best_acc, best_state, stale = -1.0, None, 0
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
+    rates = learning_rates(arch)
 
+    def end_of_epoch(epoch: int, mean_loss: float | None) -> bool:
+        """Log, keep the best held-out state, and say whether to stop (patience exceeded)."""
+        nonlocal best_acc, best_state, stale
+        if epoch < epochs:
+            optimizer.lr = rates[epoch]  # the next epoch's rate
+        if not (patience or epoch % report_every == 0 or epoch == epochs):
+            return False
+        acc = _accuracy(predict(model, x_heldout), y_heldout)
+        loss = "" if mean_loss is None else f" loss {mean_loss:.4f}"
+        log.info("%s epoch %d/%d%s held-out acc %.4f", model_id, epoch, epochs, loss, acc)
+        if not patience:
+            return False
+        if acc > best_acc:
+            best_acc, stale = acc, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            return False
+        stale += 1
+        if stale > patience:
+            log.info("%s early stop at epoch %d", model_id, epoch)
+        return stale > patience
+
+    optimizer.lr = rates[0]
     with Progress(epochs, f"{model_id} training", "epochs") as progress:
-        for epoch, lr in enumerate(learning_rates(arch), start=1):
-            optimizer.lr = lr
-            model.train()
-            total = torch.zeros((), device=device)
-            batches = trainable_batches(torch.randperm(len(x), generator=shuffle).to(device),
-                                        arch["batch_size"], model)
-            for batch in batches:
-                inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
-                if options.channels_last:
-                    inputs = inputs.contiguous(memory_format=torch.channels_last)
-                with autocast:
-                    logits = forward(inputs)
-                loss = F.cross_entropy(logits.float(), y[batch])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                total += loss.detach() * len(batch)
-                progress.advance(1 / len(batches))
-            if patience or epoch % report_every == 0 or epoch == epochs:
-                acc = _accuracy(predict(model, x_heldout), y_heldout)
-                log.info("%s epoch %d/%d loss %.4f held-out acc %.4f", model_id, epoch, epochs,
-                         total.item() / len(x), acc)
-                if patience:
-                    if acc > best_acc:
-                        best_acc, stale = acc, 0
-                        best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                    else:
-                        stale += 1
-                        if stale > patience:
-                            log.info("%s early stop at epoch %d", model_id, epoch)
-                            break
+        if defense_kind(arch) in TRAINING:
+            def on_epoch(epoch: int) -> bool:
+                progress.advance()
+                return end_of_epoch(epoch, None)
+
+            _fit_defended(arch, model, optimizer, x, y, reference, n_classes, seed, on_epoch)
+        else:
+            for epoch in range(1, epochs + 1):
+                model.train()
+                total = torch.zeros((), device=device)
+                batches = trainable_batches(torch.randperm(len(x), generator=shuffle).to(device),
+                                            arch["batch_size"], model)
+                for batch in batches:
+                    inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
+                    if options.channels_last:
+                        inputs = inputs.contiguous(memory_format=torch.channels_last)
+                    with autocast:
+                        logits = forward(inputs)
+                    loss = F.cross_entropy(logits.float(), y[batch])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.detach() * len(batch)
+                    progress.advance(1 / len(batches))
+                if end_of_epoch(epoch, total.item() / len(x)):
+                    break
     if best_state is not None:
         model.load_state_dict(best_state)
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
+
+
+def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any, x: Any, y: Any,
+                  reference: tuple[np.ndarray, np.ndarray] | None, n_classes: int, seed: int,
+                  on_epoch: Callable[[int], bool]) -> None:
+    """Train `model` in place with the architecture's `defense` (miaflow.defenses)."""
+    import torch
+
+    defense = arch["defense"]
+    if defense["kind"] == "adversarial_regularization":
+        from miaflow.defenses.adversarial import train_adversarial
+
+        if reference is None:
+            raise ValueError("adversarial regularization needs a reference set")
+        x_reference, y_reference = (torch.from_numpy(a) for a in reference)
+        train_adversarial(model, optimizer, x, y, x_reference, y_reference, n_classes=n_classes,
+                          lam=defense["lambda"], epochs=arch["epochs"],
+                          batch_size=arch["batch_size"],
+                          attack_steps=defense.get("attack_steps", 1),
+                          attack_lr=defense.get("attack_lr", 1e-3), seed=seed, on_epoch=on_epoch)
+    else:  # dp_sgd: Opacus builds its own optimizer, with the same recipe
+        from miaflow.defenses.dpsgd import train_dp
+
+        train_dp(model, x, y, epsilon=defense["epsilon"], delta=defense["delta"],
+                 max_grad_norm=defense["max_grad_norm"], epochs=arch["epochs"],
+                 batch_size=arch["batch_size"], lr=arch["lr"], weight_decay=arch["weight_decay"],
+                 optimizer=arch["optimizer"], seed=seed,
+                 accountant=defense.get("accountant", "prv"), on_epoch=on_epoch)
 
 
 # --- logistic regression (scikit-learn) -------------------------------------------------------
@@ -272,8 +311,12 @@ def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arc
             args = (dataset.features[members[model_id]], dataset.labels[members[model_id]],
                     dataset.features[heldout[model_id]], dataset.labels[heldout[model_id]])
             if model_id not in weights:
+                extra = {}
+                if defense_kind(arch) == "adversarial_regularization":
+                    chosen = defense_reference(splits, model_id, seeds[model_id])
+                    extra["reference"] = dataset.features[chosen], dataset.labels[chosen]
                 weights[model_id] = learner.fit(arch, *args, dataset.n_classes, seeds[model_id],
-                                                threads, model_id)
+                                                threads, model_id, **extra)
                 progress.advance()
             train_acc = _accuracy(learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1])
             test_acc = _accuracy(learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3])
@@ -282,6 +325,18 @@ def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arc
             log.info("trained %s: train acc %.4f, test acc %.4f (%.1f s)", model_id, train_acc,
                      test_acc, time.perf_counter() - started)
     return weights, records
+
+
+def defense_reference(splits: Splits, model_id: str, seed: int) -> np.ndarray:
+    """Indices of the defender's reference set (adversarial regularization, MemGuard's
+    classifier): as many samples as the model's members, drawn outside its pool, so that the
+    non-members it is evaluated on (the rest of its pool) never shape its defense."""
+    outside = np.flatnonzero(~splits.pool_of(model_id))
+    size = min(int(splits.members(model_id).sum()), len(outside))
+    if size == 0:
+        raise ValueError(f"{model_id}: no samples outside its pool for the defense's reference set")
+    return np.sort(np.random.default_rng(derive_seed(seed, "defense reference"))
+                   .choice(outside, size, replace=False))
 
 
 def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: Mapping[str, np.ndarray],

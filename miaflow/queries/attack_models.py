@@ -18,7 +18,8 @@ import pandas as pd
 from miaflow.models.kinds import KINDS
 from miaflow.models.optimizers import AdamW
 from miaflow.compute import torch_device
-from miaflow.models.training import LEARNERS, Weights, predict, trainable_batches
+from miaflow.models.architectures import trainable_batches
+from miaflow.models.training import LEARNERS, Weights, predict
 from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
