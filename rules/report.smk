@@ -3,6 +3,7 @@
 
 SONG_MITTAL_TABLE = [a for a in config["attacks"] if a.startswith("sm-") and a != "sm-risk"]
 RISK_REPORT = "sm-risk" in config["attacks"]
+DEFENSE_REPORT = any(config["architectures"][e.arch].get("defense") for e in EXPERIMENTS)
 
 # `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
@@ -175,6 +176,32 @@ rule song_mittal_table:
         "../scripts/song_mittal_table.py"
 
 
+rule defense_report:
+    """Song & Mittal's defense tables (train/test accuracy, NN and metric attacks' accuracy per
+    defense, matched early stopping) and the utility/privacy trade-off figure."""
+    input:
+        models=MODEL_RECORDS,
+        metrics=METRICS,
+        scores=per_experiment(SCORES),
+        code=code("report"),
+    output:
+        defenses=REPORT_TABLE("results/tables/defenses", "defenses", "Song & Mittal", "Defenses",
+                              "Defended against undefended targets (Song & Mittal Tables 2-4)"),
+        tradeoff=REPORTED("results/figures/defense-tradeoff.png", "defense_tradeoff",
+                          "Song & Mittal", "Defenses", "Utility against privacy"),
+    params:
+        recipes=[(e.dataset, e.label, e.arch) for e in EXPERIMENTS],
+        architectures=config["architectures"],
+    conda:
+        SOFTWARE
+    log:
+        "records/report/logs/defense_report.log",
+    benchmark:
+        "records/report/benchmarks/defense_report/all.tsv"
+    script:
+        "../scripts/defense_report.py"
+
+
 rule risk_score_report:
     """Privacy risk score: precision/recall of r ≥ τ and risk CDFs of members vs non-members."""
     input:
@@ -305,6 +332,7 @@ rule report:
         rules.study_tables.output,
         rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
         rules.risk_score_report.output if RISK_REPORT else [],
+        rules.defense_report.output if DEFENSE_REPORT else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.llm_report.output if LLM_EXPERIMENTS else [],
         rules.cost_table.output,

@@ -135,3 +135,23 @@ def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
              title=title)
     axes.legend(loc="upper left", fontsize="small")
     save_png(figure, path)
+
+
+def plot_defense_tradeoff(table: pd.DataFrame, path: str | Path) -> None:
+    """Utility against privacy over defenses and their strengths (Song & Mittal's trade-off):
+    each target model's test accuracy against its best attack's TPR at 1% FPR, one panel per
+    dataset, each point labelled by its defense (`defense_table` rows)."""
+    from matplotlib.figure import Figure
+
+    datasets = sorted(table["dataset"].unique())
+    figure = Figure(figsize=(5.0 * len(datasets), 4.0))
+    for index, dataset in enumerate(datasets, start=1):
+        axes = figure.add_subplot(1, len(datasets), index)
+        rows = table[table["dataset"] == dataset]
+        axes.scatter(rows["test_acc"], rows["best_tpr_at_1pct_fpr"], color="tab:blue")
+        for _, row in rows.iterrows():
+            axes.annotate(row["defense"], (row["test_acc"], row["best_tpr_at_1pct_fpr"]),
+                          fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+        axes.set(xlabel="Test accuracy of the target", ylabel="Best attack's TPR at 1% FPR",
+                 title=f"Defenses: {dataset}")
+    save_png(figure, path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -351,3 +352,79 @@ def risk_precision_table(scores: pd.DataFrame) -> pd.DataFrame:
         "threshold."
     )
     return table
+
+
+# Song & Mittal's attack columns in their defense tables (Tables 2-4): the NN attack (here
+# TDDBench's learning attack on the prediction vector) and the metric attacks with
+# class-dependent thresholds.
+DEFENSE_ATTACKS = {"learn-original": "nn_attack", "sm-corr": "corr", "sm-conf": "conf",
+                   "sm-ent": "ent", "sm-ment": "mentr"}
+
+
+def describe_defense(arch: Mapping[str, Any]) -> str:
+    """A recipe's defense and its strength, e.g. "adversarial regularization (λ = 3)"; an
+    undefended recipe reads "none (30 epochs)" where it has epochs (early stopping at a chosen
+    epoch is a shorter recipe)."""
+    defense = arch.get("defense")
+    if not defense:
+        return f"none ({arch['epochs']} epochs)" if "epochs" in arch else "none"
+    strength = {"adversarial_regularization": lambda d: f"λ = {d['lambda']:g}",
+                "dp_sgd": lambda d: f"ε = {d['epsilon']:g}, δ = {d['delta']:g}",
+                "memguard": lambda d: f"budget {d['budget']:g}"}[defense["kind"]](defense)
+    return f"{defense['kind'].replace('_', ' ')} ({strength})"
+
+
+def defense_table(models: pd.DataFrame, metrics: pd.DataFrame, scores: pd.DataFrame,
+                  recipes: Mapping[tuple[str, str], tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
+    """Song & Mittal's defense tables (USENIX Security 2021, Tables 2-4): per dataset and target
+    model, its defense, the targets' train and test accuracy, each attack's membership-inference
+    accuracy (NN attack: best balanced accuracy over thresholds; metric attacks: decision accuracy
+    at their class-dependent thresholds learned on shadow models), and the best attack's TPR at
+    1% FPR. `matched_undefended` names the undefended recipe of the dataset whose test accuracy is
+    nearest (their early-stopping comparison at matched test accuracy).
+
+    `recipes` maps (dataset, target_model) to (architecture name, architecture)."""
+    from miaflow.attacks.song_mittal import decision_accuracy
+
+    rows = []
+    for (dataset, target_model), (arch_name, arch) in recipes.items():
+        targets = models[(models["dataset"] == dataset) & (models["arch"] == arch_name)
+                         & (models["role"] == "target")]
+        mine = metrics[(metrics["dataset"] == dataset) & (metrics["target_model"] == target_model)]
+        row = {"dataset": dataset, "target_model": target_model,
+               "defense": describe_defense(arch), "undefended": not arch.get("defense"),
+               "train_acc": targets["train_acc"].mean(), "test_acc": targets["test_acc"].mean()}
+        for attack, column in DEFENSE_ATTACKS.items():
+            if attack == "learn-original":
+                values = mine.loc[(mine["attack"] == attack) & (mine["metric"] == "accuracy"),
+                                  "value"]
+            else:
+                own = scores[(scores["dataset"] == dataset) & (scores["target_model"] == target_model)
+                             & (scores["attack"] == attack)]
+                values = pd.Series([decision_accuracy(attack, g["score"].to_numpy(),
+                                                      g["is_member"].to_numpy())
+                                    for _, g in own.groupby("repeat")], dtype=float)
+            row[column] = values.mean() if len(values) else math.nan
+        tpr = mine[mine["metric"] == "tpr_at_1pct_fpr"].groupby("attack")["value"].mean()
+        row["best_attack"], row["best_tpr_at_1pct_fpr"] = (
+            (tpr.idxmax(), tpr.max()) if len(tpr) else (MISSING, math.nan))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["matched_undefended"] = [_nearest_undefended(table, row) for _, row in table.iterrows()]
+    table = table.drop(columns="undefended").round(4)
+    table.attrs["caption"] = (
+        "Defenses (Song & Mittal Tables 2-4): target train/test accuracy (mean over target "
+        "models), membership-inference accuracy of the NN attack and of the metric attacks with "
+        "class-dependent thresholds, the best attack's TPR at 1% FPR, and the undefended recipe "
+        "of matched test accuracy (early-stopping comparison)")
+    return table
+
+
+def _nearest_undefended(table: pd.DataFrame, row: pd.Series) -> str:
+    """The undefended target model of the row's dataset whose test accuracy is nearest, other than
+    the row itself; MISSING when there is none."""
+    others = table[(table["dataset"] == row["dataset"]) & table["undefended"]
+                   & (table["target_model"] != row["target_model"])]
+    if others.empty:
+        return MISSING
+    return others.loc[(others["test_acc"] - row["test_acc"]).abs().idxmin(), "target_model"]

@@ -6,7 +6,7 @@ Per-experiment files (ROC, scaling and risk figures, per-experiment metric table
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,22 @@ def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
 
     _write(build(_concat(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])),
            song_mittal)
+
+
+def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, defenses: Paths,
+                   tradeoff: str | Path, recipes: Sequence[tuple[str, str, str]],
+                   architectures: Mapping[str, Any]) -> None:
+    """Song & Mittal's defense tables and the utility/privacy trade-off figure; `recipes` holds
+    (dataset, target model, architecture) per experiment."""
+    from miaflow.evaluation.plots import plot_defense_tradeoff
+    from miaflow.evaluation.tables import DEFENSE_ATTACKS, defense_table
+
+    wanted = sorted(a for a in DEFENSE_ATTACKS if a.startswith("sm-"))
+    table = defense_table(io.read_parquet(models), _classifier_metrics(metrics),
+                          _concat(scores, filters=[("attack", "in", wanted)]),
+                          {(d, t): (a, architectures[a]) for d, t, a in recipes})
+    _write(table, defenses)
+    plot_defense_tradeoff(table, tradeoff)
 
 
 def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Paths,
