@@ -5,6 +5,7 @@
 from miaflow.models.kinds import QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES
 from miaflow.attacks import llm as llm_attacks
 from miaflow.llm import models as llm_models
+from miaflow.evaluation import published
 from miaflow.workflow import code as library
 from miaflow.workflow.code import ADAPTER
 from miaflow.workflow import plan

@@ -3,6 +3,7 @@
 
 SONG_MITTAL_TABLE = [a for a in config["attacks"] if a.startswith("sm-") and a != "sm-risk"]
 RISK_REPORT = "sm-risk" in config["attacks"]
+PUBLISHED = published.counterparts([(e.dataset, e.label) for e in EXPERIMENTS])
 DEFENSE_REPORT = any(config["architectures"][e.arch].get("defense") for e in EXPERIMENTS)
 
 # `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
@@ -176,6 +177,29 @@ rule song_mittal_table:
         "../scripts/song_mittal_table.py"
 
 
+rule published_table:
+    """The run's target models beside the values their papers publish (train/test accuracy,
+    attacks' AUROC), the difference in units of the run's standard deviation."""
+    input:
+        published=published.PUBLISHED,
+        models=MODEL_RECORDS,
+        metrics=METRICS,
+        code=code("report"),
+    output:
+        table=REPORT_TABLE("results/tables/published", "published", "Headline", "Fidelity",
+                           "Published against reproduced"),
+    params:
+        profile=config["profile"],
+    conda:
+        SOFTWARE
+    log:
+        "records/report/logs/published_table.log",
+    benchmark:
+        "records/report/benchmarks/published_table/all.tsv"
+    script:
+        "../scripts/published_table.py"
+
+
 rule defense_report:
     """Song & Mittal's defense tables (train/test accuracy, NN and metric attacks' accuracy per
     defense, matched early stopping) and the utility/privacy trade-off figure."""
@@ -333,6 +357,7 @@ rule report:
         rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
         rules.risk_score_report.output if RISK_REPORT else [],
         rules.defense_report.output if DEFENSE_REPORT else [],
+        rules.published_table.output if PUBLISHED else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.llm_report.output if LLM_EXPERIMENTS else [],
         rules.cost_table.output,

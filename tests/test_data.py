@@ -26,6 +26,7 @@ from miaflow.data import (DATASETS, RAW_DIR, ChecksumError, Dataset, DownloadErr
                           download_source, load_dataset, read_dataset, source_paths,
                           write_dataset)
 from miaflow.io import file_hash, read_parquet_metadata
+from miaflow.data.tabular import standardise
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -261,6 +262,21 @@ def test_adult_preprocessing_as_tddbench(loaded: dict[str, Dataset]) -> None:
     np.testing.assert_allclose(features.mean(axis=0), 0.0, atol=1e-5)
     assert [len(np.unique(column)) for column in features.T[2:4]] == [2, 2]
     assert len(np.unique(features[:, 0])) > 50  # age stays numeric
+
+
+@pytest.mark.parametrize("name, shape", [
+    pytest.param("adult", (48842, 7), marks=_needs_file("adult")),
+    pytest.param("students_dropout", (4424, 32), marks=_needs_file("students_dropout"))])
+def test_tddbench_preprocessing_keeps_raw_values(loaded: dict[str, Dataset], name: str,
+                                                 shape: tuple[int, int]) -> None:
+    """`preprocessing: tddbench`: TDDBench's raw columns (students' dropout without the four it
+    drops), the same samples and labels as the default's z-scored ones."""
+    raw = load_dataset(name, {**_local_options(name), "preprocessing": "tddbench"}, seed=0)
+    assert raw.features.shape == shape and raw.features.dtype == np.float32
+    assert np.array_equal(raw.labels, loaded[name].labels)
+    assert raw.features.max() > 100  # capital gain, or an admission grade, unscaled
+    if name == "adult":
+        np.testing.assert_allclose(standardise(raw.features), loaded[name].features, atol=1e-5)
 
 
 @_needs_file("tweeteval")

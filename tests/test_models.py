@@ -164,3 +164,26 @@ def test_image_kinds_need_image_data(repo, kind):
     with pytest.raises(config.ConfigError, match=f"architecture 'big' \\({kind}\\) needs image data"):
         config.validate(params)
     assert workflow.uses_torch(params, "big")
+
+
+def test_glorot_uniform_init_is_keras_default():
+    """`init: glorot_uniform`: weights within Keras' bound sqrt(6 / (fan_in + fan_out)), zero
+    biases (torch's default draws biases too)."""
+    import math
+
+    import torch
+
+    from miaflow.models.ensemble import build_module
+
+    arch = {"kind": "mlp", "hidden": [32, 16], "activation": "relu", "init": "glorot_uniform"}
+    torch.manual_seed(0)
+    module = build_module(arch, (10,), 3)
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    for layer in linears:
+        fan_out, fan_in = layer.weight.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        assert layer.weight.abs().max() <= bound and layer.weight.abs().max() > 0.8 * bound
+        assert not layer.bias.any()
+    torch.manual_seed(0)
+    default = build_module({**arch, "init": "default"}, (10,), 3)
+    assert default.net[1].bias.any()

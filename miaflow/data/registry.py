@@ -196,7 +196,8 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec("students_dropout", "tabular",
                 "UCI Predict Students' Dropout and Academic Success: 4424 students, 36 features, "
                 "3 classes (Realinho et al. 2022, doi:10.24432/C5MC89)",
-                tabular.load_students_dropout, offline=False, defaults={"path": None},
+                tabular.load_students_dropout, offline=False,
+                defaults={"path": None, "preprocessing": "miaflow"},
                 size=_sized(4424, 3, 794),
                 files=_fixed(RemoteFile(
                     "students_dropout_academic_success.csv",
@@ -206,7 +207,8 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec("adult", "tabular",
                 "UCI Adult (census income): 48842 adults, 7 features, 2 classes "
                 "(Becker & Kohavi 1996)",
-                tabular.load_adult, offline=False, defaults={"path": None},
+                tabular.load_adult, offline=False,
+                defaults={"path": None, "preprocessing": "miaflow"},
                 size=_sized(48842, 2, 11687),
                 files=_fixed(
                     RemoteFile("adult.data", f"{UCI_ADULT}/adult.data",

@@ -27,16 +27,31 @@ def load_location30(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dat
     return Dataset("location30", "tabular", rows[:, 1:].astype(np.float32), rows[:, 0] - 1, 30)
 
 
+# TDDBench's preprocessing (`preprocessing: tddbench`) keeps raw values and drops these columns
+# of students' dropout; the codes of `course` (up to ~9,000) saturate a tanh network unscaled.
+TDDBENCH_DROPPED_STUDENT_COLUMNS = ["marital status", "application mode", "course", "nacionality"]
+
+
+def _scaled(features: np.ndarray, opts: Mapping[str, Any]) -> np.ndarray:
+    """z-scored (`preprocessing: miaflow`, the default) or raw, as TDDBench feeds them."""
+    if opts["preprocessing"] == "tddbench":
+        return features.astype(np.float32)
+    return standardise(features)
+
+
 def load_students_dropout(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
-    """UCI students' dropout: 36 z-scored features; labels are the class names in sorted order
-    (Dropout=0, Enrolled=1, Graduate=2)."""
+    """UCI students' dropout; labels are the class names in sorted order (Dropout=0, Enrolled=1,
+    Graduate=2). `preprocessing: miaflow`: all 36 features, z-scored; `tddbench`: TDDBench's 32
+    raw features (without marital status, application mode, course and nationality)."""
     import pandas as pd
 
     [path] = sources()
     frame = pd.read_csv(path)
     frame.columns = frame.columns.str.strip().str.lower()  # UCI: `Target`; re-export: `target`
     names, labels = np.unique(frame.pop("target").to_numpy(dtype=str), return_inverse=True)
-    return Dataset("students_dropout", "tabular", standardise(frame.to_numpy(dtype=np.float64)),
+    if opts["preprocessing"] == "tddbench":
+        frame = frame.drop(columns=TDDBENCH_DROPPED_STUDENT_COLUMNS)
+    return Dataset("students_dropout", "tabular", _scaled(frame.to_numpy(dtype=np.float64), opts),
                    labels.astype(np.int64), len(names))
 
 
@@ -52,8 +67,9 @@ MARRIED = {"Married-civ-spouse": 1, "Married-spouse-absent": 1, "Married-AF-spou
 def load_adult(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     """UCI Adult, train then test rows (48,842), preprocessed as TDDBench does (after Hui et al.'s
     blind-MIA paper): income >50K = 1; married and sex as 0/1; keeps age, education-num,
-    marital-status, sex, capital-gain, capital-loss, hours-per-week. Unlike TDDBench the 7
-    columns are z-scored, as for the other tabular datasets here (TDDBench feeds raw values)."""
+    marital-status, sex, capital-gain, capital-loss, hours-per-week. `preprocessing: miaflow`
+    (default) z-scores the 7 columns, as for the other tabular datasets here; `tddbench` feeds
+    the raw values, as TDDBench does."""
     import pandas as pd
 
     train, test = sources()
@@ -68,7 +84,7 @@ def load_adult(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     features = frame[ADULT_FEATURES]
     if labels.isna().any() or features.isna().any().any():
         raise ValueError("adult: unexpected label, marital status or sex value in the data files")
-    return Dataset("adult", "tabular", standardise(features.to_numpy(dtype=np.float64)),
+    return Dataset("adult", "tabular", _scaled(features.to_numpy(dtype=np.float64), opts),
                    labels.to_numpy(dtype=np.int64), 2)
 
 

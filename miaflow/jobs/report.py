@@ -176,6 +176,15 @@ def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, de
     plot_defense_tradeoff(table, tradeoff)
 
 
+def published_table(*, published: str | Path, models: str | Path, metrics: str | Path,
+                    table: Paths, profile: str) -> None:
+    """This run's target models beside the values their papers publish."""
+    from miaflow.evaluation.published import published_table as build
+
+    _write(build(pd.read_csv(published), io.read_parquet(models), _classifier_metrics(metrics),
+                 profile), table)
+
+
 def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Paths,
                       experiments: Sequence[Experiment]) -> None:
     """Privacy risk score: precision/recall of r ≥ τ, and one CDF figure per experiment."""

@@ -17,10 +17,14 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 class MLP(nn.Module):
-    """Fully connected classifier (TDDBench tabular MLP: hidden [512, 256, 128, 64], tanh)."""
+    """Fully connected classifier (TDDBench tabular MLP: hidden [512, 256, 128, 64], tanh).
+
+    `init`: torch's default initialisation, or `glorot_uniform` weights with zero biases, Keras'
+    default, which the Keras-trained targets of MemGuard and Song & Mittal (Location30) start
+    from; without it their recipe, plain SGD, trains far worse (docs/algorithms.md#model-training)."""
 
     def __init__(self, in_features: int, hidden: Sequence[int], n_classes: int,
-                 activation: str = "tanh") -> None:
+                 activation: str = "tanh", init: str = "default") -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         width = in_features
@@ -29,6 +33,11 @@ class MLP(nn.Module):
             width = size
         layers.append(nn.Linear(width, n_classes))
         self.net = nn.Sequential(*layers)
+        if init == "glorot_uniform":
+            for layer in self.net:
+                if isinstance(layer, nn.Linear):
+                    nn.init.xavier_uniform_(layer.weight)
+                    nn.init.zeros_(layer.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -257,7 +266,8 @@ def build_torch_model(arch: Mapping[str, Any], input_shape: Sequence[int], n_cla
     """A new, randomly initialised module for an `architectures` entry of a torch image or tabular kind."""
     kind = arch["kind"]
     if kind == "mlp":
-        return MLP(prod(input_shape), arch["hidden"], n_classes, arch["activation"])
+        return MLP(prod(input_shape), arch["hidden"], n_classes, arch["activation"],
+                   arch.get("init", "default"))
     if kind == "cnn" or kind in IMAGE_MODELS:
         if len(input_shape) != 3:
             raise ValueError(f"{kind} needs image inputs (C, H, W), got per-sample shape {tuple(input_shape)}")

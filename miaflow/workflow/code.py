@@ -63,12 +63,17 @@ def closure(module: str, root: Path = ROOT) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
+# Package data and the module that reads it.
+PACKAGE_DATA = {f"{PACKAGE}.config": f"{PACKAGE}/schemas/params.schema.json",
+                f"{PACKAGE}.evaluation.published": f"{PACKAGE}/evaluation/published.csv"}
+
+
 def files(module: str, root: Path = ROOT) -> list[str]:
     """Source files (relative to `root`, posix) of `closure(module)`, plus the package data the
-    closure reads (the params schema, read by `miaflow.config`)."""
-    found = [module_file(name, root).as_posix() for name in closure(module, root)]
-    if f"{PACKAGE}.config" in closure(module, root):
-        found.append(f"{PACKAGE}/schemas/params.schema.json")
+    closure reads (PACKAGE_DATA: the params schema, the published values)."""
+    modules = closure(module, root)
+    found = [module_file(name, root).as_posix() for name in modules]
+    found += [data for reader, data in PACKAGE_DATA.items() if reader in modules]
     return sorted(found)
 
 
