@@ -179,9 +179,9 @@ rule song_mittal_table:
 
 rule published_table:
     """The run's target models beside the values their papers publish (train/test accuracy,
-    attacks' AUROC), the difference in units of the run's standard deviation."""
+    attacks' AUROC; miaflow/evaluation/published.csv, among the code inputs), the difference in
+    units of the run's standard deviation."""
     input:
-        published=published.PUBLISHED,
         models=MODEL_RECORDS,
         metrics=METRICS,
         code=code("report"),

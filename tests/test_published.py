@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from test_workflow_e2e import SHARED_DATA, make_project, run, tiny_params
 
 from miaflow.data import DATASETS
 from miaflow.evaluation.published import PUBLISHED, counterparts, published_table
@@ -44,3 +45,28 @@ def test_the_table_puts_the_runs_mean_beside_the_published_value():
     assert "Table 8" in table.loc["train_acc", "source"]
     one = published_table(published, models[models.index != 1].head(1), metrics, "fidelity")
     assert math.isnan(one.loc[0, "difference_in_std"])  # one target model: no spread
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not (SHARED_DATA / "students_dropout").is_dir(), reason="needs ../shared/data")
+def test_a_run_with_a_published_counterpart_writes_the_table(tmp_path):
+    """Through snakemake: Students' dropout with TDDBench's preprocessing and an MLP named as in
+    the published file gets its row for each published quantity it measured."""
+    params = tiny_params()
+    params["experiments"] = [{"dataset": "students_dropout", "arch": "mlp"}]
+    params["datasets"]["students_dropout"] = {
+        "path": str(SHARED_DATA / "students_dropout/students_dropout_academic_success.csv"),
+        "preprocessing": "tddbench"}
+    params["architectures"]["mlp"].update(hidden=[64], epochs=5)
+    params["attacks"] = ["metric-loss", "model-lira"]
+    params["splits"].update(repeats=2, n_reference=2, n_population=0)
+    params["llm"]["experiments"] = []
+    params["hparam_study"]["settings"] = []
+    root = make_project(tmp_path / "published", params)
+    run(["snakemake", "published_table", "--cores", "2"], root)
+    table = pd.read_csv(root / "results/tables/published.csv")
+    assert list(table["quantity"]) == ["train_acc", "test_acc", "auroc:metric-loss",
+                                       "auroc:model-lira"]
+    assert (table["n"] == 2).all() and table["reproduced"].between(0.3, 1).all()
+    assert "Published against reproduced (profile default)" in (
+        root / "results/tables/published.md").read_text()

@@ -176,12 +176,12 @@ def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, de
     plot_defense_tradeoff(table, tradeoff)
 
 
-def published_table(*, published: str | Path, models: str | Path, metrics: str | Path,
-                    table: Paths, profile: str) -> None:
+def published_table(*, models: str | Path, metrics: str | Path, table: Paths,
+                    profile: str) -> None:
     """This run's target models beside the values their papers publish."""
-    from miaflow.evaluation.published import published_table as build
+    from miaflow.evaluation.published import PUBLISHED, published_table as build
 
-    _write(build(pd.read_csv(published), io.read_parquet(models), _classifier_metrics(metrics),
+    _write(build(pd.read_csv(PUBLISHED), io.read_parquet(models), _classifier_metrics(metrics),
                  profile), table)
 
 
