@@ -211,13 +211,6 @@ def _optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> t
     return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
 
 
-def _learning_rates(name: str, lr: float, epochs: int) -> list[float]:
-    """As `miaflow.models.ensemble.learning_rates`: constant for Adam, cosine annealing for SGD."""
-    from miaflow.models.optimizers import cosine_annealing
-
-    return cosine_annealing(lr, epochs) if name == "sgd" else [lr] * epochs
-
-
 @contextlib.contextmanager
 def _seeded_global_rng(seed: int, device: torch.device) -> Iterator[None]:
     """The global generators (CPU and the model's GPU) seeded for the block and restored after."""
@@ -242,6 +235,8 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     hooks are inactive in eval mode or under no_grad, so it may evaluate it); returning True stops
     training, and the ε reported is then what the steps taken spent."""
     from torch.utils.data import DataLoader
+
+    from miaflow.models.ensemble import learning_rates
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
@@ -270,7 +265,8 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     steps = 0
     try:
         with _seeded_global_rng(derive_seed(seed, "dpsgd", "global"), device):
-            for epoch, rate in enumerate(_learning_rates(optimizer, lr, epochs), start=1):
+            rates = learning_rates({"optimizer": optimizer, "lr": lr, "epochs": epochs})
+            for epoch, rate in enumerate(rates, start=1):
                 for group in private.optimizer.param_groups:
                     group["lr"] = rate
                 model.train()  # on_epoch may have evaluated it
