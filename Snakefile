@@ -21,6 +21,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
+from miaflow.provenance import remove_damaged
 from miaflow.workflow.resume import claim_working_directory
 
 
@@ -33,9 +34,14 @@ report: "report/workflow.rst"
 
 # After a crash, the same command resumes: stale locks and temp files of dead runs are removed,
 # by the run's main process only (a cluster job parses this file again, beside the live run).
-if workflow.is_main_process:
-    for leftover in claim_working_directory() or []:
+# Artifacts that differ from their provenance records (bit rot, a truncated copy) are removed
+# too, so that this run rebuilds them and what was computed from them.
+if workflow.is_main_process and (leftovers := claim_working_directory()) is not None:
+    for leftover in leftovers:
         print(f"removed what a dead run left: {leftover}", file=sys.stderr)
+    for damage in remove_damaged():
+        print(f"removed {damage.artifact}, to be rebuilt: {damage.path} {damage.reason}",
+              file=sys.stderr)
 
 
 try:

@@ -23,6 +23,7 @@ import json
 import logging
 import shutil
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,69 @@ def read_record(path: Path) -> dict[str, Any]:
             and len({"sha256", "files"} & record.keys()) == 1):
         raise ValueError("not a provenance record")
     return record
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A file that differs from what its provenance says: a corrupt artifact (the file inside it
+    that differs), or an unreadable record (then `path` is the record)."""
+
+    artifact: str
+    path: Path
+    reason: str
+
+
+def scan(root: Path = Path(".")) -> tuple[dict[str, dict[str, Any]], list[Damage]]:
+    """Every readable record whose artifact exists under `root` (artifact -> record), and the
+    damage: unreadable records, and artifacts whose content differs from their record."""
+    records, damage = {}, []
+    for record_file in sorted((root / RECORDS).glob(f"*/{FOLDER}/**/*.json")):
+        artifact = str(record_file.relative_to(root / RECORDS)).split(f"/{FOLDER}/", 1)[1]
+        artifact = artifact.removesuffix(".json")
+        try:
+            record = read_record(record_file)
+        except ValueError as error:
+            damage.append(Damage(artifact, record_file, f"unreadable provenance record: {error}"))
+            continue
+        if (root / artifact).exists():
+            records[artifact] = record
+    for artifact, record in records.items():
+        if problem := mismatch(root / artifact, record):
+            damage.append(Damage(artifact, *problem))
+    return records, damage
+
+
+def remove_damaged(root: Path = Path(".")) -> list[Damage]:
+    """Remove every artifact whose content differs from its record (an unreadable record goes
+    with its artifact), and every artifact computed from one of them, directly or not (their
+    records name their inputs), so that Snakemake, which rebuilds what its targets miss but not an
+    intermediate file whose consumers are present, rebuilds the whole chain in one run. Called by
+    the run's main process at start (Snakefile); it also catches bit rot that keeps sizes and
+    modification times, which Snakemake cannot see. Returns the damage, then the consumers."""
+    records, damage = scan(root)
+    consumers: dict[str, list[str]] = {}
+    for artifact, record in records.items():
+        for name in record["inputs"]:
+            consumers.setdefault(name, []).append(artifact)
+    removed = list(damage)
+    todo = [found.artifact for found in damage]
+    seen = set(todo)
+    while todo:
+        source = todo.pop()
+        for artifact in sorted(consumers.get(source, [])):
+            if artifact not in seen:
+                seen.add(artifact)
+                todo.append(artifact)
+                removed.append(Damage(artifact, root / artifact, f"computed from {source}"))
+    for found in removed:
+        if found.path.suffix == ".json" and found.path.is_relative_to(root / RECORDS):
+            found.path.unlink(missing_ok=True)  # an unreadable record
+        artifact = root / found.artifact
+        if artifact.is_dir():
+            shutil.rmtree(artifact)
+        else:
+            artifact.unlink(missing_ok=True)
+    return removed
 
 
 def check_inputs(inputs: Iterable[str | Path]) -> dict[str, Digest]:

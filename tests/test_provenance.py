@@ -25,6 +25,10 @@ def folder_job(*, source: str, folder: str) -> None:
         io.write_bytes(Path(folder) / f"part-{k}.bin", Path(source).read_bytes()[k:])
 
 
+def join_job(*, folder: str, joined: str) -> None:
+    io.write_bytes(joined, b"".join(path.read_bytes() for path in sorted(Path(folder).iterdir())))
+
+
 def run_job(job, inputs: dict, outputs: dict, stage: str = "train") -> None:
     adapter.run(job, fake_snakemake(input={**inputs, "code": ["miaflow/io.py"]}, output=outputs,
                                     log=[f"records/{stage}/logs/{job.__name__}.log"]))
@@ -73,7 +77,7 @@ def test_a_directory_missing_a_file_is_removed_for_rebuilding(project: Path):
     assert sorted(record["files"]) == ["part-0.bin", "part-1.bin", "part-2.bin"]
     Path("results/parts/part-1.bin").unlink()
     with pytest.raises(io.CorruptArtifact, match="part-1.bin: missing from the directory"):
-        run_job(copy_job, {"source": "results/parts"}, {"copied": "results/third.bin"})
+        run_job(join_job, {"folder": "results/parts"}, {"joined": "results/third.bin"})
     assert not Path("results/parts").exists()
 
 
@@ -108,3 +112,20 @@ def test_verify_names_a_garbled_record(project: Path):
     record.write_text(record.read_text().replace('"artifact"', '"artefact"'))
     assert [(p.path, p.what) for p in verify.verify(project)[1]] == [
         ("records/prepare/provenance/results/first.bin.json", "corrupt")]
+
+
+def test_remove_damaged_removes_what_differs_and_what_was_computed_from_it(project: Path):
+    run_job(folder_job, {"source": "results/first.bin"}, {"folder": "results/parts"})
+    run_job(join_job, {"folder": "results/parts"}, {"joined": "results/from_parts.bin"})
+    run_job(copy_job, {"source": "results/from_parts.bin"}, {"copied": "results/last.bin"})
+    run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
+    flip_byte_keeping_size_and_time(Path("results/parts/part-2.bin"))
+    Path("records/train/provenance/results/second.bin.json").write_text("{")
+    removed = {d.artifact: d.reason for d in provenance.remove_damaged()}
+    assert removed.keys() == {"results/parts", "results/second.bin", "results/from_parts.bin",
+                              "results/last.bin"}
+    assert removed["results/last.bin"] == "computed from results/from_parts.bin"
+    assert "written as" in removed["results/parts"]
+    assert not any(Path(a).exists() for a in removed)
+    assert not Path("records/train/provenance/results/second.bin.json").exists()
+    assert Path("results/first.bin").exists() and provenance.remove_damaged() == []

@@ -79,24 +79,10 @@ def check_provenance(root: Path, known_bad: set[str]) -> tuple[int, list[Problem
     from. A corrupt input (here or in `known_bad`) is reported once, as corrupt, not again as the
     cause of stale consumers. Records of artifacts no longer on disk are left to the dvc.lock
     check (an earlier configuration may have made them)."""
-    records, problems = {}, []
-    for record_file in sorted((root / provenance.RECORDS).glob(f"*/{provenance.FOLDER}/**/*.json")):
-        try:
-            record = provenance.read_record(record_file)
-        except ValueError as error:
-            problems.append(Problem(str(record_file.relative_to(root)), "corrupt",
-                                    f"unreadable provenance record: {error}"))
-            known_bad.add(str(record_file.relative_to(root / provenance.RECORDS))
-                          .split(f"/{provenance.FOLDER}/", 1)[1].removesuffix(".json"))
-            continue
-        if (root / record["artifact"]).exists():
-            records[record["artifact"]] = record
-    bad = set(known_bad)
-    for artifact, record in records.items():
-        if problem := provenance.mismatch(root / artifact, record):
-            bad_file, reason = problem
-            problems.append(Problem(str(bad_file.relative_to(root)), "corrupt", reason))
-            bad.add(artifact)
+    records, damage = provenance.scan(root)
+    problems = [Problem(str(found.path.relative_to(root)), "corrupt", found.reason)
+                for found in damage]
+    bad = known_bad | {found.artifact for found in damage}
 
     def is_bad(name: str) -> bool:
         return any(path == name or path.startswith(f"{name}/") for path in bad)
