@@ -67,8 +67,8 @@ def test_every_defense_trains_and_is_attacked_by_the_suite(tmp_path: Path):
     run(["snakemake", "defense_report", "--cores", "2"], root)
     table = pd.read_csv(root / "results/tables/defenses.csv").set_index("target_model")
     assert list(table.index) == list(DEFENDED)
-    assert table.loc["mlp_advreg", "defense"] == "adversarial regularization (λ = 3)"
-    assert table.loc["mlp_dp", "defense"] == "dp sgd (ε = 4, δ = 1e-05)"
+    assert table.loc["mlp_advreg", "defense"] == "adversarial regularization (λ = 3, 20 epochs)"
+    assert table.loc["mlp_dp", "defense"] == "dp sgd (ε = 4, δ = 1e-05, 20 epochs)"
     assert table.loc["mlp", "defense"] == "none (20 epochs)"
     assert (table.drop(index="mlp")["matched_undefended"] == "mlp").all()
     for column in ("train_acc", "test_acc", "nn_attack", "corr", "conf", "ent", "mentr",

@@ -362,16 +362,17 @@ DEFENSE_ATTACKS = {"learn-original": "nn_attack", "sm-corr": "corr", "sm-conf": 
 
 
 def describe_defense(arch: Mapping[str, Any]) -> str:
-    """A recipe's defense and its strength, e.g. "adversarial regularization (λ = 3)"; an
-    undefended recipe reads "none (30 epochs)" where it has epochs (early stopping at a chosen
-    epoch is a shorter recipe)."""
+    """A recipe's defense, its strength and epochs, e.g. "adversarial regularization (λ = 3, 50
+    epochs)"; an undefended recipe reads "none (30 epochs)" (early stopping at a chosen epoch is
+    a shorter recipe)."""
     defense = arch.get("defense")
+    epochs = [f"{arch['epochs']} epochs"] if "epochs" in arch else []
     if not defense:
-        return f"none ({arch['epochs']} epochs)" if "epochs" in arch else "none"
+        return f"none ({epochs[0]})" if epochs else "none"
     strength = {"adversarial_regularization": lambda d: f"λ = {d['lambda']:g}",
                 "dp_sgd": lambda d: f"ε = {d['epsilon']:g}, δ = {d['delta']:g}",
                 "memguard": lambda d: f"budget {d['budget']:g}"}[defense["kind"]](defense)
-    return f"{defense['kind'].replace('_', ' ')} ({strength})"
+    return f"{defense['kind'].replace('_', ' ')} ({', '.join([strength, *epochs])})"
 
 
 def defense_table(models: pd.DataFrame, metrics: pd.DataFrame, scores: pd.DataFrame,
