@@ -202,7 +202,8 @@ rule published_table:
 
 rule defense_report:
     """Song & Mittal's defense tables (train/test accuracy, NN and metric attacks' accuracy per
-    defense, matched early stopping) and the utility/privacy trade-off figure."""
+    defense, matched early stopping), the utility/privacy trade-off figure and the members'
+    privacy-risk CDF per defense."""
     input:
         models=MODEL_RECORDS,
         metrics=METRICS,
@@ -213,6 +214,8 @@ rule defense_report:
                               "Defended against undefended targets (Song & Mittal Tables 2-4)"),
         tradeoff=REPORTED("results/figures/defense-tradeoff.png", "defense_tradeoff",
                           "Song & Mittal", "Defenses", "Utility against privacy"),
+        risk=REPORTED("results/figures/defense-risk-cdf.png", "defense_risk_cdf",
+                      "Song & Mittal", "Defenses", "Members' privacy risk per defense"),
     params:
         recipes=[(e.dataset, e.label, e.arch) for e in EXPERIMENTS],
         architectures=config["architectures"],

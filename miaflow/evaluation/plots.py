@@ -155,3 +155,33 @@ def plot_defense_tradeoff(table: pd.DataFrame, path: str | Path) -> None:
         axes.set(xlabel="Test accuracy of the target", ylabel="Best attack's TPR at 1% FPR",
                  title=f"Defenses: {dataset}")
     save_png(figure, path)
+
+
+def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str | Path) -> None:
+    """Song & Mittal's per-defense risk analysis: the CDF of the privacy risk score over each
+    target model's members (pooled over repeats), one line per defense, one panel per dataset;
+    a defense that works moves its line up and left (fewer members at high risk).
+
+    `risk` holds sm-risk score rows; `defenses` the `defense_table` (dataset, target_model,
+    defense) that labels them."""
+    from matplotlib.figure import Figure
+
+    from miaflow.attacks.song_mittal import risk_cdf
+
+    members = risk[risk["is_member"]]
+    datasets = sorted(defenses["dataset"].unique())
+    figure = Figure(figsize=(5.0 * len(datasets), 4.0))
+    for index, dataset in enumerate(datasets, start=1):
+        axes = figure.add_subplot(1, len(datasets), index)
+        for row in defenses[defenses["dataset"] == dataset].itertuples(index=False):
+            mine = members[(members["dataset"] == dataset)
+                           & (members["target_model"] == row.target_model)]
+            if mine.empty:
+                continue
+            values, cdf = risk_cdf(mine["score"].to_numpy())
+            axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
+                      where="post", label=row.defense)
+        axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score of members",
+                 ylabel="Cumulative fraction", title=f"Risk by defense: {dataset}")
+        axes.legend(loc="upper left", fontsize="x-small")
+    save_png(figure, path)

@@ -161,19 +161,21 @@ def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
 
 
 def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, defenses: Paths,
-                   tradeoff: str | Path, recipes: Sequence[tuple[str, str, str]],
+                   tradeoff: str | Path, risk: str | Path, recipes: Sequence[tuple[str, str, str]],
                    architectures: Mapping[str, Any]) -> None:
-    """Song & Mittal's defense tables and the utility/privacy trade-off figure; `recipes` holds
-    (dataset, target model, architecture) per experiment."""
-    from miaflow.evaluation.plots import plot_defense_tradeoff
+    """Song & Mittal's defense tables, the utility/privacy trade-off figure and the members'
+    privacy risk per defense; `recipes` holds (dataset, target model, architecture) per
+    experiment."""
+    from miaflow.evaluation.plots import plot_defense_risk_cdfs, plot_defense_tradeoff
     from miaflow.evaluation.tables import DEFENSE_ATTACKS, defense_table
 
-    wanted = sorted(a for a in DEFENSE_ATTACKS if a.startswith("sm-"))
-    table = defense_table(io.read_parquet(models), _classifier_metrics(metrics),
-                          _concat(scores, filters=[("attack", "in", wanted)]),
+    wanted = sorted({*(a for a in DEFENSE_ATTACKS if a.startswith("sm-")), "sm-risk"})
+    read = _concat(scores, filters=[("attack", "in", wanted)])
+    table = defense_table(io.read_parquet(models), _classifier_metrics(metrics), read,
                           {(d, t): (a, architectures[a]) for d, t, a in recipes})
     _write(table, defenses)
     plot_defense_tradeoff(table, tradeoff)
+    plot_defense_risk_cdfs(read[read["attack"] == "sm-risk"], table, risk)
 
 
 def published_table(*, models: str | Path, metrics: str | Path, table: Paths,
