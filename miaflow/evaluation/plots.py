@@ -137,14 +137,22 @@ def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
     save_png(figure, path)
 
 
+def _compared_datasets(defenses: pd.DataFrame) -> list[str]:
+    """The datasets of a `defense_table` with more than one recipe to compare (all of them when
+    none has)."""
+    counts = defenses["dataset"].value_counts()
+    return sorted(counts[counts > 1].index) or sorted(counts.index)
+
+
 def plot_defense_tradeoff(table: pd.DataFrame, path: str | Path) -> None:
     """Utility against privacy over defenses and their strengths (Song & Mittal's trade-off):
     each target model's test accuracy against its best attack's TPR at 1% FPR, one panel per
-    dataset, each point labelled by its defense (`defense_table` rows)."""
+    dataset with more than one recipe, each point labelled by its defense (`defense_table`
+    rows)."""
     from matplotlib.figure import Figure
 
-    datasets = sorted(table["dataset"].unique())
-    figure = Figure(figsize=(5.0 * len(datasets), 4.0))
+    datasets = _compared_datasets(table)
+    figure = Figure(figsize=(7.0 * len(datasets), 4.5))
     for index, dataset in enumerate(datasets, start=1):
         axes = figure.add_subplot(1, len(datasets), index)
         rows = table[table["dataset"] == dataset]
@@ -160,7 +168,8 @@ def plot_defense_tradeoff(table: pd.DataFrame, path: str | Path) -> None:
 def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str | Path) -> None:
     """Song & Mittal's per-defense risk analysis: the CDF of the privacy risk score over each
     target model's members (pooled over repeats), one line per defense, one panel per dataset;
-    a defense that works moves its line up and left (fewer members at high risk).
+    a defense that works moves its line up and left (fewer members at high risk). Datasets with a
+    single recipe get no panel, as in `plot_defense_tradeoff`.
 
     `risk` holds sm-risk score rows; `defenses` the `defense_table` (dataset, target_model,
     defense) that labels them."""
@@ -169,8 +178,8 @@ def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str
     from miaflow.attacks.song_mittal import risk_cdf
 
     members = risk[risk["is_member"]]
-    datasets = sorted(defenses["dataset"].unique())
-    figure = Figure(figsize=(5.0 * len(datasets), 4.0))
+    datasets = _compared_datasets(defenses)
+    figure = Figure(figsize=(6.0 * len(datasets), 4.5))
     for index, dataset in enumerate(datasets, start=1):
         axes = figure.add_subplot(1, len(datasets), index)
         for row in defenses[defenses["dataset"] == dataset].itertuples(index=False):
