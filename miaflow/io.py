@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -78,12 +79,21 @@ class CorruptArtifact(RuntimeError):
     """An artifact whose content does not match its checksums, or does not parse at all."""
 
 
+def discard(path: str | os.PathLike) -> None:
+    """Remove a file or a directory output, if it is there."""
+    path = Path(path)
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def corrupt(path: str | os.PathLike, reason: str) -> CorruptArtifact:
-    """The error for a corrupt file; a workflow artifact (under ./results/) is removed first, so
-    that the next run rebuilds it instead of reading it again."""
+    """The error for a corrupt file or directory; a workflow artifact (under ./results/) is
+    removed first, so that the next run rebuilds it instead of reading it again."""
     path = Path(path)
     if path.resolve().is_relative_to(Path.cwd().resolve() / "results"):
-        path.unlink(missing_ok=True)
+        discard(path)
         return CorruptArtifact(f"{path} is corrupt ({reason}). It was removed: run the same "
                                "command again to rebuild it and what was computed from it.")
     return CorruptArtifact(f"{path} is corrupt ({reason}); replace it with a good copy.")

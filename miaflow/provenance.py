@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +50,21 @@ def manifest(directory: Path) -> dict[str, str]:
             if file.is_file() and file.name != SNAKEMAKE_MARKER}
 
 
+def content(path: Path) -> dict[str, Any]:
+    """What a record says about an artifact's own content: a file's sha256, or the sha256 of
+    every file of a directory."""
+    return {"files": manifest(path)} if path.is_dir() else {"sha256": io.file_hash(path)}
+
+
+def digest_of(content: Mapping[str, Any]) -> Digest:
+    """One value for a `content`: a file's sha256, a directory's the sha256 of its manifest."""
+    if "files" in content:
+        return hashlib.sha256(json.dumps(content["files"], sort_keys=True).encode()).hexdigest()
+    return content["sha256"]
+
+
 def digest(path: Path) -> Digest:
-    """A file's sha256; for a directory, the sha256 of its manifest (so one value names it)."""
-    if path.is_dir():
-        return hashlib.sha256(json.dumps(manifest(path), sort_keys=True).encode()).hexdigest()
-    return io.file_hash(path)
+    return digest_of(content(path))
 
 
 def record_path(artifact: str | Path, stage: str) -> Path:
@@ -68,29 +77,25 @@ def find_record(artifact: str | Path) -> Path | None:
     return found[0] if found else None
 
 
-def content(path: Path) -> dict[str, Any]:
-    """What a record says about an artifact's own content."""
-    return {"files": manifest(path)} if path.is_dir() else {"sha256": io.file_hash(path)}
-
-
-def mismatch(path: Path, recorded: Mapping[str, Any]) -> tuple[Path, str] | None:
+def mismatch(path: Path, recorded: Mapping[str, Any],
+             actual: Mapping[str, Any] | None = None) -> tuple[Path, str] | None:
     """The file of an artifact that differs from its record (the artifact itself, or a file in a
-    recorded directory) and why; None if it matches."""
+    recorded directory) and why; None if it matches. `actual` is the artifact's `content`, when
+    the caller has it already."""
+    actual = content(path) if actual is None else actual
     if "files" in recorded:
-        if not path.is_dir():
+        if "files" not in actual:
             return path, "it is not the directory that was written"
-        actual = manifest(path)
         for name, expected in recorded["files"].items():
-            if name not in actual:
+            if name not in actual["files"]:
                 return path / name, "missing from the directory that was written"
-            if actual[name] != expected:
-                return path / name, f"sha256 {actual[name]}, but it was written as {expected}"
+            if actual["files"][name] != expected:
+                return path / name, f"sha256 {actual['files'][name]}, but it was written as {expected}"
         return None
-    if not path.is_file():
+    if "sha256" not in actual:
         return path, "it is not the file that was written"
-    actual = io.file_hash(path)
-    return None if actual == recorded["sha256"] else (
-        path, f"sha256 {actual}, but it was written as {recorded['sha256']}")
+    return None if actual["sha256"] == recorded["sha256"] else (
+        path, f"sha256 {actual['sha256']}, but it was written as {recorded['sha256']}")
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -157,11 +162,7 @@ def remove_damaged(root: Path = Path(".")) -> list[Damage]:
     for found in removed:
         if found.path.suffix == ".json" and found.path.is_relative_to(root / RECORDS):
             found.path.unlink(missing_ok=True)  # an unreadable record
-        artifact = root / found.artifact
-        if artifact.is_dir():
-            shutil.rmtree(artifact)
-        else:
-            artifact.unlink(missing_ok=True)
+        io.discard(root / found.artifact)
     return removed
 
 
@@ -176,9 +177,10 @@ def check_inputs(inputs: Iterable[str | Path]) -> dict[str, Digest]:
         path = Path(name)
         if not path.exists():
             continue
+        actual = content(path)  # hashed once: checked, then recorded by the job's outputs
         if is_artifact(path) and (record := find_record(path)) is not None:
             try:
-                problem = mismatch(path, read_record(record))
+                problem = mismatch(path, read_record(record), actual)
             except ValueError as error:  # JSON errors are ValueErrors
                 record.unlink()
                 problem = path, f"its provenance record {record} is unreadable ({error})"
@@ -186,10 +188,8 @@ def check_inputs(inputs: Iterable[str | Path]) -> dict[str, Digest]:
                 bad_file, reason = problem
                 if bad_file != path:
                     reason = f"{bad_file.relative_to(path)}: {reason}"
-                if path.is_dir():
-                    shutil.rmtree(path)
                 raise io.corrupt(path, reason)
-        digests[str(path)] = digest(path)
+        digests[str(path)] = digest_of(actual)
     return digests
 
 

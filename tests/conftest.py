@@ -5,7 +5,7 @@ modules read (each works on its own copy, so none sees another's changes)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,20 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real datasets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread, as in a workflow job (training.threads: 1): on the shared 2-core
+    machine a second thread only spins against whatever else runs. Modules that train models use
+    it with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`; module-scoped, so their
+    module fixtures compute on the same thread count as their tests."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

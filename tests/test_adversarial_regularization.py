@@ -15,16 +15,9 @@ from miaflow.defenses.adversarial import (InferenceModel, classifier_objective, 
                                           train_adversarial)
 from miaflow.models import optimizers
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 N_CLASSES, N_FEATURES, N = 4, 20, 200
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The machine's two cores are shared: one thread is several times faster than contending."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # --- hand-computed gain and objective ----------------------------------------------------------

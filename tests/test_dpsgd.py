@@ -19,20 +19,12 @@ from miaflow.defenses.dpsgd import DPResult, check_compatible, privatize, train_
 # Tests whose subject is not the accountant use Opacus' GDP accountant, which is instantaneous
 # (PRV and RDP take seconds per σ search); its "experimental" warning is expected there, and
 # train_dp leaves it visible on purpose.
-pytestmark = pytest.mark.filterwarnings("ignore:GDP accounting is experimental:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:GDP accounting is experimental:UserWarning"),
+              pytest.mark.usefixtures("one_torch_thread")]
 FAST = "gdp"
 EPOCHS, BATCH = 40, 20  # the memorisation toy's: 100 samples, q = 1/5
 
 TRAIN = dict(delta=1e-5, max_grad_norm=1.0, lr=0.05, weight_decay=0.0, optimizer="adam")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: a second thread only spins against whatever else the machine runs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def mlp(d: int = 6, hidden: int = 5, classes: int = 3, seed: int = 0) -> nn.Module:

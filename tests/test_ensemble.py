@@ -21,17 +21,10 @@ from miaflow.splits import make_splits
 from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
 from tests.test_training import ARCHS, toy_dataset
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 TORCH_LR = {"kind": "torch_lr", "optimizer": "adam", "lr": 0.05, "weight_decay": 0.001, "epochs": 10,
             "batch_size": 32, "patience": 0}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """As in a workflow job (training.threads: 1); two spinning threads crawl on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 SHARD = ("target-0", "target-1", "reference-0", "reference-1", "population-0", "population-1")

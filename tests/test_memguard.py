@@ -12,6 +12,8 @@ from sklearn.metrics import roc_auc_score
 from miaflow.defenses.memguard import (DefenseClassifier, craft_noise, memguard, randomized_release,
                                        train_defense_classifier)
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 N_CLASSES = 10
 N_EVAL = 300  # members, and as many non-members, to defend
 TRAINING = dict(epochs=50, learning_rate=0.05, hidden_sizes=(32, 16))  # small and quick; the paper's is 256-128-64
@@ -28,15 +30,6 @@ def toy_probs(rng: np.random.Generator, n: int, member: bool) -> np.ndarray:
     z = rng.normal(size=(n, N_CLASSES))
     z[np.arange(n), rng.integers(N_CLASSES, size=n)] += rng.uniform(low, high, size=n)
     return softmax(z)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The machine is shared: one thread avoids oversubscribing its cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

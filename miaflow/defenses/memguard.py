@@ -294,10 +294,9 @@ def defend_outputs(logits: np.ndarray, members: np.ndarray, nonmembers: np.ndarr
     The defender trains its classifier on the model's own outputs: its training samples
     (`members`, indices) against samples it never trained on (`nonmembers`), then perturbs every
     output vector (`logits` (n, C), all samples) under the expected L1 budget."""
-    shifted = np.asarray(logits, dtype=np.float64)
-    shifted = shifted - shifted.max(axis=1, keepdims=True)
-    probs = np.exp(shifted)
-    probs /= probs.sum(axis=1, keepdims=True)
+    from scipy.special import softmax
+
+    probs = softmax(np.asarray(logits, dtype=np.float64), axis=1)
     classifier = train_defense_classifier(probs[members], probs[nonmembers], seed, epochs=epochs,
                                           learning_rate=learning_rate)
     released = memguard(probs, classifier, budget, seed).probs

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -114,12 +114,19 @@ def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> Non
     save_png(figure, path)
 
 
+def _draw_risk_cdf(axes: Any, risk: np.ndarray, **style: Any) -> None:
+    """The empirical CDF of risk scores as a step line from (0, 0) to (1, 1)."""
+    from miaflow.attacks.song_mittal import risk_cdf
+
+    values, cdf = risk_cdf(risk)
+    axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
+              where="post", **style)
+
+
 def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
     """Empirical CDF of privacy risk scores over the target's members and non-members (pooled
     over repeats) of one dataset/target model: the further apart, the more members stand out."""
     from matplotlib.figure import Figure
-
-    from miaflow.attacks.song_mittal import risk_cdf
 
     risk = scores[scores["attack"] == "sm-risk"]
     if len(risk[["dataset", "target_model"]].drop_duplicates()) > 1:
@@ -128,9 +135,8 @@ def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
     axes = figure.add_subplot()
     for is_member, label, colour in [(True, "members", "tab:red"),
                                      (False, "non-members", "tab:blue")]:
-        values, cdf = risk_cdf(risk.loc[risk["is_member"] == is_member, "score"].to_numpy())
-        axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
-                  where="post", label=f"{label} (n = {len(values)})", color=colour)
+        values = risk.loc[risk["is_member"] == is_member, "score"].to_numpy()
+        _draw_risk_cdf(axes, values, label=f"{label} (n = {len(values)})", color=colour)
     axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score", ylabel="Cumulative fraction",
              title=title)
     axes.legend(loc="upper left", fontsize="small")
@@ -175,8 +181,6 @@ def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str
     defense) that labels them."""
     from matplotlib.figure import Figure
 
-    from miaflow.attacks.song_mittal import risk_cdf
-
     members = risk[risk["is_member"]]
     datasets = _compared_datasets(defenses)
     figure = Figure(figsize=(6.0 * len(datasets), 4.5))
@@ -187,9 +191,7 @@ def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str
                            & (members["target_model"] == row.target_model)]
             if mine.empty:
                 continue
-            values, cdf = risk_cdf(mine["score"].to_numpy())
-            axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
-                      where="post", label=row.defense)
+            _draw_risk_cdf(axes, mine["score"].to_numpy(), label=row.defense)
         axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score of members",
                  ylabel="Cumulative fraction", title=f"Risk by defense: {dataset}")
         axes.legend(loc="upper left", fontsize="x-small")

@@ -288,6 +288,19 @@ def _mean_std_cells(values: pd.DataFrame, keys: list[str], columns: list[str]) -
     return table.reset_index()
 
 
+def decision_accuracies(scores: pd.DataFrame) -> pd.DataFrame:
+    """Decision accuracy ½(TPR + TNR) of Song & Mittal's threshold attacks (score ≥ the attack's
+    `DECISION_THRESHOLDS` entry) per dataset, target model, attack and repeat; other attacks'
+    rows of `scores` are left out."""
+    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS, decision_accuracy
+
+    mine = scores[scores["attack"].isin(list(DECISION_THRESHOLDS))]
+    return pd.DataFrame(
+        [(*key, decision_accuracy(key[2], group["score"].to_numpy(), group["is_member"].to_numpy()))
+         for key, group in mine.groupby(["dataset", "target_model", "attack", "repeat"], sort=True)],
+        columns=["dataset", "target_model", "attack", "repeat", "accuracy"])
+
+
 def song_mittal_table(scores: pd.DataFrame) -> pd.DataFrame:
     """Decision accuracy ½(TPR + TNR) of Song & Mittal's threshold attacks at their learned
     thresholds: class-dependent (rows) beside the class-independent version, per dataset/model.
@@ -295,14 +308,9 @@ def song_mittal_table(scores: pd.DataFrame) -> pd.DataFrame:
     `scores` holds score-file rows of sm-* threshold attacks (decision: score ≥ the attack's
     `DECISION_THRESHOLDS` entry).
     """
-    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS, GLOBAL_COUNTERPART, decision_accuracy
+    from miaflow.attacks.song_mittal import GLOBAL_COUNTERPART
 
-    mine = scores[scores["attack"].isin(list(DECISION_THRESHOLDS))]
-    per_repeat = pd.DataFrame(
-        [(*key, decision_accuracy(key[2], group["score"].to_numpy(), group["is_member"].to_numpy()))
-         for key, group in mine.groupby(["dataset", "target_model", "attack", "repeat"], sort=True)],
-        columns=["dataset", "target_model", "attack", "repeat", "accuracy"])
-    stats = per_repeat.groupby(["dataset", "target_model", "attack"], sort=True)["accuracy"].agg(
+    stats = decision_accuracies(scores).groupby(["dataset", "target_model", "attack"], sort=True)["accuracy"].agg(
         ["mean", "std", "size"])
 
     def cell(key: tuple[str, str, str | None]) -> str:
@@ -385,8 +393,8 @@ def defense_table(models: pd.DataFrame, metrics: pd.DataFrame, scores: pd.DataFr
     nearest (their early-stopping comparison at matched test accuracy).
 
     `recipes` maps (dataset, target_model) to (architecture name, architecture)."""
-    from miaflow.attacks.song_mittal import decision_accuracy
-
+    decisions = decision_accuracies(scores).groupby(
+        ["dataset", "target_model", "attack"])["accuracy"].mean()
     rows = []
     for (dataset, target_model), (arch_name, arch) in recipes.items():
         targets = models[(models["dataset"] == dataset) & (models["arch"] == arch_name)
@@ -395,17 +403,13 @@ def defense_table(models: pd.DataFrame, metrics: pd.DataFrame, scores: pd.DataFr
         row = {"dataset": dataset, "target_model": target_model,
                "defense": describe_defense(arch), "undefended": not arch.get("defense"),
                "train_acc": targets["train_acc"].mean(), "test_acc": targets["test_acc"].mean()}
+        nn_accuracy = mine.loc[(mine["attack"] == "learn-original") & (mine["metric"] == "accuracy"),
+                               "value"]
         for attack, column in DEFENSE_ATTACKS.items():
             if attack == "learn-original":
-                values = mine.loc[(mine["attack"] == attack) & (mine["metric"] == "accuracy"),
-                                  "value"]
+                row[column] = nn_accuracy.mean() if len(nn_accuracy) else math.nan
             else:
-                own = scores[(scores["dataset"] == dataset) & (scores["target_model"] == target_model)
-                             & (scores["attack"] == attack)]
-                values = pd.Series([decision_accuracy(attack, g["score"].to_numpy(),
-                                                      g["is_member"].to_numpy())
-                                    for _, g in own.groupby("repeat")], dtype=float)
-            row[column] = values.mean() if len(values) else math.nan
+                row[column] = decisions.get((dataset, target_model, attack), math.nan)
         tpr = mine[mine["metric"] == "tpr_at_1pct_fpr"].groupby("attack")["value"].mean()
         row["best_attack"], row["best_tpr_at_1pct_fpr"] = (
             (tpr.idxmax(), tpr.max()) if len(tpr) else (MISSING, math.nan))
