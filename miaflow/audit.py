@@ -266,7 +266,7 @@ def read_members(path: str | Path, base: Splits) -> Splits:
     members[sample_ids] = True
     keep = [members] + [base.members(m) for m in base.model_ids if role_of(m) != "target"]
     model_ids = ("target-0", *(m for m in base.model_ids if role_of(m) != "target"))
-    splits = Splits(model_ids, np.stack(keep), base.in_target_pool)
+    splits = base.with_models(model_ids, np.stack(keep))
     _check_membership(splits, path)
     return splits
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,13 @@ def _architecture_problems(where: str, key: str, arch: str, dataset: str,
     return []
 
 
+def _momentum_problems(config: Mapping[str, Any]) -> list[str]:
+    """`momentum` is SGD's; with Adam it would be silently ignored."""
+    return [f"architectures.{name}.momentum: only optimizer sgd has momentum, {name!r} uses "
+            f"{arch.get('optimizer')!r}" for name, arch in config["architectures"].items()
+            if "momentum" in arch and arch.get("optimizer") != "sgd"]
+
+
 # Kinds with batch norm: it mixes a batch's samples, so per-sample clipping bounds nothing.
 BATCH_NORM_KINDS = ("wrn28_2", "resnet18", "vgg11", "mobilenetv2")
 
@@ -161,7 +169,7 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     from miaflow.workflow.plan import experiments
 
     problems = (_duplicate_experiments(config) + _audit_problems(config)
-                + _defense_problems(config))
+                + _defense_problems(config) + _momentum_problems(config))
     for i, (entry, experiment) in enumerate(zip(config["experiments"], experiments(config))):
         where = f"experiments[{i}]"
         arch_problems = [p for key in ("arch", "ref_arch") if key in entry
@@ -469,56 +477,97 @@ def _size(config: Mapping[str, Any], dataset: str) -> DatasetSize | None:
     return dataset_size(dataset, config.get("datasets", {}).get(dataset, {}))
 
 
-def _pool_problems(config: Mapping[str, Any]) -> list[str]:
-    """Split ratios that leave some model too few samples to train on or to be evaluated on, for
-    every dataset whose models train and whose size the registry knows (an empty pool used to
-    crash training)."""
-    from miaflow.splits import target_pool_size
-    from miaflow.workflow.plan import experiments
+def _split_key(config: Mapping[str, Any], dataset: str, key: str) -> str:
+    """Where a partition key of `dataset` is set: its splits.datasets entry, or splits."""
+    own = config["splits"].get("datasets", {}).get(dataset, {})
+    return f"splits.datasets.{dataset}.{key}" if key in own else f"splits.{key}"
 
-    splits, problems = config["splits"], []
-    target_ratio, member_ratio = splits["target_ratio"], splits["member_ratio"]
+
+def _pool_problems(config: Mapping[str, Any]) -> list[str]:
+    """Partitions that leave some model too few samples to train on or to be evaluated on, for
+    every dataset whose models train and whose size the registry knows (an empty pool used to
+    crash training), and shadow models that cannot exist."""
+    from miaflow.splits import pool_sizes
+    from miaflow.workflow.plan import experiments, split_settings
+
+    problems = [f"splits.datasets.{dataset}: no experiment trains models on {dataset!r}"
+                for dataset in config["splits"].get("datasets", {})
+                if dataset not in {e.dataset for e in experiments(config)}]
     for dataset in dict.fromkeys(e.dataset for e in experiments(config)):
+        settings = split_settings(config, dataset)
+        key = partial(_split_key, config, dataset)
+        problems += _shadow_problems(config, dataset, settings, key)
         size = _size(config, dataset)
         if size is None:
             continue
-        n_target = target_pool_size(size.n_samples, target_ratio)
-        n_auxiliary = size.n_samples - n_target
-        members = member_ratio * n_target
-        if min(n_target, n_auxiliary) < 2 * MIN_EXPECTED_SAMPLES:
-            problems.append(f"splits.target_ratio: {target_ratio} splits "
+        n_target, members, n_auxiliary = pool_sizes(
+            size.n_samples, **{k: settings.get(k) for k in
+                               ("target_size", "members", "auxiliary_size") if settings.get(k)},
+            target_ratio=settings["target_ratio"], member_ratio=settings["member_ratio"])
+        pool_key = key("target_size" if settings.get("target_size") else "target_ratio")
+        member_key = key("members" if settings.get("members") else "member_ratio")
+        value = settings.get(pool_key.rsplit(".", 1)[1])
+        if n_target + n_auxiliary > size.n_samples:
+            problems.append(f"{key('auxiliary_size')}: {n_auxiliary} samples in the auxiliary "
+                            f"pool and {n_target} in the target pool are more than "
+                            f"{_counted(dataset, size.n_samples)}")
+        elif min(n_target, n_auxiliary) < 2 * MIN_EXPECTED_SAMPLES:
+            problems.append(f"{pool_key}: {value} splits "
                             f"{_counted(dataset, size.n_samples)} into a target pool of {n_target} "
                             f"and an auxiliary pool of {n_auxiliary}; each needs at least "
                             f"{2 * MIN_EXPECTED_SAMPLES}, as reference and population models "
                             f"train on halves of them")
         elif min(members, n_target - members) < MIN_EXPECTED_SAMPLES:
-            problems.append(f"splits.member_ratio: {member_ratio} gives each target model about "
+            member_value = settings.get(member_key.rsplit(".", 1)[1])
+            problems.append(f"{member_key}: {member_value} gives each target model about "
                             f"{members:.0f} members and {n_target - members:.0f} held-out samples "
                             f"of the {n_target} in the target pool of {dataset!r}; each needs at "
                             f"least {MIN_EXPECTED_SAMPLES}")
         else:
-            problems += _class_problems(dataset, size, splits)
+            problems += _class_problems(dataset, size, (n_target, members, n_auxiliary),
+                                        (pool_key, member_key), settings)
     return problems
 
 
-def _class_problems(dataset: str, size: DatasetSize, splits: Mapping[str, Any]) -> list[str]:
-    """Split ratios under which some model's training or held-out set would expect fewer than
+def _shadow_problems(config: Mapping[str, Any], dataset: str, settings: Mapping[str, Any],
+                     key: Callable[[str], str]) -> list[str]:
+    """A shadow on the auxiliary pool needs population models, and query-augment, which trains
+    on reference-0's query outputs, cannot follow it there."""
+    from miaflow.workflow.plan import attacks_for, experiments
+
+    if settings.get("shadow", "target") != "auxiliary":
+        return []
+    if config["splits"]["n_population"] < 2:
+        return [f"{key('shadow')}: auxiliary makes population-0 the shadow model of {dataset!r}, "
+                f"but splits.n_population is {config['splits']['n_population']}"]
+    if not any("query-augment" in attacks_for(config, e) for e in experiments(config)
+               if e.dataset == dataset):
+        return []
+    return [f"{key('shadow')}: 'query-augment' trains on the query outputs of reference-0 on the "
+            f"target pool and cannot use the auxiliary shadow of {dataset!r}; leave it out "
+            f"(exclude_attacks) or keep shadow: target"]
+
+
+def _class_problems(dataset: str, size: DatasetSize, sizes: tuple[int, float, int],
+                    keys: tuple[str, str], settings: Mapping[str, Any]) -> list[str]:
+    """Partitions under which some model's training or held-out set would expect fewer than
     MIN_EXPECTED_PER_CLASS samples of the dataset's rarest class (where the registry knows it)."""
     if size.smallest_class is None:
         return []
-    target_ratio, member_ratio = splits["target_ratio"], splits["member_ratio"]
-    target_share = target_ratio * min(member_ratio, 1 - member_ratio)  # targets (and references)
-    auxiliary_share = (1 - target_ratio) / 2  # population models
+    n_target, members, n_auxiliary = sizes
+    target_share = min(members, n_target - members) / size.n_samples  # targets (and references)
+    auxiliary_share = n_auxiliary / 2 / size.n_samples  # population models
     share = min(target_share, auxiliary_share)
     if size.smallest_class * share >= MIN_EXPECTED_PER_CLASS:
         return []
     on_targets = target_share <= auxiliary_share
-    key = "member_ratio" if on_targets and member_ratio != 0.5 else "target_ratio"
-    return [f"splits.{key}: {splits[key]} gives some model's training or held-out set about "
-            f"{size.smallest_class * share:.1f} samples of the rarest class of {dataset!r} "
-            f"({size.smallest_class} in all, with splits.target_ratio {target_ratio} and "
-            f"splits.member_ratio {member_ratio}); each needs at least {MIN_EXPECTED_PER_CLASS}, "
-            f"or models miss that class"]
+    pool_key, member_key = keys
+    key = member_key if on_targets and members != n_target / 2 else pool_key
+    setting = " and ".join(f"{k} {settings.get(k.rsplit('.', 1)[1])}" for k in keys)
+    return [f"{key}: {settings.get(key.rsplit('.', 1)[1])} gives some model's training or "
+            f"held-out set about {size.smallest_class * share:.1f} samples of the rarest class "
+            f"of {dataset!r} ({size.smallest_class} in all, with {setting}); each needs at least "
+            f"{MIN_EXPECTED_PER_CLASS}, or models miss that class"]
 
 
 def _query_problems(config: Mapping[str, Any]) -> list[str]:

@@ -24,7 +24,8 @@ rule download_dataset:
 
 
 rule prepare_dataset:
-    """A dataset in canonical order as Parquet, and its splits and membership matrix (TDDBench)."""
+    """A dataset in canonical order as Parquet, and its splits and membership matrix (TDDBench's
+    protocol, or the dataset's own under splits.datasets)."""
     input:
         sources=lambda w: plan.local_inputs(config, w.dataset),
         code=code("prepare"),
@@ -34,7 +35,7 @@ rule prepare_dataset:
     params:
         dataset=lambda w: w.dataset,
         options=lambda w: plan.dataset_options(config, w.dataset),
-        split_settings=config["splits"],
+        split_settings=lambda w: plan.split_settings(config, w.dataset),
         seed=config["seed"],
     conda:
         SOFTWARE

@@ -129,6 +129,26 @@ def test_learning_attack_trains_on_the_shadow_models_membership(toy):
     assert roc_auc_score(is_member, scores) < 0.25
 
 
+def test_an_auxiliary_shadow_is_population_model_0(tmp_path):
+    """With `shadow: auxiliary` the attack classifier learns from population-0 on pool A, labelled
+    by its membership there; reference 0 is not read."""
+    store, splits = _write_toy_store(tmp_path, n_reference=2, n_population=2)
+    auxiliary = dataclasses.replace(splits, shadow_pool="auxiliary")
+    inputs, is_member = attack_inputs(store, auxiliary, repeat=0, options={}, seed=11)
+    shadow, members = inputs.shadow()
+    assert np.array_equal(members, splits.members("population-0")[splits.auxiliary_samples])
+    assert np.array_equal(shadow["loss"], store.matrix(["population-0"], "loss", splits.auxiliary_samples)[0])
+    # The same shadow moved into reference 0 gives the same scores; inverting reference 0's
+    # membership changes nothing, as it is not read.
+    as_reference = dataclasses.replace(inputs, reference=inputs.population,
+                                       reference_keep=inputs.population_keep, shadow_pool="target")
+    unread = dataclasses.replace(inputs, reference_keep=~inputs.reference_keep)
+    scores = run_attack("learn-label", inputs)
+    assert np.array_equal(scores, run_attack("learn-label", as_reference))
+    assert np.array_equal(scores, run_attack("learn-label", unread))
+    assert roc_auc_score(is_member, scores) > 0.8
+
+
 # --- Model-fpr and offline RMIA --------------------------------------------------------------------
 
 def _inputs(target: dict, reference: dict, keep: np.ndarray, **more) -> AttackInputs:

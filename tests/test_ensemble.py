@@ -165,6 +165,37 @@ def test_sgd_learning_rates_follow_torch_cosine_schedule():
     assert ensemble.learning_rates({"optimizer": "adam", "lr": 0.1, "epochs": 3}) == [0.1] * 3
 
 
+def test_learning_rate_schedules_equal_torch_schedulers():
+    """`lr_schedule`: constant, cosine (CosineAnnealingLR) and {step_size, gamma} (StepLR), for
+    either optimizer; the defaults stay cosine for SGD and constant for Adam."""
+    recipe = {"optimizer": "sgd", "lr": 0.01, "epochs": 8}
+    optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.01)
+    step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.1)
+    expected = []
+    for _ in range(8):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        step.step()
+    stepped = ensemble.learning_rates(dict(recipe, lr_schedule={"step_size": 3, "gamma": 0.1}))
+    assert stepped == pytest.approx(expected, rel=1e-12)
+    assert ensemble.learning_rates(dict(recipe, lr_schedule="constant")) == [0.01] * 8
+    cosine = ensemble.learning_rates(recipe)
+    assert ensemble.learning_rates(dict(recipe, optimizer="adam", lr_schedule="cosine")) == cosine
+
+
+def test_sgd_momentum_and_step_schedule_reach_both_trainers():
+    """Keras' SGD recipe (MemGuard's Location30 target: no momentum, lr x0.1 after a step): the
+    batched ensemble and the per-model loop train the same models, unlike the default momentum."""
+    dataset = toy_dataset(image=False)
+    arch = dict(ARCHS["mlp"], optimizer="sgd", lr=0.05, epochs=6, patience=0, momentum=0.0,
+                lr_schedule={"step_size": 3, "gamma": 0.1})
+    batched, _ = train_models(dataset, toy_splits(), SHARD, "mlp", arch, seed=3)
+    looped, _ = train_models(dataset, toy_splits(), SHARD, "mlp", dict(arch, batched=False), seed=3)
+    assert max_difference(batched, looped) < 1e-4
+    with_momentum, _ = train_models(dataset, toy_splits(), SHARD, "mlp", dict(arch, momentum=0.9), seed=3)
+    assert max_difference(batched, with_momentum) > 1e-3
+
+
 def test_compiled_training_matches_eager():
     pytest.importorskip("torch._inductor")
     dataset = toy_dataset(image=False)

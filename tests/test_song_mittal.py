@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 
 import numpy as np
@@ -108,6 +110,16 @@ def test_class_dependent_and_global_threshold_scores():
     np.testing.assert_allclose(run_attack("sm-ent", inputs), np.log(2) * per_class)
     np.testing.assert_allclose(run_attack("sm-ent-global", inputs), np.log(2) * (TARGET_CONF - 0.8))
     np.testing.assert_array_equal(run_attack("sm-corr", inputs), [1, 1, 0, 1])
+
+
+def test_an_auxiliary_shadow_is_population_model_0():
+    """`shadow_pool="auxiliary"`: thresholds come from population model 0 and its membership."""
+    inputs = _threshold_inputs()
+    moved = dataclasses.replace(inputs, population=inputs.reference,
+                                population_keep=inputs.reference_keep, shadow_pool="auxiliary",
+                                reference_keep=~inputs.reference_keep)
+    for name in ("sm-conf", "sm-ment-global", "sm-risk"):
+        np.testing.assert_array_equal(run_attack(name, moved), run_attack(name, inputs))
 
 
 def test_decision_accuracy_at_the_learned_thresholds():

@@ -66,3 +66,58 @@ def test_table_round_trip(splits):
 def test_odd_paired_design_is_rejected():
     with pytest.raises(ValueError, match="even"):
         make_splits(100, seed=1, dataset="toy", n_reference=3)
+
+
+def test_default_partition_is_tddbench_with_the_shadow_on_the_target_pool(splits):
+    assert splits.reserved is None and splits.shadow_pool == "target"
+    assert splits.shadow_model == "reference-0"
+    explicit = make_splits(1000, seed=7, dataset="toy", repeats=3, n_reference=6, n_population=4,
+                           target_ratio=0.5, member_ratio=0.5, shadow="target")
+    assert np.array_equal(explicit.keep, splits.keep)
+
+
+@pytest.fixture
+def memguard() -> Splits:
+    """MemGuard's Location30 protocol, scaled: |T| 400 with exactly 200 members per target, |A| 200
+    (a shadow of 100 members and 100 non-members), the rest in reserve."""
+    return make_splits(1000, seed=7, dataset="toy", target_size=400, members=200,
+                       auxiliary_size=200, shadow="auxiliary", repeats=3, n_reference=2,
+                       n_population=2)
+
+
+def test_sizes_and_exact_member_counts(memguard):
+    assert len(memguard.target_samples) == 400 and len(memguard.auxiliary_samples) == 200
+    reserved = np.flatnonzero(memguard.reserved)
+    assert len(reserved) == 400
+    assert not set(reserved) & (set(memguard.target_samples) | set(memguard.auxiliary_samples))
+    for model in memguard.models("target"):
+        members = memguard.members(model)
+        assert members.sum() == 200  # exactly, not a Bernoulli draw
+        assert not members[~memguard.in_target_pool].any()
+    assert not np.array_equal(memguard.members("target-0"), memguard.members("target-1"))
+
+
+def test_population_models_and_the_shadow_stay_in_the_auxiliary_pool(memguard):
+    shadow = memguard.members(memguard.shadow_model)
+    assert memguard.shadow_model == "population-0"
+    assert not shadow[~memguard.in_auxiliary_pool].any()
+    held_out = memguard.pool_of("population-0") & ~shadow
+    assert shadow.sum() + held_out.sum() == 200  # its shadow-test set is the rest of A, not the reserve
+    assert not memguard.members("reference-0")[~memguard.in_target_pool].any()
+
+
+def test_partition_with_reserve_and_shadow_round_trips(memguard):
+    back = Splits.from_table(memguard.to_table())
+    assert back.shadow_pool == "auxiliary" and back.shadow_model == "population-0"
+    assert np.array_equal(back.reserved, memguard.reserved)
+    assert np.array_equal(back.auxiliary_samples, memguard.auxiliary_samples)
+    assert set(memguard.to_table().column("pool").to_pylist()) == {"target", "auxiliary", "reserve"}
+
+
+def test_partitions_that_do_not_fit_are_rejected():
+    with pytest.raises(ValueError, match="cannot hold"):
+        make_splits(100, seed=1, dataset="toy", target_size=60, auxiliary_size=50)
+    with pytest.raises(ValueError, match="cannot hold"):
+        make_splits(100, seed=1, dataset="toy", target_size=60, members=60)
+    with pytest.raises(ValueError, match="shadow pool"):
+        make_splits(100, seed=1, dataset="toy", shadow="reserve")

@@ -106,7 +106,8 @@ def test_split_ratios_that_leave_a_pool_too_small_are_rejected(params):
             "samples of the 284 in the target pool of 'breast_cancer'; each needs at least 20"
             ) in problems_of(member)
     rare = changed(params, lambda p: p["splits"].update(target_ratio=0.05))  # T: 89 of 1797
-    assert ("splits.target_ratio: 0.05 gives some model's training or held-out set about 4.4 "
+    # each target: about 44.5 of the 89, so 174 * 44.5 / 1797 samples of the rarest class
+    assert ("splits.target_ratio: 0.05 gives some model's training or held-out set about 4.3 "
             "samples of the rarest class of 'digits' (174 in all, with splits.target_ratio 0.05 and "
             "splits.member_ratio 0.5); each needs at least 5") in problems_of(rare)
     generated = changed(params, lambda p: (p["datasets"]["purchase"].update(n_samples=100),
@@ -115,6 +116,42 @@ def test_split_ratios_that_leave_a_pool_too_small_are_rejected(params):
             in problems_of(generated))
     generated["splits"]["target_ratio"] = 0.5
     assert config.validate(generated)
+
+
+def test_a_dataset_partition_is_checked_under_its_own_keys(params):
+    def memguard(p, exclude=("query-augment",), **partition):
+        p["experiments"].append({"dataset": "location30", "arch": "mlp",
+                                 "exclude_attacks": list(exclude)})
+        p["splits"]["datasets"] = {"location30": {"target_size": 2000, "members": 1000,
+                                                  "auxiliary_size": 1000, "shadow": "auxiliary",
+                                                  **partition}}
+    assert config.validate(changed(params, memguard))
+    too_many = problems_of(changed(params, lambda p: memguard(p, auxiliary_size=4000)))
+    assert ("splits.datasets.location30.auxiliary_size: 4000 samples in the auxiliary pool and "
+            "2000 in the target pool are more than the 5010 samples of 'location30'") in too_many
+    few = problems_of(changed(params, lambda p: memguard(p, members=1990)))
+    assert ("splits.datasets.location30.members: 1990 gives each target model about 1990 members "
+            "and 10 held-out samples of the 2000 in the target pool of 'location30'") in few
+    assert "splits.target_ratio" not in few  # the global partition of the other datasets is fine
+    no_population = problems_of(changed(params, lambda p: (memguard(p), p["splits"].update(n_population=0))))
+    assert ("splits.datasets.location30.shadow: auxiliary makes population-0 the shadow model of "
+            "'location30', but splits.n_population is 0") in no_population
+    with_augment = changed(params, lambda p: memguard(p, exclude=()))
+    assert ("splits.datasets.location30.shadow: 'query-augment' trains on the query outputs of "
+            "reference-0") in problems_of(with_augment)
+    unused = problems_of(changed(params, lambda p: p["splits"].update(datasets={"adult": {"members": 10}})))
+    assert "splits.datasets.adult: no experiment trains models on 'adult'" in unused
+    typo = problems_of(changed(params, lambda p: p["splits"].update(datasets={"digits": {"member": 10}})))
+    assert "splits.datasets.digits" in typo
+
+
+def test_momentum_is_only_for_sgd(params):
+    adam = changed(params, lambda p: p["architectures"]["mlp"].update(momentum=0.5))
+    assert "architectures.mlp.momentum: only optimizer sgd has momentum, 'mlp' uses 'adam'" in problems_of(adam)
+    assert config.validate(changed(params, lambda p: p["architectures"]["mlp"].update(
+        optimizer="sgd", momentum=0.0, lr_schedule={"step_size": 10, "gamma": 0.1})))
+    bad_schedule = changed(params, lambda p: p["architectures"]["mlp"].update(lr_schedule="linear"))
+    assert "architectures.mlp.lr_schedule" in problems_of(bad_schedule)
 
 
 def test_study_shots_need_enough_samples_of_every_class(params):

@@ -1,6 +1,7 @@
 """Learning-based attacks: an MLP trained on the shadow model's outputs (docs/algorithms.md#learning-based-attacks, #attack-classifier).
 
-The shadow model is reference model 0 (its pool is T): its features on T, labelled by its own
+The shadow model is reference model 0 (its pool is T), or population model 0 on A when the splits
+say `shadow: auxiliary` (`AttackInputs.shadow`): its features on its pool, labelled by its own
 membership, train the attack classifier; the classifier's member probability on the target's
 features is the score. Every random choice (validation split, initialisation, shuffling) comes
 from `inputs.seed`, and training runs single-threaded on CPU, so scores are reproducible bit for
@@ -162,32 +163,12 @@ def member_probability(model, features: np.ndarray) -> np.ndarray:
     return torch.softmax(logits, dim=1)[:, 1].numpy()
 
 
-def shadow_signals(inputs: AttackInputs) -> Mapping[str, np.ndarray]:
-    """The shadow model g_0's signals on pool T (reference model 0), as a one-model mapping."""
-    return _ModelRow(inputs.reference, 0)
-
-
-class _ModelRow(Mapping[str, np.ndarray]):
-    """Row `index` of (M, n, ...) signal arrays, read on access (so only needed signals load)."""
-
-    def __init__(self, signals: Mapping[str, np.ndarray], index: int) -> None:
-        self._signals, self._index = signals, index
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._signals[name][self._index]
-
-    def __iter__(self):
-        return iter(self._signals)
-
-    def __len__(self) -> int:
-        return len(self._signals)
-
-
 def learning_scores(inputs: AttackInputs,
                     features: Callable[[Mapping[str, np.ndarray]], np.ndarray]) -> np.ndarray:
-    """Train on the shadow's features (labels: its membership in T), score the target's features."""
-    model = train_attack_classifier(features(shadow_signals(inputs)), inputs.reference_keep[0],
-                                    inputs.seed)
+    """Train on the shadow's features (labels: its membership in its pool), score the target's
+    features."""
+    shadow, shadow_members = inputs.shadow()
+    model = train_attack_classifier(features(shadow), shadow_members, inputs.seed)
     return member_probability(model, features(inputs.target))
 
 

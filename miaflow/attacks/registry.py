@@ -34,7 +34,9 @@ class AttackInputs:
     """Everything an attack may read for one target model: signals, never models.
 
     Signal mappings are keyed by signal name (`miaflow.signals.SIGNALS`, plus `logits` and
-    `label`). Reference index 0 is the shadow model of learning-based attacks (docs/algorithms.md#reference-population-and-shadow-models).
+    `label`). The shadow model of learning-based and Song & Mittal attacks is reference 0 on T, or
+    population model 0 on A under `shadow_pool` "auxiliary" (`shadow()`;
+    docs/algorithms.md#reference-population-and-shadow-models).
     """
 
     target: Mapping[str, np.ndarray]  # signal -> (n,) target model on evaluated samples (pool T)
@@ -49,6 +51,30 @@ class AttackInputs:
     extra: Mapping[str, Any] = field(default_factory=dict)  # artifact name -> path (`Attack.reads`)
     # sample ids of pool T in the order of every (n,) array, to align rows of `extra` artifacts
     sample_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    shadow_pool: str = "target"  # the shadow model's pool: "target" or "auxiliary" (miaflow.splits)
+
+    def shadow(self) -> tuple[Mapping[str, np.ndarray], np.ndarray]:
+        """The shadow model's signals on its pool (one model: arrays of shape (n_pool,)) and its
+        membership there (its shadow-train set; the rest of the pool is its shadow-test set)."""
+        if self.shadow_pool == "auxiliary":
+            return ModelRow(self.population, 0), np.asarray(self.population_keep[0], dtype=bool)
+        return ModelRow(self.reference, 0), np.asarray(self.reference_keep[0], dtype=bool)
+
+
+class ModelRow(Mapping[str, np.ndarray]):
+    """Row `index` of (M, n, ...) signal arrays, read on access (so only needed signals load)."""
+
+    def __init__(self, signals: Mapping[str, np.ndarray], index: int) -> None:
+        self._signals, self._index = signals, index
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._signals[name][self._index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._signals)
+
+    def __len__(self) -> int:
+        return len(self._signals)
 
 
 ScoreFn = Callable[[AttackInputs], np.ndarray]
@@ -187,5 +213,6 @@ def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapp
         target_model=target,
         extra=dict(extra or {}),
         sample_ids=evaluated,
+        shadow_pool=splits.shadow_pool,
     )
     return inputs, splits.members(target)[evaluated]

@@ -2,7 +2,8 @@
 (docs/algorithms.md#song--mittal).
 
 The shadow model is reference model 0: its shadow-train set is its members in the target pool T,
-its shadow-test set the rest of T. Thresholds and histograms are learned on the shadow's values
+its shadow-test set the rest of T; with `shadow: auxiliary` in the splits it is population model 0
+on the auxiliary pool A, disjoint from the targets' data, as in Song & Mittal's evaluation. Thresholds and histograms are learned on the shadow's values
 and applied to the target's. Threshold attacks score S = v − τ_y, so the learned decision
 "member iff v ≥ τ_y" is exactly S ≥ 0 (`DECISION_THRESHOLDS`), while the ROC still sweeps S.
 """
@@ -39,9 +40,9 @@ def _value(signals: Mapping[str, np.ndarray], name: str) -> np.ndarray:
 
 
 def _shadow(inputs: AttackInputs, signal: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shadow (reference 0) values of `signal` on T, its labels, and its membership (train set)."""
-    return (np.asarray(inputs.reference[signal][0]), np.asarray(inputs.reference["label"][0]),
-            np.asarray(inputs.reference_keep[0], dtype=bool))
+    """Shadow values of `signal` on its pool, its labels, and its membership (train set)."""
+    shadow, members = inputs.shadow()
+    return np.asarray(shadow[signal]), np.asarray(shadow["label"]), members
 
 
 # --- thresholds (`_thre_setting`) ------------------------------------------------------------------

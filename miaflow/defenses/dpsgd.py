@@ -19,9 +19,9 @@ flat clipping as the `"hooks"` mode, which stores every per-sample gradient (tes
 with gradients computed one sample at a time), and about 15 times faster for the benchmark's MLP
 on one CPU thread.
 
-The training recipe is `_fit_torch`'s: cross-entropy, Adam at a constant learning rate or SGD with
-momentum 0.9 and torch's cosine annealing per epoch (both learning-rate schedules are fixed in
-advance, so they cost no privacy). Models with batch norm are rejected: it mixes the samples of
+The training recipe is `_fit_torch`'s: cross-entropy, Adam or SGD (the recipe's momentum, default
+0.9) under the recipe's learning-rate schedule (by default constant for Adam, torch's cosine
+annealing per epoch for SGD; every schedule is fixed in advance, so it costs no privacy). Models with batch norm are rejected: it mixes the samples of
 a batch, so per-sample clipping would not bound one sample's influence.
 
 Randomness: the Poisson sampler and the noise draw from their own generators seeded from `seed`
@@ -37,7 +37,7 @@ import contextlib
 import functools
 import logging
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,13 +201,12 @@ def _as_is(batch: list[torch.Tensor]) -> list[torch.Tensor]:
     return batch
 
 
-def _optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+def _optimizer(model: nn.Module, name: str, lr: float, weight_decay: float,
+               momentum: float) -> torch.optim.Optimizer:
     """torch.optim's Adam or SGD (DPOptimizer wraps a `torch.optim.Optimizer`, so not the
     lighter classes of `miaflow.models.optimizers`), with `_fit_torch`'s settings."""
-    from miaflow.models.ensemble import SGD_MOMENTUM
-
     if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, momentum=SGD_MOMENTUM, weight_decay=weight_decay)
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
 
 
@@ -227,13 +226,16 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
              max_grad_norm: float, epochs: int, batch_size: int, lr: float, weight_decay: float,
              optimizer: str, seed: int, accountant: str = "prv",
              on_epoch: Callable[[int], bool] | None = None,
-             grad_sample_mode: str = "ghost") -> DPResult:
+             grad_sample_mode: str = "ghost", momentum: float = 0.9,
+             lr_schedule: str | Mapping[str, Any] | None = None) -> DPResult:
     """Train `model` in place with DP-SGD to (ε, δ)-DP over `epochs` epochs of Poisson batches
     (expected size `batch_size`); `model.state_dict()` keeps its own keys afterwards.
 
     `on_epoch(epoch)` (1-based) is called after every epoch, with the model in place (wrapped
     hooks are inactive in eval mode or under no_grad, so it may evaluate it); returning True stops
-    training, and the ε reported is then what the steps taken spent."""
+    training, and the ε reported is then what the steps taken spent. `momentum` (SGD) and
+    `lr_schedule` (None: the optimizer's default) are the recipe's, as in
+    `miaflow.models.ensemble.learning_rates`."""
     from torch.utils.data import DataLoader
 
     from miaflow.models.ensemble import learning_rates
@@ -259,13 +261,14 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     sigma = noise_multiplier(epsilon, delta, sample_rate, planned, accountant)
     was_training = model.training
     model.train()  # Opacus refuses a model in eval mode
-    private = privatize(model, _optimizer(model, optimizer, lr, weight_decay), loader,
+    private = privatize(model, _optimizer(model, optimizer, lr, weight_decay, momentum), loader,
                         noise_multiplier=sigma, max_grad_norm=max_grad_norm, noise_generator=noise,
                         accountant=accountant, grad_sample_mode=grad_sample_mode)
     steps = 0
     try:
         with _seeded_global_rng(derive_seed(seed, "dpsgd", "global"), device):
-            rates = learning_rates({"optimizer": optimizer, "lr": lr, "epochs": epochs})
+            schedule = {} if lr_schedule is None else {"lr_schedule": lr_schedule}
+            rates = learning_rates({"optimizer": optimizer, "lr": lr, "epochs": epochs, **schedule})
             for epoch, rate in enumerate(rates, start=1):
                 for group in private.optimizer.param_groups:
                     group["lr"] = rate

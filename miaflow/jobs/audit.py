@@ -43,8 +43,7 @@ def _write(splits: Splits, model_ids: Sequence[str], labels: np.ndarray, logits:
     io.write_parquet(splits_out, splits.to_table(), metadata={"data_hash": data_hash})
     table = outputs_table(list(model_ids), np.arange(len(labels)), labels, logits)
     write_signal_shard(signals_out, table, {"data_hash": data_hash, "models_sha256": models_hash})
-    audited = Splits(tuple(model_ids), np.stack([splits.members(m) for m in model_ids]),
-                     splits.in_target_pool)
+    audited = splits.with_models(tuple(model_ids), np.stack([splits.members(m) for m in model_ids]))
     io.write_json(records_out, _accuracy_records(audit, audited, labels, logits))
 
 

@@ -25,7 +25,7 @@ def prepare_dataset(*, sources: Sequence[str | Path], data: str | Path, splits: 
                     seed: int) -> None:
     """Load (or generate) a dataset from its upstream files `sources` (none for embedded ones)
     and store it, then draw its target/auxiliary pools and every model's membership
-    (`split_settings`, the TDDBench protocol) from it, in one job."""
+    (`split_settings`: `miaflow.splits.make_splits`' keywords) from it, in one job."""
     from miaflow.data import load_dataset, write_dataset
     from miaflow.splits import make_splits
 
@@ -34,7 +34,9 @@ def prepare_dataset(*, sources: Sequence[str | Path], data: str | Path, splits: 
              loaded.n_classes, loaded.features.shape[1:])
     write_dataset(data, loaded)
     drawn = make_splits(len(loaded.labels), seed=seed, dataset=dataset, **split_settings)
-    log.info("%s: |T| = %d, |A| = %d, %d models", dataset, len(drawn.target_samples),
-             len(drawn.auxiliary_samples), len(drawn.model_ids))
+    log.info("%s: |T| = %d, |A| = %d, %d in reserve, %d models, shadow %s", dataset,
+             len(drawn.target_samples), len(drawn.auxiliary_samples),
+             drawn.n_samples - len(drawn.target_samples) - len(drawn.auxiliary_samples),
+             len(drawn.model_ids), drawn.shadow_model)
     # The hash of the data as stored: read_dataset checks that it equals the in-memory one.
     io.write_parquet(splits, drawn.to_table(), metadata={"data_hash": loaded.content_hash()})

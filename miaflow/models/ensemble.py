@@ -212,7 +212,8 @@ def _runs(active: np.ndarray, steps: np.ndarray) -> list[tuple[int, int]]:
 
 
 class _MaskedOptimizer:
-    """torch's own Adam / SGD(momentum 0.9) on runs of members of the stacked tensors.
+    """torch's own Adam / SGD (momentum 0.9 unless the recipe says) on runs of members of the
+    stacked tensors.
 
     Each step updates only the members in `active`, and each member has its own step count
     (Adam's bias correction), so a member that skipped steps is in the state it would have
@@ -221,9 +222,10 @@ class _MaskedOptimizer:
     `fit_ensemble` sorts members by training-set size, so members with as many batches per
     epoch are neighbours and a step is usually one run."""
 
-    def __init__(self, params: Mapping[str, torch.Tensor], kind: str, weight_decay: float) -> None:
+    def __init__(self, params: Mapping[str, torch.Tensor], kind: str, weight_decay: float,
+                 momentum: float = SGD_MOMENTUM) -> None:
         self.params = list(params.values())
-        self.kind, self.weight_decay = kind, weight_decay
+        self.kind, self.weight_decay, self.momentum = kind, weight_decay, momentum
         self.first = [torch.zeros_like(p) for p in self.params]  # Adam exp_avg / SGD momentum
         self.second = [torch.zeros_like(p) for p in self.params] if kind == "adam" else []
         self.steps = np.zeros(len(self.params[0]), dtype=np.int64)  # per member, on the host
@@ -248,16 +250,26 @@ class _MaskedOptimizer:
                          lr=lr, weight_decay=self.weight_decay, eps=ADAM_EPS, maximize=False)
                 else:  # zero momentum buffers: the first step sets them to the gradient, as torch does
                     sgd(views(self.params), views(grads), views(self.first), fused=fused,
-                        weight_decay=self.weight_decay, momentum=SGD_MOMENTUM, lr=lr,
+                        weight_decay=self.weight_decay, momentum=self.momentum, lr=lr,
                         dampening=0.0, nesterov=False, maximize=False)
         self.steps[active] += 1
 
 
 def learning_rates(arch: Mapping[str, Any]) -> list[float]:
-    """Learning rate of every epoch: constant for Adam, torch's cosine annealing for SGD."""
-    if arch["optimizer"] != "sgd":
-        return [arch["lr"]] * arch["epochs"]
-    return cosine_annealing(arch["lr"], arch["epochs"])
+    """Learning rate of every epoch under the recipe's `lr_schedule`: constant (Adam's default),
+    torch's cosine annealing (SGD's default), or torch's StepLR `{step_size, gamma}`."""
+    lr, epochs = arch["lr"], arch["epochs"]
+    schedule = arch.get("lr_schedule", "cosine" if arch["optimizer"] == "sgd" else "constant")
+    if schedule == "constant":
+        return [lr] * epochs
+    if schedule == "cosine":
+        return cosine_annealing(lr, epochs)
+    return [lr * schedule["gamma"] ** (epoch // schedule["step_size"]) for epoch in range(epochs)]
+
+
+def sgd_momentum(arch: Mapping[str, Any]) -> float:
+    """The recipe's SGD momentum (`momentum`, default SGD_MOMENTUM)."""
+    return arch.get("momentum", SGD_MOMENTUM)
 
 
 def _padded(indices: Sequence[np.ndarray], width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -332,7 +344,8 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
         return (losses.view_as(weight) * weight).sum(1) / weight.sum(1).clamp(min=1)
 
     loss_fn = options.compiled(member_losses)
-    optimizer = _MaskedOptimizer(ensemble.params, arch["optimizer"], arch["weight_decay"])
+    optimizer = _MaskedOptimizer(ensemble.params, arch["optimizer"], arch["weight_decay"],
+                                 sgd_momentum(arch))
     shuffles = [torch.Generator().manual_seed(seed) for seed in seeds]
     size, batch_size = ensemble.size, arch["batch_size"]
     running = torch.ones(size, dtype=torch.bool)

@@ -103,7 +103,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
 
     from miaflow.models import optimizers
     from miaflow.models.architectures import augment_images, trainable_batches
-    from miaflow.models.ensemble import SGD_MOMENTUM, Options, build_module, learning_rates
+    from miaflow.models.ensemble import Options, build_module, learning_rates, sgd_momentum
 
     device = torch_device()
     options = Options.of(arch)
@@ -115,7 +115,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
                               enabled=options.precision == "bf16")
     if arch["optimizer"] == "sgd":
-        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=SGD_MOMENTUM,
+        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=sgd_momentum(arch),
                                    weight_decay=arch["weight_decay"])
     else:
         optimizer = optimizers.Adam(model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"])
@@ -202,12 +202,14 @@ def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any, x: Any, y
                           attack_lr=defense.get("attack_lr", 1e-3), seed=seed, on_epoch=on_epoch)
     else:  # dp_sgd: Opacus builds its own optimizer, with the same recipe
         from miaflow.defenses.dpsgd import train_dp
+        from miaflow.models.ensemble import sgd_momentum
 
         train_dp(model, x, y, epsilon=defense["epsilon"], delta=defense["delta"],
                  max_grad_norm=defense["max_grad_norm"], epochs=arch["epochs"],
                  batch_size=arch["batch_size"], lr=arch["lr"], weight_decay=arch["weight_decay"],
                  optimizer=arch["optimizer"], seed=seed,
-                 accountant=defense.get("accountant", "prv"), on_epoch=on_epoch)
+                 accountant=defense.get("accountant", "prv"), on_epoch=on_epoch,
+                 momentum=sgd_momentum(arch), lr_schedule=arch.get("lr_schedule"))
 
 
 # --- logistic regression (scikit-learn) -------------------------------------------------------

@@ -154,6 +154,13 @@ def shards(config: Mapping[str, Any]) -> list[list[str]]:
     return [ids[start:start + size] for start in range(0, len(ids), size)]
 
 
+def split_settings(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    """How `dataset` is partitioned (`miaflow.splits.make_splits`' keywords): `splits`, with the
+    partition keys of `splits.datasets.<dataset>` in place of the global ones."""
+    settings = {key: value for key, value in config["splits"].items() if key != "datasets"}
+    return {**settings, **config["splits"].get("datasets", {}).get(dataset, {})}
+
+
 def dataset_options(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
     return dict(config.get("datasets", {}).get(dataset, {}))
 
