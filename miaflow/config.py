@@ -501,31 +501,29 @@ def _pool_problems(config: Mapping[str, Any]) -> list[str]:
         if size is None:
             continue
         n_target, members, n_auxiliary = pool_sizes(
-            size.n_samples, **{k: settings.get(k) for k in
-                               ("target_size", "members", "auxiliary_size") if settings.get(k)},
-            target_ratio=settings["target_ratio"], member_ratio=settings["member_ratio"])
-        pool_key = key("target_size" if settings.get("target_size") else "target_ratio")
-        member_key = key("members" if settings.get("members") else "member_ratio")
-        value = settings.get(pool_key.rsplit(".", 1)[1])
+            size.n_samples, target_ratio=settings["target_ratio"],
+            target_size=settings.get("target_size"), member_ratio=settings["member_ratio"],
+            members=settings.get("members"), auxiliary_size=settings.get("auxiliary_size"))
+        pool = "target_size" if settings.get("target_size") else "target_ratio"
+        member = "members" if settings.get("members") else "member_ratio"
         if n_target + n_auxiliary > size.n_samples:
             problems.append(f"{key('auxiliary_size')}: {n_auxiliary} samples in the auxiliary "
                             f"pool and {n_target} in the target pool are more than "
                             f"{_counted(dataset, size.n_samples)}")
         elif min(n_target, n_auxiliary) < 2 * MIN_EXPECTED_SAMPLES:
-            problems.append(f"{pool_key}: {value} splits "
+            problems.append(f"{key(pool)}: {settings[pool]} splits "
                             f"{_counted(dataset, size.n_samples)} into a target pool of {n_target} "
                             f"and an auxiliary pool of {n_auxiliary}; each needs at least "
                             f"{2 * MIN_EXPECTED_SAMPLES}, as reference and population models "
                             f"train on halves of them")
         elif min(members, n_target - members) < MIN_EXPECTED_SAMPLES:
-            member_value = settings.get(member_key.rsplit(".", 1)[1])
-            problems.append(f"{member_key}: {member_value} gives each target model about "
+            problems.append(f"{key(member)}: {settings[member]} gives each target model about "
                             f"{members:.0f} members and {n_target - members:.0f} held-out samples "
                             f"of the {n_target} in the target pool of {dataset!r}; each needs at "
                             f"least {MIN_EXPECTED_SAMPLES}")
         else:
             problems += _class_problems(dataset, size, (n_target, members, n_auxiliary),
-                                        (pool_key, member_key), settings)
+                                        {key(name): settings[name] for name in (pool, member)})
     return problems
 
 
@@ -549,9 +547,10 @@ def _shadow_problems(config: Mapping[str, Any], dataset: str, settings: Mapping[
 
 
 def _class_problems(dataset: str, size: DatasetSize, sizes: tuple[int, float, int],
-                    keys: tuple[str, str], settings: Mapping[str, Any]) -> list[str]:
+                    partition: Mapping[str, Any]) -> list[str]:
     """Partitions under which some model's training or held-out set would expect fewer than
-    MIN_EXPECTED_PER_CLASS samples of the dataset's rarest class (where the registry knows it)."""
+    MIN_EXPECTED_PER_CLASS samples of the dataset's rarest class (where the registry knows it).
+    `partition`: the pool's and the members' settings in effect, by key path."""
     if size.smallest_class is None:
         return []
     n_target, members, n_auxiliary = sizes
@@ -560,13 +559,13 @@ def _class_problems(dataset: str, size: DatasetSize, sizes: tuple[int, float, in
     share = min(target_share, auxiliary_share)
     if size.smallest_class * share >= MIN_EXPECTED_PER_CLASS:
         return []
-    on_targets = target_share <= auxiliary_share
-    pool_key, member_key = keys
-    key = member_key if on_targets and members != n_target / 2 else pool_key
-    setting = " and ".join(f"{k} {settings.get(k.rsplit('.', 1)[1])}" for k in keys)
-    return [f"{key}: {settings.get(key.rsplit('.', 1)[1])} gives some model's training or "
-            f"held-out set about {size.smallest_class * share:.1f} samples of the rarest class "
-            f"of {dataset!r} ({size.smallest_class} in all, with {setting}); each needs at least "
+    (pool_key, pool_value), (member_key, member_value) = partition.items()
+    on_targets = target_share <= auxiliary_share and members != n_target / 2
+    key, value = (member_key, member_value) if on_targets else (pool_key, pool_value)
+    setting = " and ".join(f"{k} {v}" for k, v in partition.items())
+    return [f"{key}: {value} gives some model's training or held-out set about "
+            f"{size.smallest_class * share:.1f} samples of the rarest class of {dataset!r} "
+            f"({size.smallest_class} in all, with {setting}); each needs at least "
             f"{MIN_EXPECTED_PER_CLASS}, or models miss that class"]
 
 
