@@ -41,6 +41,27 @@ def one_torch_thread() -> Iterator[None]:
 
 
 @pytest.fixture
+def job_torch_session(tmp_path, monkeypatch) -> Iterator[None]:
+    """Torch set up as a workflow job sets it up (`miaflow.jobs.common.torch_session`: one thread,
+    a GPU slot when there is a GPU, deterministic kernels, no cuDNN autotuning), restored after
+    the test. On a GPU, same-seed training repeats bit for bit only in this mode."""
+    import torch
+
+    from miaflow.jobs.common import torch_session
+
+    monkeypatch.chdir(tmp_path)  # the GPU slots' lock files
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.benchmark, torch.get_num_threads())
+    with torch_session(1):
+        yield
+    torch._C._set_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.backends.cudnn.benchmark = before[2]
+    torch.set_num_threads(before[3])
+
+
+@pytest.fixture
 def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
     """Draw a figure twice (`draw(path)`): a real PNG, and the same bytes both times."""
     def check(draw: Callable[[Path], None]) -> bytes:

@@ -86,7 +86,7 @@ def test_augmentation_is_seeded():
     assert not torch.equal(first, augment_images(x, torch.Generator().manual_seed(8)))
 
 
-def test_training_with_augmentation_is_deterministic_and_differs_from_plain(tmp_path):
+def test_training_with_augmentation_is_deterministic_and_differs_from_plain(tmp_path, job_torch_session):
     from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
 
     generator = np.random.default_rng(0)
