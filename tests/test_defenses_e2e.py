@@ -37,14 +37,25 @@ def test_every_defense_trains_and_is_attacked_by_the_suite(tmp_path: Path):
     params["architectures"].update(DEFENDED)
     params["attacks"] = ATTACKS
     params["splits"].update(repeats=2, n_reference=2, n_population=2)
+    # MemGuard's protocol, scaled: exactly 200 members and 200 evaluated non-members per target,
+    # a shadow (population-0) of 100 members and 100 non-members disjoint from them, 400 in reserve
+    params["splits"]["datasets"] = {"purchase": {"target_size": 400, "members": 200,
+                                                 "auxiliary_size": 200, "shadow": "auxiliary"}}
     params["llm"]["experiments"] = []
     root = make_project(tmp_path / "defended", params)
     run(["snakemake", "evaluate", "--cores", "2"], root)
+    splits = io.read_table(root / "results/prepare/splits/purchase.parquet")
+    assert splits.schema.metadata[b"shadow_pool"] == b"auxiliary"
+    assert splits.column("pool").to_pandas().value_counts().to_dict() == {
+        "target": 400, "auxiliary": 200, "reserve": 400}
+    assert [sum(splits.column(m).to_pylist()) for m in ("target-0", "target-1")] == [200, 200]
     scores = {}
     for arch in DEFENDED:
         metrics = io.read_parquet(root / f"results/evaluate/metrics/purchase/{arch}.parquet")
         auroc = metrics[metrics["metric"] == "auroc"]
         assert set(auroc["attack"]) == set(ATTACKS), arch
+        scored = io.read_parquet(root / f"results/evaluate/scores/purchase/{arch}.parquet")
+        assert (scored.groupby(["attack", "repeat"])["is_member"].agg(["size", "sum"]) == [400, 200]).all().all()
         scores[arch] = auroc.groupby("attack")["value"].mean()
     # MemGuard releases other confidences than its model's, never another label
     from miaflow.data import read_dataset
