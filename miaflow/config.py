@@ -506,9 +506,13 @@ def _pool_problems(config: Mapping[str, Any]) -> list[str]:
             members=settings.get("members"), auxiliary_size=settings.get("auxiliary_size"))
         pool = "target_size" if settings.get("target_size") else "target_ratio"
         member = "members" if settings.get("members") else "member_ratio"
-        if n_target + n_auxiliary > size.n_samples:
-            problems.append(f"{key('auxiliary_size')}: {n_auxiliary} samples in the auxiliary "
-                            f"pool and {n_target} in the target pool are more than "
+        if n_target >= size.n_samples:
+            problems.append(f"{key(pool)}: {settings[pool]} asks for a target pool of {n_target}, "
+                            f"which leaves no auxiliary pool among {_counted(dataset, size.n_samples)}")
+        elif n_target + n_auxiliary > size.n_samples:
+            sized = f" and {key('auxiliary_size')}: {n_auxiliary}" if settings.get("auxiliary_size") else ""
+            problems.append(f"{key(pool)}: {settings[pool]}{sized} ask for a target pool of "
+                            f"{n_target} and an auxiliary pool of {n_auxiliary}, more than "
                             f"{_counted(dataset, size.n_samples)}")
         elif min(n_target, n_auxiliary) < 2 * MIN_EXPECTED_SAMPLES:
             problems.append(f"{key(pool)}: {settings[pool]} splits "

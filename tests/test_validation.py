@@ -127,8 +127,12 @@ def test_a_dataset_partition_is_checked_under_its_own_keys(params):
                                                   **partition}}
     assert config.validate(changed(params, memguard))
     too_many = problems_of(changed(params, lambda p: memguard(p, auxiliary_size=4000)))
-    assert ("splits.datasets.location30.auxiliary_size: 4000 samples in the auxiliary pool and "
-            "2000 in the target pool are more than the 5010 samples of 'location30'") in too_many
+    assert ("splits.datasets.location30.target_size: 2000 and splits.datasets.location30."
+            "auxiliary_size: 4000 ask for a target pool of 2000 and an auxiliary pool of 4000, more "
+            "than the 5010 samples of 'location30'") in too_many
+    too_large = problems_of(changed(params, lambda p: memguard(p, target_size=6000, auxiliary_size=None)))
+    assert ("splits.datasets.location30.target_size: 6000 asks for a target pool of 6000, which "
+            "leaves no auxiliary pool among the 5010 samples of 'location30'") in too_large
     few = problems_of(changed(params, lambda p: memguard(p, members=1990)))
     assert ("splits.datasets.location30.members: 1990 gives each target model about 1990 members "
             "and 10 held-out samples of the 2000 in the target pool of 'location30'") in few
