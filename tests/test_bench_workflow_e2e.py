@@ -34,7 +34,10 @@ def test_hook_records_script_jobs_only(tmp_path):
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(bench.SITECUSTOMIZE)
     env = dict(os.environ, PYTHONPATH=str(hook))
-    job = "import types, decimal\nsnakemake = types.SimpleNamespace(rule='toy_rule')\n"
+    # The job burns some 50 ms of CPU: os.times() counts in clock ticks (10 ms), and a job that
+    # only imports can end within one tick (seen under load: cpu 0.0).
+    job = ("import time, types, decimal\nsnakemake = types.SimpleNamespace(rule='toy_rule')\n"
+           "start = time.process_time()\nwhile time.process_time() - start < 0.05: pass\n")
     subprocess.run([sys.executable, "-c", job], env=env, check=True)
     subprocess.run([sys.executable, "-c", "import decimal"], env=env, check=True)  # not a job
     records = bench.hook_records(tmp_path)
