@@ -34,9 +34,6 @@ from miaflow.seeding import rng
 ROLES = ("target", "reference", "population")
 TARGET_POOL, AUXILIARY_POOL, RESERVE = "target", "auxiliary", "reserve"
 SHADOW_POOLS = (TARGET_POOL, AUXILIARY_POOL)
-# The partition keys of `splits` that `splits.datasets.<name>` may set for one dataset (the model
-# counts stay global: every experiment trains the same models).
-PARTITION_KEYS = ("target_ratio", "target_size", "member_ratio", "members", "auxiliary_size", "shadow")
 
 
 def model_id(role: str, index: int) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 from miaflow.data.dataset import MODALITIES
 from miaflow.models.kinds import CANARIES, DISTANCES, QUERY_OUTPUTS, REGRESSORS, SURROGATES
 from miaflow.signals import SignalStore
-from miaflow.splits import Splits
+from miaflow.splits import AUXILIARY_POOL, TARGET_POOL, Splits
 
 log = logging.getLogger("miaflow.attacks")
 
@@ -51,12 +51,12 @@ class AttackInputs:
     extra: Mapping[str, Any] = field(default_factory=dict)  # artifact name -> path (`Attack.reads`)
     # sample ids of pool T in the order of every (n,) array, to align rows of `extra` artifacts
     sample_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    shadow_pool: str = "target"  # the shadow model's pool: "target" or "auxiliary" (miaflow.splits)
+    shadow_pool: str = TARGET_POOL  # the shadow model's pool (miaflow.splits.SHADOW_POOLS)
 
     def shadow(self) -> tuple[Mapping[str, np.ndarray], np.ndarray]:
         """The shadow model's signals on its pool (one model: arrays of shape (n_pool,)) and its
         membership there (its shadow-train set; the rest of the pool is its shadow-test set)."""
-        if self.shadow_pool == "auxiliary":
+        if self.shadow_pool == AUXILIARY_POOL:
             return ModelRow(self.population, 0), np.asarray(self.population_keep[0], dtype=bool)
         return ModelRow(self.reference, 0), np.asarray(self.reference_keep[0], dtype=bool)
 

@@ -21,8 +21,9 @@ on one CPU thread.
 
 The training recipe is `_fit_torch`'s: cross-entropy, Adam or SGD (the recipe's momentum, default
 0.9) under the recipe's learning-rate schedule (by default constant for Adam, torch's cosine
-annealing per epoch for SGD; every schedule is fixed in advance, so it costs no privacy). Models with batch norm are rejected: it mixes the samples of
-a batch, so per-sample clipping would not bound one sample's influence.
+annealing per epoch for SGD; every schedule is fixed in advance, so it costs no privacy). Models
+with batch norm are rejected: it mixes the samples of a batch, so per-sample clipping would not
+bound one sample's influence.
 
 Randomness: the Poisson sampler and the noise draw from their own generators seeded from `seed`
 (`secure_mode=False`: torch's pseudo-random generator, reproducible; a release that needs a
