@@ -490,10 +490,10 @@ def _pool_problems(config: Mapping[str, Any]) -> list[str]:
     from miaflow.splits import pool_sizes
     from miaflow.workflow.plan import experiments, split_settings
 
+    trained = list(dict.fromkeys(e.dataset for e in experiments(config)))
     problems = [f"splits.datasets.{dataset}: no experiment trains models on {dataset!r}"
-                for dataset in config["splits"].get("datasets", {})
-                if dataset not in {e.dataset for e in experiments(config)}]
-    for dataset in dict.fromkeys(e.dataset for e in experiments(config)):
+                for dataset in config["splits"].get("datasets", {}) if dataset not in trained]
+    for dataset in trained:
         settings = split_settings(config, dataset)
         key = partial(_split_key, config, dataset)
         problems += _shadow_problems(config, dataset, settings, key)

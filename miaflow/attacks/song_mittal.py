@@ -3,9 +3,10 @@
 
 The shadow model is reference model 0: its shadow-train set is its members in the target pool T,
 its shadow-test set the rest of T; with `shadow: auxiliary` in the splits it is population model 0
-on the auxiliary pool A, disjoint from the targets' data, as in Song & Mittal's evaluation. Thresholds and histograms are learned on the shadow's values
-and applied to the target's. Threshold attacks score S = v − τ_y, so the learned decision
-"member iff v ≥ τ_y" is exactly S ≥ 0 (`DECISION_THRESHOLDS`), while the ROC still sweeps S.
+on the auxiliary pool A, disjoint from the targets' data, as in Song & Mittal's evaluation.
+Thresholds and histograms are learned on the shadow's values and applied to the target's.
+Threshold attacks score S = v − τ_y, so the learned decision "member iff v ≥ τ_y" is exactly
+S ≥ 0 (`DECISION_THRESHOLDS`), while the ROC still sweeps S.
 """
 
 from __future__ import annotations
