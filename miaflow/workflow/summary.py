@@ -1,11 +1,12 @@
 """The short summary `make run` prints at the end: where the results are, the best attack per
-dataset and how long the run took.
+experiment and how long the run took.
 
     python -m miaflow.workflow.summary [--root .] [--started <epoch seconds>]
 
 A finished run leaves dozens of tables and figures; a person first wants to know where to look
-and the headline: for each dataset, the attack with the highest mean AUROC over its target
-models and repeats (results/metrics.parquet), with its spread and its TPR at a low FPR. With
+and the headline: for each experiment (dataset/target model, as the tables name it), the attack
+with the highest mean AUROC over its target models (results/metrics.parquet), with its spread
+and its TPR at a low FPR. With
 `--started` (the run's start, `date +%s`) the time is the wall time since then; without it, the
 sum of the jobs' times in the run records (Snakemake benchmark files), which is not wall time.
 """
@@ -48,22 +49,26 @@ def tpr_label(name: str) -> str:
 
 
 def best_attacks(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset, the attack with the highest mean AUROC over all its runs (target models x
-    repeats; ties to the first name): columns dataset, attack, auroc, auroc_std (ddof 1, NaN
-    for one run), tpr_metric, tpr (its mean, NaN if absent), target_models, runs."""
+    """Per experiment (dataset and target model, as the tables name it: `catboost` and
+    `catboost_ref_lr` are two experiments), the attack with the highest mean AUROC over its
+    target models (repeats); ties to the first name. Columns dataset, target_model, attack, auroc,
+    auroc_std (ddof 1, NaN for one target model), tpr_metric, tpr (its mean, NaN if absent),
+    target_models. Grouping by dataset alone would average different experiments together."""
+    experiment = ["dataset", "target_model"]
     auroc = metrics[metrics["metric"] == "auroc"]
-    per_attack = (auroc.groupby(["dataset", "attack"])
+    per_attack = (auroc.groupby([*experiment, "attack"])
                   .agg(auroc=("value", "mean"), auroc_std=("value", "std"),
-                       target_models=("target_model", "nunique"), runs=("value", "count"))
+                       target_models=("repeat", "nunique"))
                   .reset_index())
-    ranked = per_attack.sort_values(["dataset", "auroc", "attack"], ascending=[True, False, True])
-    best = ranked.dropna(subset=["auroc"]).groupby("dataset", sort=True).head(1)
+    ranked = per_attack.sort_values([*experiment, "auroc", "attack"],
+                                    ascending=[True, True, False, True])
+    best = ranked.dropna(subset=["auroc"]).groupby(experiment, sort=True).head(1)
     tpr_metric = low_fpr_metric(set(metrics["metric"]))
     if tpr_metric is None:
         return best.assign(tpr_metric=None, tpr=float("nan")).reset_index(drop=True)
-    tpr = (metrics[metrics["metric"] == tpr_metric].groupby(["dataset", "attack"])["value"]
+    tpr = (metrics[metrics["metric"] == tpr_metric].groupby([*experiment, "attack"])["value"]
            .mean().rename("tpr"))
-    return (best.join(tpr, on=["dataset", "attack"]).assign(tpr_metric=tpr_metric)
+    return (best.join(tpr, on=[*experiment, "attack"]).assign(tpr_metric=tpr_metric)
             .reset_index(drop=True))
 
 
@@ -84,8 +89,7 @@ def _count_stems(folder: Path) -> int:
 
 def _where(root: Path) -> list[str]:
     """Where the report, tables, figures and metrics are (paths under `root`, as given)."""
-    report = (f"{root / REPORT}" if (root / REPORT).is_file()
-              else f"not built yet: `make report` writes {root / REPORT}")
+    report = _report_state(root)
     return [f"  report:   {report}",
             f"  tables:   {root / TABLES}/ ({_count_stems(root / TABLES)}, as csv, md and tex; "
             f"AUROC of every attack: {root / HEADLINE_TABLE})",
@@ -95,19 +99,33 @@ def _where(root: Path) -> list[str]:
             f"cost per stage: {root / COST_TABLE}"]
 
 
+def _report_state(root: Path) -> str:
+    """The report's path, and whether it shows these results: it is current when it is newer
+    than the metrics it summarises."""
+    report, metrics = root / REPORT, root / METRICS
+    if not report.is_file():
+        return f"not built yet: `make report` writes {report}"
+    if metrics.is_file() and report.stat().st_mtime < metrics.stat().st_mtime:
+        return f"{report} (older than {metrics}: `make report` rebuilds it)"
+    return f"{report} (current)"
+
+
 def _best_lines(root: Path) -> list[str]:
     if not (root / METRICS).is_file():
         return [f"Best attacks: {root / METRICS} not found (the report stage has not run)."]
-    best = best_attacks(io.read_parquet(root / METRICS, columns=["dataset", "target_model", "attack",
-                                                                  "metric", "value"]))
-    lines = ["Best attack per dataset (mean AUROC ± std over target models and repeats):"]
-    width = {column: max(map(len, best[column]), default=0) for column in ("dataset", "attack")}
-    for row in best.itertuples():
+    columns = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
+    best = best_attacks(io.read_parquet(root / METRICS, columns=columns))
+    names = [f"{row.dataset}/{row.target_model}" for row in best.itertuples()]
+    lines = ["Best attack per experiment (mean AUROC ± std over its target models, as in "
+             f"{root / HEADLINE_TABLE}):"]
+    width = {"name": max(map(len, names), default=0),
+             "attack": max(map(len, best["attack"]), default=0)}
+    for name, row in zip(names, best.itertuples()):
         spread = "" if pd.isna(row.auroc_std) else f" ± {row.auroc_std:.3f}"
         tpr = "" if pd.isna(row.tpr) else f", {tpr_label(row.tpr_metric)} {row.tpr:.3f}"
-        lines.append(f"  {row.dataset:<{width['dataset']}}  {row.attack:<{width['attack']}}  "
-                     f"AUROC {row.auroc:.3f}{spread}{tpr}  ({_counted(row.target_models, 'target model')}, "
-                     f"{_counted(row.runs, 'run')})")
+        lines.append(f"  {name:<{width['name']}}  {row.attack:<{width['attack']}}  "
+                     f"AUROC {row.auroc:.3f}{spread}{tpr}  "
+                     f"(over {_counted(row.target_models, 'target model')})")
     return lines
 
 
