@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 
+from conftest import problems_of
 from miaflow import config
 
 
@@ -14,12 +15,6 @@ from miaflow import config
 def params(repo, monkeypatch) -> dict:
     monkeypatch.chdir(repo)  # the profiles' local dataset paths are relative to the repository
     return yaml.safe_load((repo / "params.yaml").read_text())
-
-
-def problems_of(params: dict) -> str:
-    with pytest.raises(config.ConfigError) as caught:
-        config.validate(params)
-    return str(caught.value)
 
 
 def test_shipped_params_are_valid(repo):
