@@ -147,3 +147,15 @@ def test_language_model_settings_are_checked_before_any_job(params):
     bad["llm"]["models"]["gpt2_tiny"].pop("epochs")
     message = problems_of(bad)
     assert "llm.attacks[0]:" in message and "llm.models.gpt2_tiny: 'epochs' is a required" in message
+
+
+def test_only_the_config_imports_validation(repo):
+    """Validation imports the library, never the reverse: a library module that imported
+    miaflow.validation would put every check into its jobs' code inputs."""
+    from miaflow.workflow.code import imported_modules
+
+    modules = [".".join(path.relative_to(repo).with_suffix("").parts).removesuffix(".__init__")
+               for path in sorted((repo / "miaflow").rglob("*.py"))]
+    library = [m for m in modules
+               if m != "miaflow.config" and not m.startswith("miaflow.validation")]
+    assert [m for m in library if "miaflow.validation" in imported_modules(m, repo)] == []
