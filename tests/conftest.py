@@ -1,6 +1,7 @@
 """Shared fixtures: paths to the repository and the real datasets beside it, a check that a
-figure is a reproducible PNG, and one finished run of the tiny end-to-end config that several test
-modules read (each works on its own copy, so none sees another's changes)."""
+figure is a reproducible PNG, one finished run of the tiny end-to-end config that several test
+modules read (each works on its own copy, so none sees another's changes), and `problems_of`, the
+validation message of an invalid config."""
 
 from __future__ import annotations
 
@@ -91,6 +92,15 @@ def copy_project(source: Path, destination: Path) -> Path:
     """A copy with modification times kept, so that Snakemake and DVC see the same finished run."""
     shutil.copytree(source, destination, symlinks=True)
     return destination
+
+
+def problems_of(params: dict) -> str:
+    """The message of the ConfigError that validating `params` raises (the test fails if none)."""
+    from miaflow import config
+
+    with pytest.raises(config.ConfigError) as caught:
+        config.validate(params)
+    return str(caught.value)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 
+from conftest import problems_of
 from miaflow import config
 
 
@@ -14,12 +15,6 @@ from miaflow import config
 def params(repo, monkeypatch) -> dict:
     monkeypatch.chdir(repo)  # the profiles' local dataset paths are relative to the repository
     return yaml.safe_load((repo / "params.yaml").read_text())
-
-
-def problems_of(params: dict) -> str:
-    with pytest.raises(config.ConfigError) as caught:
-        config.validate(params)
-    return str(caught.value)
 
 
 def test_shipped_params_are_valid(repo):
@@ -152,3 +147,15 @@ def test_language_model_settings_are_checked_before_any_job(params):
     bad["llm"]["models"]["gpt2_tiny"].pop("epochs")
     message = problems_of(bad)
     assert "llm.attacks[0]:" in message and "llm.models.gpt2_tiny: 'epochs' is a required" in message
+
+
+def test_only_the_config_imports_validation(repo):
+    """Validation imports the library, never the reverse: a library module that imported
+    miaflow.validation would put every check into its jobs' code inputs."""
+    from miaflow.workflow.code import imported_modules
+
+    modules = [".".join(path.relative_to(repo).with_suffix("").parts).removesuffix(".__init__")
+               for path in sorted((repo / "miaflow").rglob("*.py"))]
+    library = [m for m in modules
+               if m != "miaflow.config" and not m.startswith("miaflow.validation")]
+    assert [m for m in library if "miaflow.validation" in imported_modules(m, repo)] == []

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import problems_of
 from miaflow import config
 from miaflow.data import checksum_mismatches, dataset_size, load_dataset
 from miaflow.workflow import plan
@@ -23,12 +24,6 @@ from miaflow.workflow import plan
 def params(repo, monkeypatch) -> dict:
     monkeypatch.chdir(repo)  # local dataset paths are relative to the working directory
     return yaml.safe_load((repo / "params.yaml").read_text())
-
-
-def problems_of(params: dict) -> str:
-    with pytest.raises(config.ConfigError) as caught:
-        config.validate(params)
-    return str(caught.value)
 
 
 def changed(params: dict, change) -> dict:

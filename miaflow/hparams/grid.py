@@ -58,17 +58,23 @@ class GridSplits:
         return cls(universe, members)
 
 
+def drawn_per_class(shots: int) -> int:
+    """Samples of every class that the two disjoint universes of 2·shots draw together: what
+    `few_shot_universes` takes, for validation before any data is loaded."""
+    return len(FAMILIES) * 2 * shots
+
+
 def few_shot_universes(labels: np.ndarray, shots: int, n_classes: int,
                        generator: np.random.Generator) -> dict[str, np.ndarray]:
     """Disjoint universes V and V^e of 2·shots samples per class each (dataset indices, sorted)."""
-    per_class = 2 * shots
+    per_class, drawn = 2 * shots, drawn_per_class(shots)
     picked: dict[str, list[np.ndarray]] = {family: [] for family in FAMILIES}
     for label in range(n_classes):
         pool = np.flatnonzero(labels == label)
-        if len(pool) < 2 * per_class:
+        if len(pool) < drawn:
             raise ValueError(f"class {label} has {len(pool)} samples; {shots} shots need "
-                             f"{2 * per_class} (a universe and a disjoint external universe)")
-        chosen = generator.choice(pool, size=2 * per_class, replace=False)
+                             f"{drawn} (a universe and a disjoint external universe)")
+        chosen = generator.choice(pool, size=drawn, replace=False)
         picked["td"].append(chosen[:per_class])
         picked["ed"].append(chosen[per_class:])
     return {family: np.sort(np.concatenate(parts)) for family, parts in picked.items()}

@@ -30,12 +30,28 @@ def _rows(repeat: int, ids: np.ndarray, name: str, member: np.ndarray | bool) ->
                          "position": np.arange(ids.size, dtype=np.int64)})
 
 
+def trained_sizes(n_texts: int, reference_ratio: float) -> tuple[int, int, int]:
+    """(texts of the reference model, members, non-members) of every repeat when the workflow
+    trains the target on `n_texts` texts: the sizes `draw_splits` draws, for validation before
+    any text is loaded."""
+    n_reference = int(round(reference_ratio * n_texts))
+    pool = n_texts - n_reference
+    return n_reference, pool // 2, pool - pool // 2
+
+
+def scored_needs(n_eval: int, n_shots: int) -> tuple[int, int]:
+    """(members, non-members) one repeat draws: n_eval/2 of each are scored, and ReCaLL's prefix
+    takes `n_shots` further non-members."""
+    half = n_eval // 2
+    return half, half + n_shots
+
+
 def _eval_and_shots(repeat: int, members: np.ndarray, non_members: np.ndarray, n_eval: int,
                     n_shots: int) -> list[pd.DataFrame]:
-    half = n_eval // 2
-    if members.size < half or non_members.size < half + n_shots:
+    half, needed = scored_needs(n_eval, n_shots)
+    if members.size < half or non_members.size < needed:
         raise ValueError(f"n_eval = {n_eval} and n_shots = {n_shots} need {half} members and "
-                         f"{half + n_shots} non-members, the corpus has {members.size} and "
+                         f"{needed} non-members, the corpus has {members.size} and "
                          f"{non_members.size}")
     scored = np.concatenate([members[:half], non_members[:half]])
     member = np.arange(scored.size) < half
@@ -66,12 +82,12 @@ def draw_splits(n_texts: int, *, repeats: int, n_eval: int, n_shots: int, refere
         return pd.concat(frames, ignore_index=True)[COLUMNS]
 
     order = rng(seed, "llm", "reference").permutation(corpus)
-    n_reference = int(round(reference_ratio * corpus.size))
+    n_reference, n_members, _ = trained_sizes(corpus.size, reference_ratio)
     frames.append(_rows(-1, np.sort(order[:n_reference]), "reference", False))
     pool = np.sort(order[n_reference:])
     for repeat in range(repeats):
         shuffled = rng(seed, "llm", "members", repeat).permutation(pool)
-        members, non_members = np.split(shuffled, [shuffled.size // 2])
+        members, non_members = np.split(shuffled, [n_members])
         frames.append(_rows(repeat, np.sort(members), "train", True))
         frames += _eval_and_shots(repeat, members, non_members, n_eval, n_shots)
     return pd.concat(frames, ignore_index=True)[COLUMNS]

@@ -1,0 +1,59 @@
+"""Section `audits`: audits of models trained elsewhere (`miaflow.audit`), each with one kind of
+input whose files exist, as `miaflow.workflow.plan.audits` reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from miaflow.models.kinds import KINDS
+
+# The keys of each kind of input; an audit gives the first key of exactly one kind.
+AUDIT_KINDS = {"outputs": ("outputs", "membership"),
+               "checkpoint": ("checkpoint", "arch", "dataset", "members")}
+
+
+def problems(config: Mapping[str, Any]) -> list[str]:
+    """Each audit gives exactly one kind of input, with files that exist; a checkpoint names a
+    miaflow dataset and a torch architecture; no audit reports under another result's name."""
+    from miaflow.data import DATASETS
+    from miaflow.workflow.plan import audits, experiments
+
+    taken = {e.name for e in experiments(config)}
+    problems, seen = [], set()
+    for i, audit in enumerate(audits(config)):
+        where = f"audits[{i}]"
+        given = [kind for kind, keys in AUDIT_KINDS.items() if keys[0] in audit]
+        if len(given) != 1:
+            problems.append(f"{where}: give either outputs and membership (the models' outputs) or "
+                            "checkpoint, arch, dataset and members (a checkpoint), not both or "
+                            "neither")
+            continue
+        keys = AUDIT_KINDS[given[0]]
+        other = {key for kind, names in AUDIT_KINDS.items() if kind != given[0]
+                 for key in names} - {*keys, "dataset"}
+        problems += [f"{where}.{key}: missing (an audit of {given[0]} needs {', '.join(keys)})"
+                     for key in keys if key not in audit]
+        problems += [f"{where}.{key}: only an audit of a checkpoint takes it"
+                     for key in sorted(other) if key in audit]
+        for key in ("outputs", "membership", "checkpoint", "members"):
+            if key in audit and not Path(audit[key]).is_file():
+                problems.append(f"{where}.{key}: {audit[key]} not found (working directory "
+                                f"{Path.cwd()})")
+        name = audit["experiment"].name
+        if name in taken or name in seen:
+            problems.append(f"{where}.name: {name} is already the name of another result; "
+                            "choose another name")
+        seen.add(name)
+        if given[0] != "checkpoint" or "arch" not in audit or "dataset" not in audit:
+            continue
+        if audit["dataset"] not in DATASETS:
+            problems.append(f"{where}.dataset: {audit['dataset']!r} is not a miaflow dataset")
+        arch = config["architectures"].get(audit["arch"])
+        if arch is None:
+            problems.append(f"{where}.arch: {audit['arch']!r} is not a key of architectures")
+        elif not KINDS[arch["kind"]].torch:
+            problems.append(f"{where}.arch: checkpoints of kind {arch['kind']!r} are not supported "
+                            "(a torch state dict is); bring the model's outputs instead")
+    return problems

@@ -1,0 +1,110 @@
+"""Section `llm`: language-model experiments name known recipes and raw-text corpora that hold
+what they draw, measured with the split sizes of `miaflow.llm.corpus` (`trained_sizes`,
+`scored_needs`); no attack computes what another configured one does (`miaflow.attacks.llm`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from miaflow.validation.datasets import counted, size
+
+
+def problems(config: Mapping[str, Any]) -> list[str]:
+    """Language-model experiments name known recipes, raw-text corpora that hold what they draw,
+    and a pretrained target only on a corpus whose labels are membership; no attack computes what
+    another configured one does."""
+    from miaflow.data import DATASETS, dataset_options
+    from miaflow.workflow.plan import MEMBERSHIP_CORPORA, llm_experiments
+
+    llm, problems = config["llm"], []
+    for name, recipe in llm["models"].items():
+        if recipe["kind"] == "scratch" and recipe["width"] % recipe["heads"]:
+            problems.append(f"llm.models.{name}: width {recipe['width']} is not a multiple of "
+                            f"heads {recipe['heads']}")
+    seen = set()
+    for i, experiment in enumerate(llm_experiments(config)):
+        where, dataset = f"llm.experiments[{i}]", experiment["dataset"]
+        for role in ("target", "reference"):
+            if experiment[f"{role}_recipe"] is None:
+                problems.append(f"{where}.{role}: {experiment[role]!r} is not in llm.models "
+                                f"(known: {', '.join(sorted(llm['models'])) or 'none'})")
+        if (dataset, experiment["label"]) in seen:
+            problems.append(f"{where}: target {experiment['target']!r} appears twice on {dataset}")
+        seen.add((dataset, experiment["label"]))
+        if dataset not in DATASETS:
+            continue
+        options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
+        if DATASETS[dataset].modality != "text" or options.get("representation", "text") != "text":
+            problems.append(f"{where}.dataset: {dataset!r} is not raw text; language models need "
+                            f"a text dataset with datasets.{dataset}.representation: text")
+        target = experiment["target_recipe"]
+        if target and target["kind"] == "pretrained" and dataset not in MEMBERSHIP_CORPORA:
+            problems.append(f"{where}.target: a pretrained target's members are unknown on "
+                            f"{dataset!r}; use a corpus whose labels are membership "
+                            f"({', '.join(MEMBERSHIP_CORPORA)}) or a scratch/finetune recipe")
+        if llm["pair_shards"] > experiment["n_eval"]:
+            problems.append(f"llm.pair_shards: {llm['pair_shards']} is more than {where}'s n_eval "
+                            f"{experiment['n_eval']} (one prefix row at least per shard)")
+        if experiment["target_recipe"] and experiment["reference_recipe"]:
+            problems += _corpus_problems(where, i, experiment, config)
+    return problems + _attack_duplicates(llm)
+
+
+def _corpus_problems(where: str, index: int, experiment: Mapping[str, Any],
+                     config: Mapping[str, Any]) -> list[str]:
+    """Whether a language-model experiment's corpus holds what it draws: `n_texts` texts (else the
+    subset would silently be the whole corpus), the reference model's share, and per repeat
+    n_eval/2 members plus n_eval/2 + n_shots non-members (`miaflow.llm.corpus.draw_splits`)."""
+    from miaflow.llm.corpus import scored_needs, trained_sizes
+    from miaflow.workflow.plan import MEMBERSHIP_CORPORA
+
+    llm, dataset = config["llm"], experiment["dataset"]
+    dataset_size = size(config, dataset)
+    if dataset_size is None:
+        return []
+    corpus, texts = dataset_size.n_samples, counted(dataset, dataset_size.n_samples, "texts")
+    if experiment["n_texts"] is not None:
+        if experiment["n_texts"] > corpus:
+            return [f"{where}.n_texts: {experiment['n_texts']} is more than {texts}"]
+        corpus = experiment["n_texts"]
+        texts = f"the {corpus} texts of {where}.n_texts"
+    key = f"{where}.n_eval" if "n_eval" in llm["experiments"][index] else "llm.n_eval"
+    n_eval, shots = experiment["n_eval"], llm["n_shots"]
+    if experiment["target_recipe"]["kind"] == "pretrained" and dataset in MEMBERSHIP_CORPORA:
+        if n_eval + shots > corpus:
+            return [f"{key}: {n_eval} scored texts and llm.n_shots {shots} need {n_eval + shots} "
+                    f"texts, more than {texts}"]
+        return []
+    n_reference, members, non_members = trained_sizes(corpus, llm["reference_ratio"])
+    if n_reference < 1 and experiment["reference_recipe"]["kind"] != "pretrained":
+        return [f"llm.reference_ratio: {llm['reference_ratio']} leaves none of {texts} to train "
+                f"the reference model of {where}"]
+    needed_members, needed_non_members = scored_needs(n_eval, shots)
+    if members < needed_members or non_members < needed_non_members:
+        return [f"{key}: {n_eval} scored texts (half members) and llm.n_shots {shots} need "
+                f"{needed_members} members and {needed_non_members} non-members per repeat, but "
+                f"{texts} leave {members} and {non_members} besides llm.reference_ratio's share"]
+    return []
+
+
+def _attack_duplicates(llm: Mapping[str, Any]) -> list[str]:
+    """Language-model attacks that compute the same scores as another configured one: EM-MIA with
+    its options against the variant of the same start and prefix score, and Min-K% (Min-K%++) at
+    its option k against the sweep's attack at that k."""
+    from miaflow.attacks.llm import MINK_SWEEP, em_settings, em_variant
+
+    attacks, options = llm["attacks"], llm["attack_options"]
+    same = {}
+    if "em-mia" in attacks:
+        settings = em_settings("em-mia", options)
+        same[em_variant(settings["init"], settings["scoring"])] = (
+            "em-mia", f"llm.attack_options.em-mia starts from {settings['init']} and scores "
+                      f"prefixes by {settings['scoring']}")
+    for base in ("llm-mink", "llm-minkpp"):
+        k = options.get(base, {}).get("k", 0.2)
+        if base in attacks and k in MINK_SWEEP:
+            same[f"{base}-k{round(k * 100)}"] = (base, f"llm.attack_options.{base}.k is {k}")
+    return [f"llm.attacks[{i}]: {attack!r} duplicates {same[attack][0]!r} in effect "
+            f"({same[attack][1]})" for i, attack in enumerate(attacks)
+            if attack in same and same[attack][0] in attacks]
