@@ -24,14 +24,13 @@ Table builders return DataFrames and put their caption in `table.attrs["caption"
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import false_discovery_control, spearmanr, ttest_rel
+from scipy.stats import spearmanr
 
-from miaflow.evaluation.stats import permutation_pvalues
+from miaflow.evaluation.stats import adjust_by, one_sided_tests
 from miaflow.evaluation.tables import count_range, mean_std_cell
 
 # The three attacks of the full grid, in the paper's order; LiRA is the known-hyperparameter
@@ -192,7 +191,8 @@ def td_vs_ed_tests(study: pd.DataFrame, alpha: float = 0.05, n_resamples: int | 
     keys = ["dataset", "setting", "epsilon", "attack", "fpr"]
     rows = study[study["attack"].isin(list(attacks)) & study["hpo"].isin(HPO_ORDER)]
     cells: list[tuple] = []
-    pairs: list[np.ndarray] = []
+    td_rows: list[np.ndarray] = []
+    ed_rows: list[np.ndarray] = []
     for key, group in rows.groupby(keys, sort=True):
         values = group.pivot_table(index="run", columns="hpo", values="tpr_interp", aggfunc="mean")
         if not set(HPO_ORDER) <= set(values.columns):
@@ -201,33 +201,19 @@ def td_vs_ed_tests(study: pd.DataFrame, alpha: float = 0.05, n_resamples: int | 
         if len(values) < 2:
             continue
         cells.append(key)
-        pairs.append(values.to_numpy(np.float64).T)  # (2, runs): td, ed
+        td_rows.append(values["td"].to_numpy(np.float64))
+        ed_rows.append(values["ed"].to_numpy(np.float64))
 
-    n_runs = np.array([p.shape[1] for p in pairs], dtype=np.int64)
-    mean_td, mean_ed, t_statistic, p_ttest, p_perm = (np.empty(len(cells)) for _ in range(5))
-    for n in np.unique(n_runs):
-        at = np.flatnonzero(n_runs == n)
-        td = np.stack([pairs[k][0] for k in at])
-        ed = np.stack([pairs[k][1] for k in at])
-        mean_td[at], mean_ed[at] = td.mean(axis=1), ed.mean(axis=1)
-        with warnings.catch_warnings():
-            # Identical nonzero differences: scipy warns about precision but returns the right
-            # limit.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ttest = ttest_rel(td, ed, axis=-1, alternative="greater")
-        t_statistic[at] = ttest.statistic
-        p_ttest[at] = np.where(np.isnan(ttest.pvalue), 1.0, ttest.pvalue)
-        p_perm[at] = permutation_pvalues(td - ed, n_resamples, seed)
-
+    n_runs = np.array([len(td) for td in td_rows], dtype=np.int64)
+    mean_td = np.array([td.mean() for td in td_rows], dtype=np.float64)
+    mean_ed = np.array([ed.mean() for ed in ed_rows], dtype=np.float64)
+    t_statistic, p_ttest, p_perm = one_sided_tests(td_rows, ed_rows, n_resamples, seed)
     exact = [n_resamples is None or n_resamples >= 2 ** int(n) for n in n_runs]
     tests = pd.DataFrame(cells, columns=keys).assign(
         n_runs=n_runs, mean_td=mean_td, mean_ed=mean_ed, mean_diff=mean_td - mean_ed,
         t_statistic=t_statistic, p_ttest=p_ttest, p_perm=p_perm,
         permutation=["exact" if e else "monte-carlo" for e in exact])
-    for test in ("ttest", "perm"):
-        adjusted = false_discovery_control(tests[f"p_{test}"].to_numpy(np.float64), method="by")
-        tests[f"p_{test}_by"] = adjusted
-        tests[f"reject_{test}"] = adjusted <= alpha
+    adjust_by(tests, alpha)
     tests = _ordered(tests[TEST_COLUMNS], keys)
     tests.attrs["caption"] = (
         "One-sided paired tests of H1: TD-HPO targets leak more than ED-HPO targets (TPR by "
