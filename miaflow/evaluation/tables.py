@@ -54,9 +54,17 @@ def mean_std_cell(stats: pd.DataFrame, key: tuple) -> str:
     return format_mean_std(float(stats.at[key, "mean"]), float(stats.at[key, "std"]))
 
 
-def _summary_cells(summary: pd.DataFrame) -> list[str]:
-    """"mean ± std" of each row of a `miaflow.evaluation.metrics.summary` frame."""
-    return [format_mean_std(m, s) for m, s in zip(summary["mean"], summary["std"])]
+def _pivot_cells(summary: pd.DataFrame, index: str | list[str], columns: pd.Series,
+                 order: list[str] | None = None) -> pd.DataFrame:
+    """A display table of `miaflow.evaluation.metrics.summary` rows: their "mean ± std" with one
+    row per `index` and one column per value of `columns` (in `order` when given), MISSING where
+    no summary row fills a cell."""
+    display = [format_mean_std(m, s) for m, s in zip(summary["mean"], summary["std"])]
+    cells = summary.assign(column=columns, cell=display)
+    table = cells.pivot(index=index, columns="column", values="cell")
+    if order is not None:
+        table = table.reindex(columns=order)
+    return table.fillna(MISSING).rename_axis(columns=None).reset_index()
 
 
 def count_range(counts: Iterable[int]) -> str:
@@ -73,12 +81,7 @@ def auroc_table(summary: pd.DataFrame) -> pd.DataFrame:
     """TDDBench Table-4 layout: one row per attack, one column per "dataset/target_model",
     cells "mean ± std" of AUROC over repeats. Takes `miaflow.evaluation.metrics.summary` output."""
     auroc = summary[summary["metric"] == "auroc"]
-    cells = auroc.assign(
-        column=auroc["dataset"] + "/" + auroc["target_model"],
-        cell=_summary_cells(auroc),
-    )
-    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
-    table = table.rename_axis(columns=None).reset_index()
+    table = _pivot_cells(auroc, "attack", auroc["dataset"] + "/" + auroc["target_model"])
     table.attrs["caption"] = (
         "AUROC of each attack (rows) per dataset/target model (columns): mean ± standard deviation "
         f"over {count_range(auroc['n_repeats'])} target models (repeats), std with ddof = 1."
@@ -141,9 +144,7 @@ def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:
     """TDDBench Table-5 layout: per dataset, AUROC of each attack (rows) across target
     architectures (columns), "mean ± std" over repeats; datasets with one architecture included."""
     auroc = summary[summary["metric"] == "auroc"]
-    cells = auroc.assign(cell=_summary_cells(auroc))
-    table = cells.pivot(index=["dataset", "attack"], columns="target_model", values="cell")
-    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    table = _pivot_cells(auroc, ["dataset", "attack"], auroc["target_model"])
     table.attrs["caption"] = (
         "AUROC of each attack per dataset (rows) across target-model architectures (columns): "
         f"mean ± standard deviation over {count_range(auroc['n_repeats'])} target models, ddof = 1."
@@ -164,11 +165,8 @@ def reference_mismatch_table(summary: pd.DataFrame,
     auroc = auroc.assign(target=[t for t, _ in pairs], reference=[r for _, r in pairs])
     mixed = auroc.loc[auroc["target"] != auroc["reference"], ["dataset", "target"]].drop_duplicates()
     shown = auroc.merge(mixed, on=["dataset", "target"])
-    cells = shown.assign(
-        column=shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"],
-        cell=_summary_cells(shown))
-    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
-    table = table.rename_axis(columns=None).reset_index()
+    table = _pivot_cells(
+        shown, "attack", shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"])
     table.attrs["caption"] = (
         "AUROC when the reference, population and shadow models have the architecture after the "
         "arrow and the target the one before it (limited knowledge), beside the matched setting: "
@@ -182,11 +180,9 @@ def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) ->
     """TDDBench Tables 14–16 layout: every metric (columns) of every attack (rows) on one
     dataset and target architecture, "mean ± std" over repeats."""
     rows = summary[(summary["dataset"] == dataset) & (summary["target_model"] == target_model)]
-    cells = rows.assign(cell=_summary_cells(rows))
-    order = sorted(set(rows["metric"]), key=lambda m: (m not in METRIC_NAMES,
-                                                     METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
-    table = cells.pivot(index="attack", columns="metric", values="cell").reindex(columns=order)
-    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    order = sorted(set(rows["metric"]), key=lambda m: (
+        m not in METRIC_NAMES, METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
+    table = _pivot_cells(rows, "attack", rows["metric"], order)
     table.attrs["caption"] = (
         f"All metrics of every attack on {dataset} / {target_model}: mean ± standard deviation "
         f"over {count_range(rows['n_repeats'])} target models (ddof = 1); precision, recall, F1, "
