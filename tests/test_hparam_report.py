@@ -1,4 +1,5 @@
-"""Tables, tests and figures of the hyperparameter study (miaflow.evaluation.hparam_report)."""
+"""Tables, tests and figures of the hyperparameter study (miaflow.evaluation.hparam_tables and
+miaflow.evaluation.hparam_figures)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from miaflow.evaluation import hparam_report as hr
+from miaflow.evaluation import hparam_figures as hf
+from miaflow.evaluation import hparam_tables as ht
 from miaflow.evaluation.tables import format_mean_std
 
 SETTING = "digits_s8"
@@ -68,7 +70,7 @@ def _cell(study: pd.DataFrame, epsilon: float, attack: str, fpr: float, hpo: str
 def _roc(study: pd.DataFrame) -> pd.DataFrame:
     grid = np.geomspace(1e-3, 1.0, 40)
     keys = study[["dataset", "setting", "epsilon", "hpo", "attack", "run"]].drop_duplicates()
-    keys = keys[keys["attack"].isin(hr.FULL_ATTACKS)]
+    keys = keys[keys["attack"].isin(ht.FULL_ATTACKS)]
     frames = [pd.DataFrame({**key._asdict(), "fpr": grid, "tpr": grid ** (0.5 + 0.05 * key.run)})
               for key in keys.itertuples(index=False)]
     return pd.concat(frames, ignore_index=True)
@@ -86,7 +88,7 @@ def _selection() -> pd.DataFrame:
     batches = np.array([16, 32, 64, 128])
     rows = []
     for epsilon in EPSILONS:
-        for hpo in hr.HPO_ORDER:
+        for hpo in ht.HPO_ORDER:
             for run in range(RUNS):
                 for target in range(5):
                     target_lr, target_batch = gen.choice(lrs), int(gen.choice(batches))
@@ -109,9 +111,9 @@ def study() -> pd.DataFrame:
 
 
 def test_headline_table_order_and_cells(study: pd.DataFrame):
-    table = hr.headline_table(study)
+    table = ht.headline_table(study)
     assert list(table.columns) == ["setting", "epsilon", "hpo", "attack", "TPR@0.1%", "TPR@1%", "TPR@10%", "runs"]
-    attacks = {"td": hr.FULL_ATTACKS, "ed": ("acc-lira", "kl-lira")}
+    attacks = {"td": ht.FULL_ATTACKS, "ed": ("acc-lira", "kl-lira")}
     expected = [(e, h, a) for e in ("∞", "8") for h in ("td", "ed") for a in attacks[h]]
     assert list(zip(table["epsilon"], table["hpo"], table["attack"])) == expected
     assert (table["runs"] == RUNS).all()
@@ -127,7 +129,7 @@ def test_headline_table_order_and_cells(study: pd.DataFrame):
 
 
 def test_relative_tpr_by_hand(study: pd.DataFrame):
-    table = hr.relative_tpr_table(study)
+    table = ht.relative_tpr_table(study)
     assert len(table) == len(EPSILONS) * len(FPRS)
     assert list(table["epsilon"]) == [math.inf] * 3 + [8.0] * 3
     row = table[(table["epsilon"] == math.inf) & (table["fpr"] == 0.01)].iloc[0]
@@ -142,7 +144,7 @@ def test_relative_tpr_by_hand(study: pd.DataFrame):
 
 
 def test_kl_budget_table(study: pd.DataFrame):
-    table = hr.kl_budget_table(study)
+    table = ht.kl_budget_table(study)
     assert set(table["attack"]) == {"kl-lira", "kl-lira-c4-n1"}
     assert len(table) == 2 * len(EPSILONS) * len(FPRS)
     row = table[(table["attack"] == "kl-lira-c4-n1") & (table["epsilon"] == 8.0) & (table["fpr"] == 0.1)].iloc[0]
@@ -164,8 +166,8 @@ def _test_row(tests: pd.DataFrame, epsilon: float, attack: str, fpr: float) -> p
 
 
 def test_td_vs_ed_tests(study: pd.DataFrame):
-    tests = hr.td_vs_ed_tests(study)
-    assert list(tests.columns) == hr.TEST_COLUMNS
+    tests = ht.td_vs_ed_tests(study)
+    assert list(tests.columns) == ht.TEST_COLUMNS
     # acc-lira and kl-lira have TD and ED rows; LiRA and the reduced variant only TD.
     assert len(tests) == len(EPSILONS) * 2 * len(FPRS)
     assert set(tests["attack"]) == {"acc-lira", "kl-lira"}
@@ -190,24 +192,24 @@ def test_td_vs_ed_tests(study: pd.DataFrame):
 
 
 def test_td_vs_ed_monte_carlo(study: pd.DataFrame):
-    tests = hr.td_vs_ed_tests(study, n_resamples=10, seed=1)
+    tests = ht.td_vs_ed_tests(study, n_resamples=10, seed=1)
     assert (tests["permutation"] == "monte-carlo").all()
     assert ((tests["p_perm"] > 0) & (tests["p_perm"] <= 1)).all()
     # (count + 1) / (n_resamples + 1): the smallest possible value is 1/11.
     assert tests["p_perm"].min() >= 1 / 11 - 1e-12
     # Enough resamples to enumerate every pattern: exact again.
-    assert (hr.td_vs_ed_tests(study, n_resamples=2**RUNS)["permutation"] == "exact").all()
+    assert (ht.td_vs_ed_tests(study, n_resamples=2**RUNS)["permutation"] == "exact").all()
 
 
 def test_td_vs_ed_needs_both_hpos(study: pd.DataFrame):
     only_td = study[study["hpo"] == "td"]
-    tests = hr.td_vs_ed_tests(only_td)
-    assert tests.empty and list(tests.columns) == hr.TEST_COLUMNS
+    tests = ht.td_vs_ed_tests(only_td)
+    assert tests.empty and list(tests.columns) == ht.TEST_COLUMNS
 
 
 def test_selection_table():
     selection = _selection()
-    table = hr.selection_table(selection)
+    table = ht.selection_table(selection)
     assert len(table) == len(EPSILONS) * 2
     assert list(zip(table["epsilon"], table["hpo"])) == [(math.inf, "td"), (math.inf, "ed"), (8.0, "td"), (8.0, "ed")]
     assert (table["n_targets"] == RUNS * 5).all()
@@ -223,12 +225,12 @@ def test_selection_table():
 
 def _figures(study: pd.DataFrame) -> dict[str, object]:
     return {
-        "roc": lambda p: hr.plot_study_roc(_roc(study), _bound(), p, SETTING),
-        "relative": lambda p: hr.plot_relative_tpr(study, p, SETTING),
-        "budget": lambda p: hr.plot_kl_budget(study, p, SETTING),
-        "td_vs_ed": lambda p: hr.plot_td_vs_ed(study, p, SETTING),
-        "pvalues": lambda p: hr.plot_pvalues(hr.td_vs_ed_tests(study), p, SETTING),
-        "selection": lambda p: hr.plot_selection(_selection(), p, SETTING),
+        "roc": lambda p: hf.plot_study_roc(_roc(study), _bound(), p, SETTING),
+        "relative": lambda p: hf.plot_relative_tpr(study, p, SETTING),
+        "budget": lambda p: hf.plot_kl_budget(study, p, SETTING),
+        "td_vs_ed": lambda p: hf.plot_td_vs_ed(study, p, SETTING),
+        "pvalues": lambda p: hf.plot_pvalues(ht.td_vs_ed_tests(study), p, SETTING),
+        "selection": lambda p: hf.plot_selection(_selection(), p, SETTING),
     }
 
 
@@ -241,4 +243,4 @@ def test_plot_study_roc_draws_one_setting(study: pd.DataFrame, tmp_path: Path):
     roc = _roc(study)
     other = roc.assign(setting="digits_s16")
     with pytest.raises(ValueError, match="one setting"):
-        hr.plot_study_roc(pd.concat([roc, other]), _bound(), tmp_path / "x.png", "both")
+        hf.plot_study_roc(pd.concat([roc, other]), _bound(), tmp_path / "x.png", "both")

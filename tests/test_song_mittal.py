@@ -13,6 +13,7 @@ from sklearn.metrics import roc_auc_score
 from test_attacks import _write_toy_store
 
 from miaflow.evaluation import tables
+from miaflow.evaluation.song_mittal_tables import risk_precision_table, song_mittal_table
 from miaflow.jobs.report import risk_score_report
 from miaflow.workflow.plan import Experiment
 from miaflow.attacks import AttackInputs, attack_inputs, run_attack
@@ -257,7 +258,7 @@ def test_song_mittal_table_compares_class_dependent_and_global_accuracy():
         _score_rows("sm-corr", 0, [1, 1, 1, 0], member),
         _score_rows("metric-loss", 0, [1, 1, 1, 0], member),  # other attacks are ignored
     ])
-    table = tables.song_mittal_table(scores)
+    table = song_mittal_table(scores)
     assert list(table["attack"]) == ["sm-conf", "sm-corr"]
     conf, corr = table.iloc[0], table.iloc[1]
     assert conf["class_dependent"] == tables.format_mean_std(0.875, np.std([1, 0.75], ddof=1))
@@ -270,7 +271,7 @@ def test_risk_precision_table_and_cdf_figure(tmp_path):
     member = np.array([True, True, False, False])
     scores = pd.concat([_score_rows("sm-risk", 0, [1.0, 0.6, 0.6, 0.2], member),
                         _score_rows("sm-risk", 1, [0.9, 0.4, 0.2, 0.1], member)])
-    table = tables.risk_precision_table(scores)
+    table = risk_precision_table(scores)
     assert list(table["threshold"]) == [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
     at_1, at_06 = table.iloc[0], table.iloc[4]
     # τ = 1: repeat 0 predicts {1.0} (precision 1, recall ½), repeat 1 predicts nothing

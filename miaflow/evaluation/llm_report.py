@@ -27,15 +27,15 @@ experiment is configured.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from miaflow.evaluation.plots import save_png
-from miaflow.evaluation.tables import MISSING, format_mean_std
+from miaflow.evaluation.plots import PANEL_SIZE, plot_mean_band, save_png, small_legend
+from miaflow.evaluation.tables import MISSING, count_range, mean_std_cell
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -60,7 +60,6 @@ BASE_K = 0.2
 CHANCE_AUROC = 0.5
 NO_EXPERIMENTS = "no language-model experiments"
 DIAGNOSTIC = "diagnostic: uses true labels"
-PANEL_SIZE = (4.2, 3.8)  # inches per panel
 _TPR_METRIC = re.compile(r"tpr_at_(.+)pct_fpr")
 
 
@@ -98,25 +97,9 @@ def _experiments(rows: pd.DataFrame) -> list[tuple[str, str]]:
     return sorted(set(zip(rows["dataset"], rows["target_model"])))
 
 
-def _repeats_text(counts: Iterable[int]) -> str:
-    """The number of repeats, as "3", or "2–3" when cells rest on different numbers; "0" without
-    any cell."""
-    counts = [int(c) for c in counts]
-    if not counts:
-        return "0"
-    low, high = min(counts), max(counts)
-    return str(low) if low == high else f"{low}–{high}"
-
-
 def _stats(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean, std (ddof = 1) and count of `value` per `keys`."""
     return rows.groupby(keys, sort=True)["value"].agg(["mean", "std", "count"])
-
-
-def _cell(stats: pd.DataFrame, key: tuple) -> str:
-    if key not in stats.index:
-        return MISSING
-    return format_mean_std(float(stats.at[key, "mean"]), float(stats.at[key, "std"]))
 
 
 def _sweep_auroc(metrics: pd.DataFrame, knowledge: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -159,18 +142,18 @@ def _empty_figure(path: str | Path, title: str) -> None:
     save_png(figure, path)
 
 
-def _colours() -> list[tuple[float, float, float]]:
-    """tab20's ten dark shades, then its ten light ones: the first ten lines get distinct hues
-    (tab20 in its own order pairs each dark shade with a light one of the same hue)."""
+def _draw_spread(axes: Axes, stats: pd.DataFrame, line: int, label: str) -> None:
+    """Line number `line` of a panel: the mean over repeats on a min–max band (`stats`: columns
+    mean, min and max, indexed by x). Colours are tab20's ten dark shades, then its ten light
+    ones, so the first ten lines get distinct hues (tab20 in its own order pairs each dark shade
+    with a light one of the same hue); after twenty, lines are dashed."""
     from matplotlib import colormaps
 
     colours = list(colormaps["tab20"].colors)
-    return colours[0::2] + colours[1::2]
-
-
-def _legend(axes: Axes, **options: object) -> None:
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize="x-small", **options)
+    colours = colours[0::2] + colours[1::2]
+    plot_mean_band(axes, stats.index, stats["mean"], stats["min"], stats["max"],
+                   colours[line % len(colours)], marker="o", markersize=3,
+                   linestyle=("-", "--")[line // len(colours) % 2], label=label)
 
 
 def _panel_grid(count: int, columns: int = 3) -> tuple[int, int]:
@@ -201,7 +184,7 @@ def llm_table(metrics: pd.DataFrame, knowledge: Mapping[str, str],
     for dataset, model in experiments:
         for metric in shown:
             table[f"{dataset}/{model} {metric_label(metric)}"] = [
-                _cell(stats, (a, dataset, model, metric)) for a in attacks]
+                mean_std_cell(stats, (a, dataset, model, metric)) for a in attacks]
     table["knowledge"] = [knowledge[a] for a in attacks]
     title = "Membership inference on language models"
     if table.empty:
@@ -210,7 +193,7 @@ def llm_table(metrics: pd.DataFrame, knowledge: Mapping[str, str],
     table.attrs["caption"] = (
         f"{title}: {', '.join(map(metric_label, shown))} of each attack (rows) per "
         "dataset/target model (columns), mean ± standard deviation over "
-        f"{_repeats_text(stats['count'])} repeats (member/non-member draws and seeds), std with "
+        f"{count_range(stats['count'])} repeats (member/non-member draws and seeds), std with "
         f"ddof = 1; {MISSING} where the attack was not run. {MARKS_CAPTION} Min-K% and Min-K%++ "
         "are at k = 20%; other k are in the Min-K% sweep table."
     )
@@ -228,8 +211,8 @@ def mink_sweep_table(metrics: pd.DataFrame, knowledge: Mapping[str, str]) -> pd.
     table = pd.DataFrame({"k": ks})
     for dataset, model in _experiments(rows):
         for family, name in SWEEP_FAMILIES.items():
-            table[f"{dataset}/{model} {name}"] = [_cell(stats, (dataset, model, family, k))
-                                                  for k in ks]
+            table[f"{dataset}/{model} {name}"] = [
+                mean_std_cell(stats, (dataset, model, family, k)) for k in ks]
     title = ("AUROC of Min-K% and Min-K%++ against k, the fraction of tokens with the lowest "
              "scores that are averaged")
     if table.empty:
@@ -237,7 +220,7 @@ def mink_sweep_table(metrics: pd.DataFrame, knowledge: Mapping[str, str]) -> pd.
         return table
     table.attrs["caption"] = (
         f"{title}, per dataset/target model: mean ± standard deviation over "
-        f"{_repeats_text(stats['count'])} repeats, std with ddof = 1; the k = 0.2 row is the "
+        f"{count_range(stats['count'])} repeats, std with ddof = 1; the k = 0.2 row is the "
         f"attacks llm-mink and llm-minkpp of the main table; {MISSING} where a k was not run."
     )
     return table
@@ -258,7 +241,6 @@ def plot_em_iterations(history: pd.DataFrame, path: str | Path) -> None:
         _empty_figure(path, title)
         return
     attacks = sorted(set(history["attack"]), key=lambda a: (a != "em-mia", a))
-    colours = _colours()
     n_rows, n_cols = _panel_grid(len(experiments))
     figure = Figure(figsize=(PANEL_SIZE[0] * n_cols + 2.0, PANEL_SIZE[1] * n_rows))
     for p, (dataset, model) in enumerate(experiments):
@@ -269,18 +251,14 @@ def plot_em_iterations(history: pd.DataFrame, path: str | Path) -> None:
             if runs.empty:
                 continue
             stats = runs.groupby("iteration", sort=True)["auroc"].agg(["mean", "min", "max"])
-            colour = colours[j % len(colours)]
-            axes.plot(stats.index, stats["mean"], color=colour, marker="o", markersize=3,
-                      linewidth=1.2, linestyle=("-", "--")[j // len(colours) % 2], label=attack)
-            axes.fill_between(stats.index, stats["min"], stats["max"], color=colour, alpha=0.12,
-                              linewidth=0)
+            _draw_spread(axes, stats, j, attack)
         axes.axhline(CHANCE_AUROC, color="k", linestyle="--", linewidth=0.8, label="chance")
         iterations = sorted(int(i) for i in panel["iteration"].unique())
         axes.set_xticks(iterations, labels=[str(i) for i in iterations])
         axes.set(xlabel="EM iteration (0: initial scores)",
                  ylabel="AUROC" if p % n_cols == 0 else None, title=f"{dataset}/{model}")
         if p == min(n_cols, len(experiments)) - 1:  # the right end of the first row
-            _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
     save_png(figure, path)
 
@@ -297,7 +275,6 @@ def plot_mink_sweep(metrics: pd.DataFrame, path: str | Path) -> None:
     if not experiments:
         _empty_figure(path, title)
         return
-    colours = _colours()
     figure = Figure(figsize=(PANEL_SIZE[0] * len(SWEEP_FAMILIES) + 2.0, PANEL_SIZE[1]))
     for p, (family, name) in enumerate(SWEEP_FAMILIES.items()):
         axes = figure.add_subplot(1, len(SWEEP_FAMILIES), p + 1)
@@ -307,17 +284,12 @@ def plot_mink_sweep(metrics: pd.DataFrame, path: str | Path) -> None:
             if runs.empty:
                 continue
             stats = runs.groupby("k", sort=True)["value"].agg(["mean", "min", "max"])
-            colour = colours[j % len(colours)]
-            axes.plot(stats.index, stats["mean"], color=colour, marker="o", markersize=3,
-                      linewidth=1.2, linestyle=("-", "--")[j // len(colours) % 2],
-                      label=f"{dataset}/{model}")
-            axes.fill_between(stats.index, stats["min"], stats["max"], color=colour, alpha=0.12,
-                              linewidth=0)
+            _draw_spread(axes, stats, j, f"{dataset}/{model}")
         axes.axhline(CHANCE_AUROC, color="k", linestyle="--", linewidth=0.8, label="chance")
         axes.axvline(BASE_K, color="0.5", linestyle=":", linewidth=0.8)
         axes.set(xlim=(0.0, 1.05), xlabel="k (fraction of tokens)",
                  ylabel="AUROC" if p == 0 else None, title=name)
         if p == len(SWEEP_FAMILIES) - 1:
-            _legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
     save_png(figure, path)

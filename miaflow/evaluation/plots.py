@@ -1,5 +1,6 @@
 """Paper figures (PNG): log-log ROC curves, AUROC against the generalisation gap and against the
-number of reference models and queries, privacy-risk CDFs.
+number of reference models and queries, privacy-risk CDFs; and the drawing helpers that the
+figures of `hparam_figures` and `llm_report` share.
 
 matplotlib is imported inside each function (it takes about a second, and table-only jobs never
 need it), and figures are drawn on a bare `Figure`, without pyplot's global state. The PNGs carry
@@ -18,11 +19,13 @@ import pandas as pd
 from miaflow.io import write_with
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 ROC_FPR_GRID = np.geomspace(1e-4, 1.0, 200)
 FIGURE_SIZE = (7.5, 4.5)  # inches: a square plot plus the legend on its right
 FIGURE_DPI = 150
+PANEL_SIZE = (4.2, 3.8)  # inches per panel of a multi-panel figure
 
 
 def plot_roc_loglog(
@@ -61,6 +64,21 @@ def save_png(figure: Figure, path: str | Path) -> None:
     figure.tight_layout()
     write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
                                                 metadata={"Software": None}))
+
+
+def small_legend(axes: Axes, **options: Any) -> None:
+    """An x-small legend, only when something on `axes` has a label: matplotlib would otherwise
+    warn and draw an empty box."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="x-small", **options)
+
+
+def plot_mean_band(axes: Axes, x: Any, mean: Any, low: Any, high: Any, color: Any,
+                   **line: Any) -> None:
+    """A line of means over a shaded band of the same colour from `low` to `high` (min and max
+    over runs or repeats), so the spread is seen without hiding the other lines."""
+    axes.plot(x, mean, color=color, linewidth=1.2, **line)
+    axes.fill_between(x, low, high, color=color, alpha=0.12, linewidth=0)
 
 
 def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,

@@ -80,6 +80,43 @@ def permutation_pvalues(differences: np.ndarray, n_resamples: int | None = None,
     return np.clip((counts + adjustment) / (len(signs) + adjustment), 0.0, 1.0)
 
 
+def one_sided_tests(a_rows: Sequence[np.ndarray], b_rows: Sequence[np.ndarray],
+                    n_resamples: int | None = None,
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Test H1: mean(a - b) > 0 for every pair of paired samples (`a_rows[k]`, `b_rows[k]`).
+
+    Returns the t statistics and p-values of the paired t-test and the p-values of the sign-flip
+    permutation test (`permutation_pvalues`), one per pair. Pairs of the same length are tested
+    at once: one `ttest_rel` call and one permutation pass each.
+    """
+    lengths = np.array([len(a) for a in a_rows], dtype=np.int64)
+    t_statistic, p_ttest, p_perm = (np.empty(len(lengths)) for _ in range(3))
+    for n in np.unique(lengths):
+        rows = np.flatnonzero(lengths == n)
+        a = np.stack([a_rows[r] for r in rows])
+        b = np.stack([b_rows[r] for r in rows])
+        with warnings.catch_warnings():
+            # Identical nonzero differences make scipy warn about precision, yet it returns the
+            # right limit (t = +inf, p = 0 or t = -inf, p = 1); the warning would only be noise.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ttest = ttest_rel(a, b, axis=-1, alternative="greater")
+        t_statistic[rows] = ttest.statistic
+        # All differences zero: t is 0/0 (NaN) and there is no evidence at all for A > B.
+        p_ttest[rows] = np.where(np.isnan(ttest.pvalue), 1.0, ttest.pvalue)
+        p_perm[rows] = permutation_pvalues(a - b, n_resamples, seed)
+    return t_statistic, p_ttest, p_perm
+
+
+def adjust_by(tests: pd.DataFrame, alpha: float) -> None:
+    """Add the Benjamini–Yekutieli-adjusted p-values of `tests`' p_ttest and p_perm columns,
+    each over all rows, as p_ttest_by and p_perm_by, and reject_ttest and reject_perm (adjusted
+    p <= `alpha`)."""
+    for test in ("ttest", "perm"):
+        adjusted = false_discovery_control(tests[f"p_{test}"].to_numpy(np.float64), method="by")
+        tests[f"p_{test}_by"] = adjusted
+        tests[f"reject_{test}"] = adjusted <= alpha
+
+
 def _pair_arrays(values: np.ndarray) -> tuple[list[tuple[int, int]], list[np.ndarray], list[np.ndarray]]:
     """For every ordered pair (i, j) of columns of the (repeats, attacks) array `values`, the
     values of both columns at the repeats where neither is NaN, in repeat order."""
@@ -143,35 +180,13 @@ def paired_tests(
             a_rows.append(a)
             b_rows.append(b)
 
-    n_pairs = np.array([len(a) for a in a_rows], dtype=np.int64)
-    mean_diff = np.empty(len(keys))
-    t_statistic = np.empty(len(keys))
-    p_ttest = np.empty(len(keys))
-    p_perm = np.empty(len(keys))
-    for n in np.unique(n_pairs):
-        rows = np.flatnonzero(n_pairs == n)
-        a = np.stack([a_rows[r] for r in rows])
-        b = np.stack([b_rows[r] for r in rows])
-        differences = a - b
-        mean_diff[rows] = np.mean(differences, axis=-1)
-        with warnings.catch_warnings():
-            # Identical nonzero differences make scipy warn about precision, yet it returns the
-            # right limit (t = +inf, p = 0 or t = -inf, p = 1); the warning would only be noise.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ttest = ttest_rel(a, b, axis=-1, alternative="greater")
-        t_statistic[rows] = ttest.statistic
-        # All differences zero: t is 0/0 (NaN) and there is no evidence at all for A > B.
-        p_ttest[rows] = np.where(np.isnan(ttest.pvalue), 1.0, ttest.pvalue)
-        p_perm[rows] = permutation_pvalues(differences, n_resamples, seed)
-
+    t_statistic, p_ttest, p_perm = one_sided_tests(a_rows, b_rows, n_resamples, seed)
     columns = ["dataset", "target_model", "metric", "attack_a", "attack_b"]
     tests = pd.DataFrame([dict(zip(columns, key)) for key in keys])
     if keys:
-        tests = tests.assign(n_pairs=n_pairs, mean_diff=mean_diff, t_statistic=t_statistic,
-                             p_ttest=p_ttest, p_perm=p_perm)
+        tests = tests.assign(n_pairs=[len(a) for a in a_rows],
+                             mean_diff=[np.mean(a - b) for a, b in zip(a_rows, b_rows)],
+                             t_statistic=t_statistic, p_ttest=p_ttest, p_perm=p_perm)
     tests = tests.reindex(columns=TEST_COLUMNS)
-    for test in ("ttest", "perm"):
-        raw = tests[f"p_{test}"].to_numpy(np.float64)
-        tests[f"p_{test}_by"] = false_discovery_control(raw, method="by")
-        tests[f"reject_{test}"] = tests[f"p_{test}_by"] <= alpha
+    adjust_by(tests, alpha)
     return tests

@@ -1,15 +1,16 @@
-"""Paper tables (CSV + Markdown + LaTeX), written atomically; the figures are in `plots`.
+"""Paper tables (CSV + Markdown + LaTeX), written atomically; the figures are in `plots`, Song &
+Mittal's tables in `song_mittal_tables`.
 
 Table builders return a DataFrame of display strings and put their caption in
-`table.attrs["caption"]`, so the caption is built from the same data as the cells.
+`table.attrs["caption"]`, so the caption is built from the same data as the cells; the cell and
+caption helpers here serve every report's tables.
 Outputs are deterministic: identical inputs give byte-identical files.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +46,34 @@ def format_mean_std(mean: float, std: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _count_text(counts: pd.Series) -> str:
-    """The number of repeats, as "5", or "3–5" when cells rest on different numbers."""
-    low, high = int(counts.min()), int(counts.max())
+def mean_std_cell(stats: pd.DataFrame, key: tuple) -> str:
+    """The "mean ± std" cell of row `key` of `stats` (columns mean and std, one row per cell),
+    MISSING where there is no such row."""
+    if key not in stats.index:
+        return MISSING
+    return format_mean_std(float(stats.at[key, "mean"]), float(stats.at[key, "std"]))
+
+
+def _pivot_cells(summary: pd.DataFrame, index: str | list[str], columns: pd.Series,
+                 order: list[str] | None = None) -> pd.DataFrame:
+    """A display table of `miaflow.evaluation.metrics.summary` rows: their "mean ± std" with one
+    row per `index` and one column per value of `columns` (in `order` when given), MISSING where
+    no summary row fills a cell."""
+    display = [format_mean_std(m, s) for m, s in zip(summary["mean"], summary["std"])]
+    cells = summary.assign(column=columns, cell=display)
+    table = cells.pivot(index=index, columns="column", values="cell")
+    if order is not None:
+        table = table.reindex(columns=order)
+    return table.fillna(MISSING).rename_axis(columns=None).reset_index()
+
+
+def count_range(counts: Iterable[int]) -> str:
+    """The number of repeats (or runs) behind a table's cells, for its caption: "5", or "3–5"
+    when cells rest on different numbers; "0" without any cell."""
+    counts = [int(c) for c in counts]
+    if not counts:
+        return "0"
+    low, high = min(counts), max(counts)
     return str(low) if low == high else f"{low}–{high}"
 
 
@@ -55,15 +81,10 @@ def auroc_table(summary: pd.DataFrame) -> pd.DataFrame:
     """TDDBench Table-4 layout: one row per attack, one column per "dataset/target_model",
     cells "mean ± std" of AUROC over repeats. Takes `miaflow.evaluation.metrics.summary` output."""
     auroc = summary[summary["metric"] == "auroc"]
-    cells = auroc.assign(
-        column=auroc["dataset"] + "/" + auroc["target_model"],
-        cell=[format_mean_std(m, s) for m, s in zip(auroc["mean"], auroc["std"])],
-    )
-    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
-    table = table.rename_axis(columns=None).reset_index()
+    table = _pivot_cells(auroc, "attack", auroc["dataset"] + "/" + auroc["target_model"])
     table.attrs["caption"] = (
         "AUROC of each attack (rows) per dataset/target model (columns): mean ± standard deviation "
-        f"over {_count_text(auroc['n_repeats'])} target models (repeats), std with ddof = 1."
+        f"over {count_range(auroc['n_repeats'])} target models (repeats), std with ddof = 1."
     )
     return table
 
@@ -123,12 +144,10 @@ def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:
     """TDDBench Table-5 layout: per dataset, AUROC of each attack (rows) across target
     architectures (columns), "mean ± std" over repeats; datasets with one architecture included."""
     auroc = summary[summary["metric"] == "auroc"]
-    cells = auroc.assign(cell=[format_mean_std(m, s) for m, s in zip(auroc["mean"], auroc["std"])])
-    table = cells.pivot(index=["dataset", "attack"], columns="target_model", values="cell")
-    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    table = _pivot_cells(auroc, ["dataset", "attack"], auroc["target_model"])
     table.attrs["caption"] = (
         "AUROC of each attack per dataset (rows) across target-model architectures (columns): "
-        f"mean ± standard deviation over {_count_text(auroc['n_repeats'])} target models, ddof = 1."
+        f"mean ± standard deviation over {count_range(auroc['n_repeats'])} target models, ddof = 1."
     )
     return table
 
@@ -146,15 +165,12 @@ def reference_mismatch_table(summary: pd.DataFrame,
     auroc = auroc.assign(target=[t for t, _ in pairs], reference=[r for _, r in pairs])
     mixed = auroc.loc[auroc["target"] != auroc["reference"], ["dataset", "target"]].drop_duplicates()
     shown = auroc.merge(mixed, on=["dataset", "target"])
-    cells = shown.assign(
-        column=shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"],
-        cell=[format_mean_std(m, s) for m, s in zip(shown["mean"], shown["std"])])
-    table = cells.pivot(index="attack", columns="column", values="cell").fillna(MISSING)
-    table = table.rename_axis(columns=None).reset_index()
+    table = _pivot_cells(
+        shown, "attack", shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"])
     table.attrs["caption"] = (
         "AUROC when the reference, population and shadow models have the architecture after the "
         "arrow and the target the one before it (limited knowledge), beside the matched setting: "
-        f"mean ± standard deviation over {_count_text(shown['n_repeats']) if len(shown) else 0} "
+        f"mean ± standard deviation over {count_range(shown['n_repeats'])} "
         "target models, ddof = 1. Query attacks are not run with mismatched references."
     )
     return table
@@ -164,14 +180,12 @@ def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) ->
     """TDDBench Tables 14–16 layout: every metric (columns) of every attack (rows) on one
     dataset and target architecture, "mean ± std" over repeats."""
     rows = summary[(summary["dataset"] == dataset) & (summary["target_model"] == target_model)]
-    cells = rows.assign(cell=[format_mean_std(m, s) for m, s in zip(rows["mean"], rows["std"])])
-    order = sorted(set(rows["metric"]), key=lambda m: (m not in METRIC_NAMES,
-                                                     METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
-    table = cells.pivot(index="attack", columns="metric", values="cell").reindex(columns=order)
-    table = table.fillna(MISSING).rename_axis(columns=None).reset_index()
+    order = sorted(set(rows["metric"]), key=lambda m: (
+        m not in METRIC_NAMES, METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
+    table = _pivot_cells(rows, "attack", rows["metric"], order)
     table.attrs["caption"] = (
         f"All metrics of every attack on {dataset} / {target_model}: mean ± standard deviation "
-        f"over {_count_text(rows['n_repeats'])} target models (ddof = 1); precision, recall, F1, "
+        f"over {count_range(rows['n_repeats'])} target models (ddof = 1); precision, recall, F1, "
         "accuracy (balanced), FPR, FNR and advantage at the threshold maximising balanced accuracy."
     )
     return table
@@ -273,163 +287,3 @@ def cost_table(benchmarks: pd.DataFrame) -> pd.DataFrame:
     )
     return table
 
-
-# --- Song & Mittal: threshold attacks and privacy risk scores (docs/algorithms.md#song--mittal) -----------------
-
-def _mean_std_cells(values: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
-    """Per group of `keys`: "mean ± std" (ddof = 1, NaN values skipped) of each column, and the
-    number of repeats."""
-    grouped = values.groupby(keys, sort=True)
-    cells = grouped[columns].agg(["mean", "std"])
-    table = pd.DataFrame({column: [format_mean_std(m, s) for m, s in
-                                   zip(cells[(column, "mean")], cells[(column, "std")])]
-                          for column in columns}, index=cells.index)
-    table["n_repeats"] = grouped.size()
-    return table.reset_index()
-
-
-def decision_accuracies(scores: pd.DataFrame) -> pd.DataFrame:
-    """Decision accuracy ½(TPR + TNR) of Song & Mittal's threshold attacks (score ≥ the attack's
-    `DECISION_THRESHOLDS` entry) per dataset, target model, attack and repeat; other attacks'
-    rows of `scores` are left out."""
-    from miaflow.attacks.song_mittal import DECISION_THRESHOLDS, decision_accuracy
-
-    mine = scores[scores["attack"].isin(list(DECISION_THRESHOLDS))]
-    return pd.DataFrame(
-        [(*key, decision_accuracy(key[2], group["score"].to_numpy(), group["is_member"].to_numpy()))
-         for key, group in mine.groupby(["dataset", "target_model", "attack", "repeat"], sort=True)],
-        columns=["dataset", "target_model", "attack", "repeat", "accuracy"])
-
-
-def song_mittal_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Decision accuracy ½(TPR + TNR) of Song & Mittal's threshold attacks at their learned
-    thresholds: class-dependent (rows) beside the class-independent version, per dataset/model.
-
-    `scores` holds score-file rows of sm-* threshold attacks (decision: score ≥ the attack's
-    `DECISION_THRESHOLDS` entry).
-    """
-    from miaflow.attacks.song_mittal import GLOBAL_COUNTERPART
-
-    stats = decision_accuracies(scores).groupby(["dataset", "target_model", "attack"], sort=True)["accuracy"].agg(
-        ["mean", "std", "size"])
-
-    def cell(key: tuple[str, str, str | None]) -> str:
-        if key not in stats.index:
-            return MISSING
-        return format_mean_std(stats.at[key, "mean"], stats.at[key, "std"])
-
-    rows = [{"dataset": dataset, "target_model": model, "attack": attack,
-             "class_dependent": cell((dataset, model, attack)),
-             "class_independent": cell((dataset, model, GLOBAL_COUNTERPART[attack])),
-             "n_repeats": int(stats.at[(dataset, model, attack), "size"])}
-            for dataset, model, attack in stats.index if attack in GLOBAL_COUNTERPART]
-    table = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "class_dependent",
-                                        "class_independent", "n_repeats"])
-    table.attrs["caption"] = (
-        "Song & Mittal threshold attacks: attack accuracy ½(TPR + TNR) at the thresholds learned "
-        "on the shadow model (reference 0), per-class thresholds (class_dependent) vs one threshold "
-        "over all classes (class_independent, the -global attacks; none for correctness); mean ± "
-        "standard deviation (ddof = 1) over target models."
-    )
-    return table
-
-
-def risk_precision_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Precision and recall of "member iff privacy risk r ≥ τ" for τ = 1.0 … 0.5, per
-    dataset/target model, mean ± std over repeats (precision undefined where nothing is predicted:
-    those repeats are left out of its mean)."""
-    from miaflow.attacks.song_mittal import risk_precision_recall
-
-    risk = scores[scores["attack"] == "sm-risk"]
-    rows = [{"dataset": dataset, "target_model": model, "repeat": repeat, "threshold": tau,
-             "precision": precision, "recall": recall}
-            for (dataset, model, repeat), group in risk.groupby(
-                ["dataset", "target_model", "repeat"], sort=True)
-            for tau, precision, recall in risk_precision_recall(group["score"].to_numpy(),
-                                                                group["is_member"].to_numpy())]
-    values = pd.DataFrame(rows, columns=["dataset", "target_model", "repeat", "threshold",
-                                         "precision", "recall"])
-    table = _mean_std_cells(values, ["dataset", "target_model", "threshold"],
-                            ["precision", "recall"])
-    table = table.sort_values(["dataset", "target_model", "threshold"],
-                              ascending=[True, True, False], ignore_index=True)
-    table.attrs["caption"] = (
-        "Privacy risk score (Song & Mittal, per-class shadow histograms): precision and recall of "
-        "predicting member iff risk ≥ threshold on the target's pool, mean ± standard deviation "
-        "(ddof = 1) over target models; precision skips repeats where no sample reaches the "
-        "threshold."
-    )
-    return table
-
-
-# Song & Mittal's attack columns in their defense tables (Tables 2-4): the NN attack (here
-# TDDBench's learning attack on the prediction vector) and the metric attacks with
-# class-dependent thresholds.
-DEFENSE_ATTACKS = {"learn-original": "nn_attack", "sm-corr": "corr", "sm-conf": "conf",
-                   "sm-ent": "ent", "sm-ment": "mentr"}
-
-
-def describe_defense(arch: Mapping[str, Any]) -> str:
-    """A recipe's defense, its strength and epochs, e.g. "adversarial regularization (λ = 3, 50
-    epochs)"; an undefended recipe reads "none (30 epochs)" (early stopping at a chosen epoch is
-    a shorter recipe)."""
-    defense = arch.get("defense")
-    epochs = [f"{arch['epochs']} epochs"] if "epochs" in arch else []
-    if not defense:
-        return f"none ({epochs[0]})" if epochs else "none"
-    strength = {"adversarial_regularization": lambda d: f"λ = {d['lambda']:g}",
-                "dp_sgd": lambda d: f"ε = {d['epsilon']:g}, δ = {d['delta']:g}",
-                "memguard": lambda d: f"budget {d['budget']:g}"}[defense["kind"]](defense)
-    return f"{defense['kind'].replace('_', ' ')} ({', '.join([strength, *epochs])})"
-
-
-def defense_table(models: pd.DataFrame, metrics: pd.DataFrame, scores: pd.DataFrame,
-                  recipes: Mapping[tuple[str, str], tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
-    """Song & Mittal's defense tables (USENIX Security 2021, Tables 2-4): per dataset and target
-    model, its defense, the targets' train and test accuracy, each attack's membership-inference
-    accuracy (NN attack: best balanced accuracy over thresholds; metric attacks: decision accuracy
-    at their class-dependent thresholds learned on shadow models), and the best attack's TPR at
-    1% FPR. `matched_undefended` names the undefended recipe of the dataset whose test accuracy is
-    nearest (their early-stopping comparison at matched test accuracy).
-
-    `recipes` maps (dataset, target_model) to (architecture name, architecture)."""
-    decisions = decision_accuracies(scores).groupby(
-        ["dataset", "target_model", "attack"])["accuracy"].mean()
-    rows = []
-    for (dataset, target_model), (arch_name, arch) in recipes.items():
-        targets = models[(models["dataset"] == dataset) & (models["arch"] == arch_name)
-                         & (models["role"] == "target")]
-        mine = metrics[(metrics["dataset"] == dataset) & (metrics["target_model"] == target_model)]
-        row = {"dataset": dataset, "target_model": target_model,
-               "defense": describe_defense(arch), "undefended": not arch.get("defense"),
-               "train_acc": targets["train_acc"].mean(), "test_acc": targets["test_acc"].mean()}
-        nn_accuracy = mine.loc[(mine["attack"] == "learn-original") & (mine["metric"] == "accuracy"),
-                               "value"]
-        for attack, column in DEFENSE_ATTACKS.items():
-            if attack == "learn-original":
-                row[column] = nn_accuracy.mean() if len(nn_accuracy) else math.nan
-            else:
-                row[column] = decisions.get((dataset, target_model, attack), math.nan)
-        tpr = mine[mine["metric"] == "tpr_at_1pct_fpr"].groupby("attack")["value"].mean()
-        row["best_attack"], row["best_tpr_at_1pct_fpr"] = (
-            (tpr.idxmax(), tpr.max()) if len(tpr) else (MISSING, math.nan))
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    table["matched_undefended"] = [_nearest_undefended(table, row) for _, row in table.iterrows()]
-    table = table.drop(columns="undefended").round(4)
-    table.attrs["caption"] = (
-        "Defenses (Song & Mittal Tables 2-4): target train/test accuracy (mean over target "
-        "models), membership-inference accuracy of the NN attack and of the metric attacks with "
-        "class-dependent thresholds, the best attack's TPR at 1% FPR, and the undefended recipe "
-        "of matched test accuracy (early-stopping comparison)")
-    return table
-
-
-def _nearest_undefended(table: pd.DataFrame, row: pd.Series) -> str:
-    """The undefended target model of the row's dataset whose test accuracy is nearest, other than
-    the row itself; MISSING when there is none."""
-    others = table[(table["dataset"] == row["dataset"]) & table["undefended"]
-                   & (table["target_model"] != row["target_model"])]
-    if others.empty:
-        return MISSING
-    return others.loc[(others["test_acc"] - row["test_acc"]).abs().idxmin(), "target_model"]

@@ -26,7 +26,6 @@ from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
-TEXT_SETS = ("eval", "lowercase", "neighbors")
 HISTORY_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
 
 

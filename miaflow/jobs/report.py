@@ -45,6 +45,12 @@ def _concat(paths: Paths, **read: Any) -> pd.DataFrame:
     return pd.concat([io.read_parquet(p, **read) for p in paths], ignore_index=True)
 
 
+def _rows_of(frame: pd.DataFrame, experiment: Experiment) -> pd.DataFrame:
+    """The rows of `frame` (columns dataset and target_model) that belong to `experiment`."""
+    return frame[(frame["dataset"] == experiment.dataset)
+                 & (frame["target_model"] == experiment.label)]
+
+
 def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
     """The metrics contract without the language-model attacks, which `llm_report` tabulates."""
     from miaflow.attacks import ATTACKS
@@ -96,14 +102,11 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
     curves = _concat(roc)
     auroc = means[means["metric"] == "auroc"]
     for experiment in experiments:
-        mine = ((curves["dataset"] == experiment.dataset)
-                & (curves["target_model"] == experiment.label))
-        chosen = auroc[(auroc["dataset"] == experiment.dataset)
-                       & (auroc["target_model"] == experiment.label)]
-        plot_roc_loglog(curves[mine],
-                              _file_named(roc_figures, experiment.file_name("roc", ".png")),
-                              f"{experiment.dataset} / {experiment.label}",
-                              auroc=dict(zip(chosen["attack"], chosen["mean"])))
+        chosen = _rows_of(auroc, experiment)
+        plot_roc_loglog(_rows_of(curves, experiment),
+                        _file_named(roc_figures, experiment.file_name("roc", ".png")),
+                        f"{experiment.dataset} / {experiment.label}",
+                        auroc=dict(zip(chosen["attack"], chosen["mean"])))
 
 
 def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timings: Paths,
@@ -136,12 +139,9 @@ def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timi
     plot_auroc_vs_gap(long, io.read_parquet(models), family_of, gap_figure)
     swept = _concat(sweeps)
     for experiment in experiments:
-        mine = ((swept["dataset"] == experiment.dataset)
-                & (swept["target_model"] == experiment.label))
-        plot_scaling_sweep(swept[mine],
-                                 _file_named(scaling_figures,
-                                             experiment.file_name("scaling", ".png")),
-                                 f"{experiment.dataset} / {experiment.label}")
+        plot_scaling_sweep(_rows_of(swept, experiment),
+                           _file_named(scaling_figures, experiment.file_name("scaling", ".png")),
+                           f"{experiment.dataset} / {experiment.label}")
 
 
 def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
@@ -154,7 +154,7 @@ def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
 def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
     """Song & Mittal's threshold attacks: class-dependent vs global thresholds."""
     from miaflow.attacks.song_mittal import DECISION_THRESHOLDS
-    from miaflow.evaluation.tables import song_mittal_table as build
+    from miaflow.evaluation.song_mittal_tables import song_mittal_table as build
 
     _write(build(_concat(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])),
            song_mittal)
@@ -167,7 +167,7 @@ def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, de
     privacy risk per defense; `recipes` holds (dataset, target model, architecture) per
     experiment."""
     from miaflow.evaluation.plots import plot_defense_risk_cdfs, plot_defense_tradeoff
-    from miaflow.evaluation.tables import DEFENSE_ATTACKS, defense_table
+    from miaflow.evaluation.song_mittal_tables import DEFENSE_ATTACKS, defense_table
 
     wanted = sorted({*(a for a in DEFENSE_ATTACKS if a.startswith("sm-")), "sm-risk"})
     read = _concat(scores, filters=[("attack", "in", wanted)])
@@ -191,13 +191,12 @@ def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Pat
                       experiments: Sequence[Experiment]) -> None:
     """Privacy risk score: precision/recall of r ≥ τ, and one CDF figure per experiment."""
     from miaflow.evaluation.plots import plot_risk_cdf
-    from miaflow.evaluation.tables import risk_precision_table
+    from miaflow.evaluation.song_mittal_tables import risk_precision_table
 
     risk = _concat(scores, filters=[("attack", "==", "sm-risk")])
     _write(risk_precision_table(risk), risk_precision)
     for experiment in experiments:
-        mine = (risk["dataset"] == experiment.dataset) & (risk["target_model"] == experiment.label)
-        plot_risk_cdf(risk[mine],
+        plot_risk_cdf(_rows_of(risk, experiment),
                       _file_named(risk_figures, experiment.file_name("risk-cdf", ".png")),
                       f"Privacy risk: {experiment.dataset} / {experiment.label}")
 
@@ -207,27 +206,28 @@ def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, sele
                   roc_figures: Paths, figures: Paths, alpha: float, resamples: int | None,
                   confidence: float, seed: int) -> None:
     """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
-    from miaflow.evaluation import hparam_report as report
+    from miaflow.evaluation import hparam_figures as draw
+    from miaflow.evaluation import hparam_tables as build
     from miaflow.seeding import derive_seed
 
     results = io.read_parquet(study)
     curves, limits, chosen = (io.read_parquet(path) for path in (roc, bound, selection))
-    tests = report.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
-    for table, paths in ((report.headline_table(results), headline),
-                         (report.relative_tpr_table(results), relative),
-                         (report.kl_budget_table(results), budget), (tests, td_vs_ed),
-                         (report.selection_table(chosen), choices)):
+    tests = build.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
+    for table, paths in ((build.headline_table(results), headline),
+                         (build.relative_tpr_table(results), relative),
+                         (build.kl_budget_table(results), budget), (tests, td_vs_ed),
+                         (build.selection_table(chosen), choices)):
         _write(table, paths)
     for setting, part in curves.groupby("setting"):
-        report.plot_study_roc(part, limits, _file_named(roc_figures, f"hparam-roc-{setting}.png"),
-                              f"LiRA, ACC-LiRA and KL-LiRA: {setting}")
+        draw.plot_study_roc(part, limits, _file_named(roc_figures, f"hparam-roc-{setting}.png"),
+                            f"LiRA, ACC-LiRA and KL-LiRA: {setting}")
     named = {Path(p).stem.removeprefix("hparam-"): p for p in figures}
-    report.plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
-    report.plot_kl_budget(results[results["hpo"] == "td"], named["kl-budget"],
-                          "KL-LiRA with reduced budgets")
-    report.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
-    report.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
-    report.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
+    draw.plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
+    draw.plot_kl_budget(results[results["hpo"] == "td"], named["kl-budget"],
+                        "KL-LiRA with reduced budgets")
+    draw.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
+    draw.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
+    draw.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
 
 
 def llm_report(*, metrics: Paths, iterates: Paths, llm_table: Paths, mink_sweep_table: Paths,

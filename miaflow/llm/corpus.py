@@ -20,7 +20,6 @@ import pandas as pd
 
 from miaflow.seeding import rng
 
-SETS = ("train", "eval", "shot", "reference")
 COLUMNS = ["repeat", "sample_id", "set", "is_member", "position"]
 
 

@@ -25,8 +25,6 @@ import numpy as np
 from miaflow.progress import tracked
 from miaflow.seeding import rng
 
-GENERATORS = ("word_swap", "masked_lm")
-
 
 def _chosen_positions(generator: np.random.Generator, n_words: int, fraction: float) -> np.ndarray:
     count = min(n_words, max(1, math.ceil(fraction * n_words)))
