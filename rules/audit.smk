@@ -1,6 +1,31 @@
 # Stage audit: models trained outside miaflow, brought as their outputs or as a checkpoint,
 # checked, then attacked like an experiment (miaflow.jobs.audit).
 
+# --- this stage's own paths and input functions ----------------------------------------------
+AUDIT_SPLITS = "results/audit/splits/{dataset}/{audit}.parquet"
+AUDIT_SIGNALS = "results/audit/signals/{dataset}/{audit}.parquet"
+AUDIT_TIMINGS = "records/audit/benchmarks/score_audit/{dataset}/{audit}.attacks.tsv"
+
+
+def audit_entry(w):
+    return AUDITS[f"{w.dataset}/{w.audit}"]
+
+
+def audit_reference_signals(w):
+    """The signals of the audit's reference models: its own file, or for a checkpoint miaflow's
+    shards of its dataset and architecture."""
+    entry = audit_entry(w)
+    if entry["kind"] == "outputs":
+        return [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)]
+    return [SIGNALS.format(dataset=w.dataset, arch=entry["arch"], shard=k)
+            for k in range(len(SHARDS))]
+
+
+def names_of(kind):
+    """Wildcard constraint matching exactly the names of the audits of `kind` (none: nothing)."""
+    names = [a["name"] for a in AUDITS.values() if a["kind"] == kind]
+    return "|".join(names) if names else "(?!)"
+
 
 rule audit_outputs:
     """Check a user's outputs and membership matrix; store them as a membership matrix and signals."""

@@ -4,7 +4,90 @@
 # statistics per (model, text set), ReCaLL's conditional likelihoods and EM-MIA's pairwise matrix
 # -> every attack's scores and metrics.
 
+# --- this stage's own paths and input functions: {model} is target-<repeat> or the reference --
+from miaflow.llm import models as llm_models
+
+LLM = config["llm"]
+LLM_NEEDS = plan.llm_needs(config)
 TOKEN_SETTINGS = dict(max_length=LLM["max_length"], dtype=LLM["dtype"], max_tokens=LLM["max_tokens"])
+LLM_SPLITS = "results/llm/splits/{dataset}/{lm}.parquet"
+LLM_TOKENIZER = "results/llm/tokenizers/{dataset}/{recipe}.json"
+LLM_PACKAGED = "results/llm/pretrained/{packaged}"
+LLM_CHECKPOINT = "results/llm/models/{dataset}/{lm}/{model}"
+LLM_TRAINING = "results/llm/models/{dataset}/{lm}/{model}.json"
+LLM_NEIGHBORS = "results/llm/neighbors/{dataset}/{lm}.parquet"
+LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
+LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
+LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.parquet"
+LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
+LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
+
+
+def llm_experiment(w):
+    return LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
+
+
+def llm_model(w):
+    """The job's model id: its {model}, or target-{repeat} for the per-repeat jobs."""
+    return w.model if "model" in w.keys() else f"target-{w.repeat}"
+
+
+def llm_recipe(w):
+    """The recipe of the job's model: the experiment's reference or target recipe."""
+    return llm_experiment(w)["reference_recipe" if llm_model(w) == "reference" else "target_recipe"]
+
+
+def llm_pretrained(name):
+    """Where a pretrained model is read from: the converted packaged checkpoint, or `name` (a
+    directory or hub name)."""
+    return LLM_PACKAGED.format(packaged=name) if name in llm_models.PACKAGED else name
+
+
+def llm_source(w):
+    """The checkpoint a model's statistics come from: trained here, or pretrained."""
+    recipe = llm_recipe(w)
+    if recipe["kind"] == "pretrained":
+        return llm_pretrained(recipe["model"])
+    return LLM_CHECKPOINT.format(dataset=w.dataset, lm=w.lm, model=llm_model(w))
+
+
+def llm_source_input(w):
+    """The source as an input when the workflow makes it (trained or converted), else none."""
+    source = llm_source(w)
+    return [source] if source.startswith("results/") else []
+
+
+def llm_pretrained_source(w):
+    """The directory or hub name of a pretrained model the workflow does not make, else None."""
+    return None if llm_source_input(w) else llm_source(w)
+
+
+def llm_base(w):
+    """The directory or hub name a fine-tuned model starts from, unless the workflow makes it."""
+    recipe = llm_recipe(w)
+    base = llm_pretrained(recipe["base"]) if recipe["kind"] == "finetune" else None
+    return None if base is None or base.startswith("results/") else base
+
+
+def llm_training_input(w):
+    """A scratch model's tokenizer, or the converted checkpoint a fine-tuned model starts from."""
+    recipe = llm_recipe(w)
+    if recipe["kind"] == "scratch":
+        name = llm_experiment(w)["reference" if w.model == "reference" else "target"]
+        return {"tokenizer": LLM_TOKENIZER.format(dataset=w.dataset, recipe=name)}
+    base = llm_pretrained(recipe["base"])
+    return {"base_checkpoint": base} if base.startswith("results/") else {}
+
+
+def llm_per_repeat(pattern, **fields):
+    """Input function: `pattern` for every repeat's target model of the job's experiment."""
+    return lambda w: [pattern.format(dataset=w.dataset, lm=w.lm, model=f"target-{r}", repeat=r,
+                                     **fields) for r in range(LLM["repeats"])]
+
+
+def llm_if(need, files):
+    """`files` (an input function) when a configured attack needs `need`, else no input."""
+    return files if need in LLM_NEEDS else []
 
 
 rule llm_splits:
@@ -15,8 +98,7 @@ rule llm_splits:
     output:
         splits=LLM_SPLITS,
     params:
-        membership=lambda w: "labels" if llm_experiment(w)["target_recipe"]["kind"] == "pretrained"
-        else "trained",
+        membership=lambda w: plan.llm_membership(llm_experiment(w)),
         repeats=LLM["repeats"],
         n_eval=lambda w: llm_experiment(w)["n_eval"],
         n_shots=LLM["n_shots"],

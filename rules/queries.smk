@@ -2,6 +2,30 @@
 # (miaflow.jobs.queries): each dataset's query set and the models' outputs on it, HopSkipJump
 # distances, and the outputs of the surrogates, regressors and canaries these attacks train.
 
+# --- this stage's own paths and input functions ----------------------------------------------
+QUERY_SET = "results/queries/sets/{dataset}.parquet"
+
+
+def job_shards(pattern):
+    """Input function: `pattern` for every shard of the job's {dataset} and {arch}."""
+    return lambda w: [pattern.format(dataset=w.dataset, arch=w.arch, shard=k)
+                      for k in range(len(SHARDS))]
+
+
+def queried_shards(w):
+    """Model shards holding a target or the shadow model (reference-0): those queried."""
+    return [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k) for k, ids in enumerate(SHARDS)
+            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
+
+
+def built_query_artifacts():
+    """Every query artifact the configured attacks read, over all experiments, and the query
+    sets of the datasets whose models are queried."""
+    named = {(e, name) for e in EXPERIMENTS for name in plan.artifacts_for(config, e)}
+    artifacts = {QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in named}
+    query_sets = {QUERY_SET.format(dataset=e.dataset) for e, name in named if name == QUERY_OUTPUTS}
+    return sorted(artifacts | query_sets)
+
 
 rule make_queries:
     """Neighbour and augmentation queries of one dataset's target pool."""

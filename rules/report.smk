@@ -1,10 +1,48 @@
 # Stage report: the metrics contract, statistical tests, paper tables and figures, the cost of
 # every stage (miaflow.jobs.report). The headline outputs live at the top of results/.
 
-SONG_MITTAL_TABLE = [a for a in config["attacks"] if a.startswith("sm-") and a != "sm-risk"]
-RISK_REPORT = "sm-risk" in config["attacks"]
+# --- this stage's own paths and input functions ----------------------------------------------
+from miaflow.evaluation import published
+
+METRICS = "results/metrics.parquet"  # the contract: every metric, long format
+MODEL_RECORDS = "results/report/models.parquet"
+TESTS = "results/report/tests.parquet"
+TABLE_FORMATS = (".csv", ".md", ".tex")
+AUDITED = [a["experiment"] for a in AUDITS.values()]  # audits, reported like experiments
+# The experiments whose papers publish values to compare with (miaflow/evaluation/published.csv).
 PUBLISHED = published.counterparts([(e.dataset, e.label) for e in EXPERIMENTS])
-DEFENSE_REPORT = any(config["architectures"][e.arch].get("defense") for e in EXPERIMENTS)
+
+
+def experiment_files(prefix, suffix, directory, experiments=EXPERIMENTS):
+    """One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it)."""
+    return [f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments]
+
+
+def benchmarks_of(targets, skip="cost_table"):
+    """Benchmark files of every job the `targets` need: each target's producer, then the producers
+    of that job's inputs, recursively (the cost table counts intermediate jobs too). `skip`: the
+    rule that asks, whose own inputs are these files."""
+    found, seen, todo = set(), set(), [str(t) for t in targets]
+    while todo:
+        target = todo.pop()
+        if target in seen:
+            continue
+        seen.add(target)
+        for producer in workflow.rules:
+            if producer.name == skip or not producer.is_producer(target):
+                continue
+            wildcards = producer.get_wildcards(target)
+            if producer.benchmark:
+                found.add(str(producer.benchmark.apply_wildcards(wildcards)))
+            todo.extend(str(path) for path in producer.expand_input(wildcards)[0])
+    return sorted(found)
+
+
+def stage_targets(*stages):
+    """The files the target rules of `stages` request (for input functions: they run once every
+    rule file is parsed)."""
+    return [str(path) for stage in stages for path in workflow.get_rule(stage).input]
+
 
 # `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
@@ -357,9 +395,9 @@ rule report:
         rules.paired_tests.output,
         rules.tables.output,
         rules.study_tables.output,
-        rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
-        rules.risk_score_report.output if RISK_REPORT else [],
-        rules.defense_report.output if DEFENSE_REPORT else [],
+        rules.song_mittal_table.output if plan.song_mittal_thresholds(config) else [],
+        rules.risk_score_report.output if plan.risk_scored(config) else [],
+        rules.defense_report.output if plan.defended(config) else [],
         rules.published_table.output if PUBLISHED else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.llm_report.output if LLM_EXPERIMENTS else [],
