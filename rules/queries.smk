@@ -3,28 +3,21 @@
 # distances, and the outputs of the surrogates, regressors and canaries these attacks train.
 
 # --- this stage's own paths and input functions ----------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 QUERY_SET = "results/queries/sets/{dataset}.parquet"
-
-
-def job_shards(pattern):
-    """Input function: `pattern` for every shard of the job's {dataset} and {arch}."""
-    return lambda w: [pattern.format(dataset=w.dataset, arch=w.arch, shard=k)
-                      for k in range(len(SHARDS))]
-
-
-def queried_shards(w):
-    """Model shards holding a target or the shadow model (reference-0): those queried."""
-    return [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k) for k, ids in enumerate(SHARDS)
-            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
-
-
-def built_query_artifacts():
-    """Every query artifact the configured attacks read, over all experiments, and the query
-    sets of the datasets whose models are queried."""
-    named = {(e, name) for e in EXPERIMENTS for name in plan.artifacts_for(config, e)}
-    artifacts = {QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in named}
-    query_sets = {QUERY_SET.format(dataset=e.dataset) for e, name in named if name == QUERY_OUTPUTS}
-    return sorted(artifacts | query_sets)
+# Input function: `pattern` for every shard of the job's {dataset} and {arch}.
+job_shards = lambda pattern: lambda w: [pattern.format(dataset=w.dataset, arch=w.arch, shard=k)
+                                        for k in range(len(SHARDS))]
+# Model shards holding a target or the shadow model (reference-0): those queried.
+queried_shards = lambda w: [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k)
+                            for k, ids in enumerate(SHARDS)
+                            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
+# Every query artifact the configured attacks read, over all experiments, and the query sets of
+# the datasets whose models are queried.
+QUERIED = {(e, name) for e in EXPERIMENTS for name in plan.artifacts_for(config, e)}
+QUERY_TARGETS = sorted(
+    {QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in QUERIED}
+    | {QUERY_SET.format(dataset=e.dataset) for e, name in QUERIED if name == QUERY_OUTPUTS})
 
 
 rule make_queries:
@@ -181,5 +174,5 @@ rule queries:
     """Target of the queries stage (DVC stage `queries`): the artifacts the configured attacks
     read."""
     input:
-        built_query_artifacts(),
+        QUERY_TARGETS,
     localrule: True

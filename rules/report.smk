@@ -2,6 +2,7 @@
 # every stage (miaflow.jobs.report). The headline outputs live at the top of results/.
 
 # --- this stage's own paths and input functions ----------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 from miaflow.evaluation import published
 
 METRICS = "results/metrics.parquet"  # the contract: every metric, long format
@@ -13,36 +14,13 @@ AUDITED = [a["experiment"] for a in AUDITS.values()]  # audits, reported like ex
 PUBLISHED = published.counterparts([(e.dataset, e.label) for e in EXPERIMENTS])
 
 
-def experiment_files(prefix, suffix, directory, experiments=EXPERIMENTS):
-    """One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it)."""
-    return [f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments]
-
-
-def benchmarks_of(targets, skip="cost_table"):
-    """Benchmark files of every job the `targets` need: each target's producer, then the producers
-    of that job's inputs, recursively (the cost table counts intermediate jobs too). `skip`: the
-    rule that asks, whose own inputs are these files."""
-    found, seen, todo = set(), set(), [str(t) for t in targets]
-    while todo:
-        target = todo.pop()
-        if target in seen:
-            continue
-        seen.add(target)
-        for producer in workflow.rules:
-            if producer.name == skip or not producer.is_producer(target):
-                continue
-            wildcards = producer.get_wildcards(target)
-            if producer.benchmark:
-                found.add(str(producer.benchmark.apply_wildcards(wildcards)))
-            todo.extend(str(path) for path in producer.expand_input(wildcards)[0])
-    return sorted(found)
-
-
-def stage_targets(*stages):
-    """The files the target rules of `stages` request (for input functions: they run once every
-    rule file is parsed)."""
-    return [str(path) for stage in stages for path in workflow.get_rule(stage).input]
-
+# One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it).
+experiment_files = lambda prefix, suffix, directory, experiments=EXPERIMENTS: [
+    f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments]
+# The files the target rules of `stages` request (for input functions: they run once every rule
+# file is parsed).
+stage_targets = lambda *stages: [str(path) for stage in stages
+                                 for path in workflow.get_rule(stage).input]
 
 # `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
@@ -373,8 +351,9 @@ rule llm_report:
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
-        benchmarks=lambda w: benchmarks_of(stage_targets("prepare", "train", "queries", "evaluate",
-                                                         "hparams", "llm", "audit", "report")),
+        benchmarks=lambda w: plan.benchmarks_of(workflow.rules, stage_targets(
+            "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"),
+            skip="cost_table"),
         code=code("report"),
     output:
         cost=REPORT_TABLE("records/report/cost", "cost", "Cost", "Time and memory",

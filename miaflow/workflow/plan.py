@@ -7,7 +7,7 @@ known before any job runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -312,3 +312,23 @@ def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> di
         total = generated_queries(config, attack, data)
         swept[attack] = sorted({k for k in (1, 2, 5) if k < total} | {total})
     return swept
+
+
+def benchmarks_of(rules: Iterable[Any], targets: Iterable[str], skip: str) -> list[str]:
+    """Benchmark files of every job the `targets` need among Snakemake's `rules`: each target's
+    producer, then the producers of that job's inputs, recursively (the cost table counts
+    intermediate jobs too). `skip`: the rule that asks, whose own inputs are these files."""
+    found, seen, todo = set(), set(), [str(t) for t in targets]
+    while todo:
+        target = todo.pop()
+        if target in seen:
+            continue
+        seen.add(target)
+        for producer in rules:
+            if producer.name == skip or not producer.is_producer(target):
+                continue
+            wildcards = producer.get_wildcards(target)
+            if producer.benchmark:
+                found.add(str(producer.benchmark.apply_wildcards(wildcards)))
+            todo.extend(str(path) for path in producer.expand_input(wildcards)[0])
+    return sorted(found)
