@@ -96,6 +96,29 @@ def test_every_stage_depends_on_exactly_the_params_its_rules_read(repo):
     assert {"hparam_study", "llm"} <= set(stages.params("prepare", repo))  # their datasets
 
 
+def test_the_whole_config_reaches_only_plan_functions(repo):
+    """The params a stage depends on are read from `config[...]` in its rules and in the plan
+    functions they name: code elsewhere that got the whole config would escape that reading.
+    (Snakemake hands its config to a rule's script too, but the adapter passes a job only the
+    rule's input, output and params.)"""
+    assert "config" not in (repo / "miaflow/jobs/adapter.py").read_text()
+    plan = ast.parse((repo / "miaflow/workflow/plan.py").read_text())
+    functions = {n.name for n in plan.body if isinstance(n, ast.FunctionDef)}
+    trees = {"miaflow/workflow/plan.py": plan,
+             **{f"rules/{p.name}": stages.rule_file(p) for p in (repo / "rules").glob("*.smk")}}
+    for path, tree in trees.items():
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+            if (not any(isinstance(a, ast.Name) and a.id == "config" for a in arguments)
+                    or ast.unparse(call.func) == "script"):
+                continue
+            callee = call.func
+            if isinstance(callee, ast.Attribute) and ast.unparse(callee.value) == "plan":
+                callee = ast.Name(callee.attr)
+            assert isinstance(callee, ast.Name) and callee.id in functions, \
+                f"{path}: {ast.unparse(call)} hands the whole config outside miaflow.workflow.plan"
+
+
 def test_common_rule_file_holds_only_what_several_stage_files_read(repo):
     """rules/common.smk is the contract between stages: a name one stage file alone reads (or
     none) belongs at the top of that file. A stage file reads only its own names and the common

@@ -112,3 +112,23 @@ def test_language_model_membership_and_needs(repo):
     assert wf.llm_needs(params) == set()
     params["llm"]["attacks"] = ["llm-loss", "llm-ref", "llm-recall"]
     assert wf.llm_needs(params) == {"reference", "recall"}
+
+
+def test_benchmarks_of_follows_the_producers_of_inputs_recursively():
+    """The cost table's inputs: the benchmark file of every job a target needs, not of the rule
+    that asks."""
+    from types import SimpleNamespace
+
+    from miaflow.workflow.plan import benchmarks_of
+
+    def rule(name, output, inputs, benchmark):
+        return SimpleNamespace(
+            name=name, is_producer=lambda target: target == output, get_wildcards=lambda t: {},
+            expand_input=lambda wildcards: (inputs,),
+            benchmark=benchmark and SimpleNamespace(apply_wildcards=lambda w: benchmark))
+
+    rules = [rule("prepare", "data", [], "prepare.tsv"),
+             rule("train", "model", ["data"], "train.tsv"),
+             rule("target", "all", ["model", "data"], None),
+             rule("cost", "model", ["model"], "cost.tsv")]
+    assert benchmarks_of(rules, ["all"], skip="cost") == ["prepare.tsv", "train.tsv"]

@@ -121,10 +121,10 @@ def config_sections(node: ast.AST) -> set[str]:
     `config.get("<section>")`."""
     found = set()
     for n in ast.walk(node):
-        if isinstance(n, ast.Subscript) and _is_config(n.value) and _is_name(n.slice):
+        if isinstance(n, ast.Subscript) and _is_config(n.value) and _is_text(n.slice):
             found.add(n.slice.value)
         elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
-              and n.func.attr == "get" and _is_config(n.func.value) and _is_name(n.args[0])):
+              and n.func.attr == "get" and _is_config(n.func.value) and _is_text(n.args[0])):
             found.add(n.args[0].value)
     return found
 
@@ -133,8 +133,14 @@ def _is_config(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id == "config"
 
 
-def _is_name(node: ast.AST) -> bool:
+def _is_text(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def plan_functions(node: ast.AST) -> set[str]:
+    """The functions of miaflow.workflow.plan that `node`'s code names (`plan.<function>`)."""
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "plan"}
 
 
 def plan_sections(root: Path = ROOT) -> dict[str, set[str]]:
@@ -161,10 +167,8 @@ def params(stage: str, root: Path = ROOT) -> list[str]:
     code = [rule_file(root / "rules" / f"{stage}.smk"),
             *(common[name] for name in shared_names(stage, root))]
     planned = plan_sections(root)
-    sections = set().union(*map(config_sections, code), *(
-        planned[n.func.attr] for node in code for n in ast.walk(node)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-        and isinstance(n.func.value, ast.Name) and n.func.value.id == "plan"))
+    sections = set().union(*map(config_sections, code),
+                           *(planned.get(name, ()) for node in code for name in plan_functions(node)))
     return [*SELECTORS, *sorted(sections - set(SELECTORS))] if sections else []
 
 
