@@ -166,9 +166,9 @@ def params(stage: str, root: Path = ROOT) -> list[str]:
     common = definitions(rule_file(root / "rules" / "common.smk"))
     code = [rule_file(root / "rules" / f"{stage}.smk"),
             *(common[name] for name in shared_names(stage, root))]
-    planned = plan_sections(root)
-    sections = set().union(*map(config_sections, code),
-                           *(planned.get(name, ()) for node in code for name in plan_functions(node)))
+    planned = plan_sections(root)  # plan constants (e.g. plan.RISK_SCORE) read no section
+    named = {name for node in code for name in plan_functions(node)}
+    sections = set().union(*map(config_sections, code), *(planned.get(n, ()) for n in named))
     return [*SELECTORS, *sorted(sections - set(SELECTORS))] if sections else []
 
 
