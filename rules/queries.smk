@@ -14,7 +14,7 @@ queried_shards = lambda w: [MODELS.format(dataset=w.dataset, arch=w.arch, shard=
                             if any(m.startswith("target-") or m == "reference-0" for m in ids)]
 # Every query artifact the configured attacks read, over all experiments, and the query sets of
 # the datasets whose models are queried.
-QUERIED = {(e, name) for e in EXPERIMENTS for name in plan.artifacts_for(config, e)}
+QUERIED = plan.queried(config)
 QUERY_TARGETS = sorted(
     {QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in QUERIED}
     | {QUERY_SET.format(dataset=e.dataset) for e, name in QUERIED if name == QUERY_OUTPUTS})

@@ -59,6 +59,7 @@ def test_experiments_with_references_of_another_architecture():
     assert wf.attacks_for(config, matched) == ["metric-loss", "query-neighbor"]  # one excluded
     assert wf.attacks_for(config, digits) == config["attacks"]
     assert wf.artifacts_for(config, digits) == ["canaries", "queries"]
+    assert wf.queried(config) == {(digits, "canaries"), (digits, "queries"), (matched, "queries")}
 
 
 def test_query_counts_of_the_scaling_sweep():

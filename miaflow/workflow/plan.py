@@ -239,6 +239,12 @@ def artifacts_for(config: Mapping[str, Any], experiment: Experiment,
     return sorted({name for attack in chosen for name in ATTACKS[attack].reads})
 
 
+def queried(config: Mapping[str, Any]) -> set[tuple[Experiment, str]]:
+    """(experiment, artifact name) for every artifact of the queries stage that the configured
+    attacks of an experiment read."""
+    return {(e, name) for e in experiments(config) for name in artifacts_for(config, e)}
+
+
 def reference_counts(config: Mapping[str, Any]) -> list[int]:
     """Numbers of reference models for the scaling study: whole pairs, doubling up to all."""
     total, counts, count = config["splits"]["n_reference"], [], 2
