@@ -17,8 +17,6 @@ HPARAM_ATTACKS = "results/hparams/attacks/{setting}/eps-{epsilon}/run-{run}.parq
 HPARAM_ROC = "results/hparams/roc/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_SELECTION = "results/hparams/selection/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_BOUND = "results/hparams/bound/{setting}/eps-{epsilon}.parquet"
-
-
 study_setting = lambda w: HPARAM_SETTINGS[w.setting]
 # The prepared dataset, or its backbone features when the setting names a backbone.
 study_data = lambda w: (
