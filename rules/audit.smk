@@ -1,6 +1,21 @@
 # Stage audit: models trained outside miaflow, brought as their outputs or as a checkpoint,
 # checked, then attacked like an experiment (miaflow.jobs.audit).
 
+# --- this stage's own paths and input functions ----------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+AUDIT_SPLITS = "results/audit/splits/{dataset}/{audit}.parquet"
+AUDIT_SIGNALS = "results/audit/signals/{dataset}/{audit}.parquet"
+AUDIT_TIMINGS = "records/audit/benchmarks/score_audit/{dataset}/{audit}.attacks.tsv"
+audit_entry = lambda w: AUDITS[f"{w.dataset}/{w.audit}"]
+# The signals of the audit's reference models: its own file, or for a checkpoint miaflow's
+# shards of its dataset and architecture.
+audit_reference_signals = lambda w: (
+    [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)] if audit_entry(w)["kind"] == "outputs"
+    else [SIGNALS.format(dataset=w.dataset, arch=audit_entry(w)["arch"], shard=k)
+          for k in range(len(SHARDS))])
+# Wildcard constraint matching exactly the names of the audits of `kind` (none: nothing).
+names_of = lambda kind: "|".join(a["name"] for a in AUDITS.values() if a["kind"] == kind) or "(?!)"
+
 
 rule audit_outputs:
     """Check a user's outputs and membership matrix; store them as a membership matrix and signals."""

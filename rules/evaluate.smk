@@ -1,6 +1,23 @@
 # Stage evaluate: membership scores of every attack per experiment, their metrics and ROC curves,
 # and the scaling study (miaflow.jobs.evaluate).
 
+# --- this stage's own input functions ---------------------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+EXPERIMENT_BY_NAME = {e.name: e for e in EXPERIMENTS}  # "<dataset>/<label>": the path wildcards
+# The Experiment of a job's {dataset}/{experiment} wildcards, and the attacks that apply to it.
+experiment = lambda w: EXPERIMENT_BY_NAME[f"{w.dataset}/{w.experiment}"]
+attacks = lambda w: plan.attacks_for(config, experiment(w))
+# Input function: `pattern` for every shard of an experiment's target models (role "arch") or
+# reference models ("ref_arch").
+shard_files = lambda pattern, role: lambda w: [
+    pattern.format(dataset=w.dataset, arch=getattr(experiment(w), role), shard=k)
+    for k in range(len(SHARDS))]
+# Input function (for `unpack`): the queries stage's artifacts that the attacks
+# `attacks_of(experiment)` read, by name.
+query_artifacts = lambda attacks_of: lambda w: {
+    name: QUERY_ARTIFACTS[name].format(dataset=w.dataset, arch=experiment(w).arch)
+    for name in plan.artifacts_for(config, experiment(w), attacks_of(experiment(w)))}
+
 
 rule score_attacks:
     """Membership scores of every attack and target model of one experiment, their metrics and ROC."""

@@ -3,6 +3,33 @@
 # (dataset, shots), ε and run: splits -> HPO -> grid -> attacks; then the DP bound and the study's
 # long tables (the contract files results/hparam_study.parquet and results/dp_bound.parquet).
 
+# --- this stage's own paths and input functions: per setting, ε and run ----------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+STUDY = config["hparam_study"]
+EPSILONS = plan.epsilon_tags(config)  # the {epsilon} of each budget
+PRIVATE = [tag for tag in EPSILONS if tag != "inf"]
+HPARAM_FEATURES = "results/hparams/features/{dataset}/{backbone}.parquet"
+HPARAM_SPLITS = "results/hparams/splits/{setting}/run-{run}.parquet"
+HPARAM_NOISE = "results/hparams/noise/{setting}/eps-{epsilon}.parquet"
+HPARAM_TRIALS = "results/hparams/hpo/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_GRID = "results/hparams/grid/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_ATTACKS = "results/hparams/attacks/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_ROC = "results/hparams/roc/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_SELECTION = "results/hparams/selection/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_BOUND = "results/hparams/bound/{setting}/eps-{epsilon}.parquet"
+study_setting = lambda w: HPARAM_SETTINGS[w.setting]
+# The prepared dataset, or its backbone features when the setting names a backbone.
+study_data = lambda w: (
+    HPARAM_FEATURES.format(dataset=study_setting(w)["dataset"],
+                           backbone=study_setting(w)["backbone"])
+    if study_setting(w).get("backbone") else DATA.format(dataset=study_setting(w)["dataset"]))
+# The ε's noise-multiplier table; none when not private.
+study_noise = lambda w: ([] if w.epsilon == "inf"
+                         else [HPARAM_NOISE.format(setting=w.setting, epsilon=w.epsilon)])
+per_study_run = lambda pattern, epsilons=EPSILONS: expand(
+    pattern, setting=list(HPARAM_SETTINGS), epsilon=epsilons, run=range(STUDY["runs"]))
+
+
 rule hparam_features:
     """Frozen features of a dataset's images from a pretrained backbone (e.g. ViT-B/16)."""
     input:
@@ -12,8 +39,7 @@ rule hparam_features:
         features=HPARAM_FEATURES,
     params:
         backbone=lambda w: w.backbone,
-        model=lambda w: next((s.get("backbone_model") for s in HPARAM_SETTINGS.values()
-                              if s["dataset"] == w.dataset and s.get("backbone") == w.backbone), None),
+        model=lambda w: plan.backbone_model(config, w.dataset, w.backbone),
     threads: config["training"]["threads"]
     resources:
         gpu=1,

@@ -4,7 +4,61 @@
 # statistics per (model, text set), ReCaLL's conditional likelihoods and EM-MIA's pairwise matrix
 # -> every attack's scores and metrics.
 
+# --- this stage's own paths and input functions: {model} is target-<repeat> or the reference --
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+from miaflow.llm import models as llm_models
+
+LLM = config["llm"]
+LLM_NEEDS = plan.llm_needs(config)
 TOKEN_SETTINGS = dict(max_length=LLM["max_length"], dtype=LLM["dtype"], max_tokens=LLM["max_tokens"])
+LLM_SPLITS = "results/llm/splits/{dataset}/{lm}.parquet"
+LLM_TOKENIZER = "results/llm/tokenizers/{dataset}/{recipe}.json"
+LLM_PACKAGED = "results/llm/pretrained/{packaged}"
+LLM_CHECKPOINT = "results/llm/models/{dataset}/{lm}/{model}"
+LLM_TRAINING = "results/llm/models/{dataset}/{lm}/{model}.json"
+LLM_NEIGHBORS = "results/llm/neighbors/{dataset}/{lm}.parquet"
+LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
+LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
+LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.parquet"
+LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
+LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
+
+
+llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
+# The job's model id: its {model}, or target-{repeat} for the per-repeat jobs.
+llm_model = lambda w: w.model if "model" in w.keys() else f"target-{w.repeat}"
+# The recipe of the job's model: the experiment's reference or target recipe.
+llm_recipe = lambda w: llm_experiment(w)[
+    "reference_recipe" if llm_model(w) == "reference" else "target_recipe"]
+# Where a pretrained model is read from: the converted packaged checkpoint, or `name` (a
+# directory or hub name).
+llm_pretrained = lambda name: (LLM_PACKAGED.format(packaged=name) if name in llm_models.PACKAGED
+                               else name)
+# The checkpoint a model's statistics come from: pretrained, or trained here.
+llm_source = lambda w: (
+    llm_pretrained(llm_recipe(w)["model"]) if llm_recipe(w)["kind"] == "pretrained"
+    else LLM_CHECKPOINT.format(dataset=w.dataset, lm=w.lm, model=llm_model(w)))
+# The source as an input when the workflow makes it (trained or converted), else none.
+llm_source_input = lambda w: [llm_source(w)] if llm_source(w).startswith("results/") else []
+# The directory or hub name of a pretrained model the workflow does not make, else None.
+llm_pretrained_source = lambda w: None if llm_source_input(w) else llm_source(w)
+# The directory or hub name a fine-tuned model starts from, unless the workflow makes it.
+llm_base = lambda w: (
+    llm_recipe(w)["base"] if llm_recipe(w)["kind"] == "finetune"
+    and not llm_pretrained(llm_recipe(w)["base"]).startswith("results/") else None)
+# A scratch model's tokenizer, or the converted checkpoint a fine-tuned model starts from.
+llm_training_input = lambda w: (
+    {"tokenizer": LLM_TOKENIZER.format(dataset=w.dataset, recipe=llm_experiment(w)[
+        "reference" if w.model == "reference" else "target"])}
+    if llm_recipe(w)["kind"] == "scratch"
+    else {"base_checkpoint": llm_pretrained(llm_recipe(w)["base"])}
+    if llm_pretrained(llm_recipe(w)["base"]).startswith("results/") else {})
+# Input function: `pattern` for every repeat's target model of the job's experiment.
+llm_per_repeat = lambda pattern, **fields: lambda w: [
+    pattern.format(dataset=w.dataset, lm=w.lm, model=f"target-{r}", repeat=r, **fields)
+    for r in range(LLM["repeats"])]
+# `files` (an input function) when a configured attack needs `need`, else no input.
+llm_if = lambda need, files: files if need in LLM_NEEDS else []
 
 
 rule llm_splits:
@@ -15,8 +69,7 @@ rule llm_splits:
     output:
         splits=LLM_SPLITS,
     params:
-        membership=lambda w: "labels" if llm_experiment(w)["target_recipe"]["kind"] == "pretrained"
-        else "trained",
+        membership=lambda w: plan.llm_membership(llm_experiment(w)),
         repeats=LLM["repeats"],
         n_eval=lambda w: llm_experiment(w)["n_eval"],
         n_shots=LLM["n_shots"],

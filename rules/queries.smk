@@ -2,6 +2,23 @@
 # (miaflow.jobs.queries): each dataset's query set and the models' outputs on it, HopSkipJump
 # distances, and the outputs of the surrogates, regressors and canaries these attacks train.
 
+# --- this stage's own paths and input functions ----------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+QUERY_SET = "results/queries/sets/{dataset}.parquet"
+# Input function: `pattern` for every shard of the job's {dataset} and {arch}.
+job_shards = lambda pattern: lambda w: [pattern.format(dataset=w.dataset, arch=w.arch, shard=k)
+                                        for k in range(len(SHARDS))]
+# Model shards holding a target or the shadow model (reference-0): those queried.
+queried_shards = lambda w: [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k)
+                            for k, ids in enumerate(SHARDS)
+                            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
+# Every query artifact the configured attacks read, over all experiments, and the query sets of
+# the datasets whose models are queried.
+QUERIED = plan.queried(config)
+QUERY_TARGETS = sorted(
+    {QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in QUERIED}
+    | {QUERY_SET.format(dataset=e.dataset) for e, name in QUERIED if name == QUERY_OUTPUTS})
+
 
 rule make_queries:
     """Neighbour and augmentation queries of one dataset's target pool."""
@@ -157,5 +174,5 @@ rule queries:
     """Target of the queries stage (DVC stage `queries`): the artifacts the configured attacks
     read."""
     input:
-        built_query_artifacts(),
+        QUERY_TARGETS,
     localrule: True

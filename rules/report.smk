@@ -1,10 +1,26 @@
 # Stage report: the metrics contract, statistical tests, paper tables and figures, the cost of
 # every stage (miaflow.jobs.report). The headline outputs live at the top of results/.
 
-SONG_MITTAL_TABLE = [a for a in config["attacks"] if a.startswith("sm-") and a != "sm-risk"]
-RISK_REPORT = "sm-risk" in config["attacks"]
+# --- this stage's own paths and input functions ----------------------------------------------
+# (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+from miaflow.evaluation import published
+
+METRICS = "results/metrics.parquet"  # the contract: every metric, long format
+MODEL_RECORDS = "results/report/models.parquet"
+TESTS = "results/report/tests.parquet"
+TABLE_FORMATS = (".csv", ".md", ".tex")
+AUDITED = [a["experiment"] for a in AUDITS.values()]  # audits, reported like experiments
+# The experiments whose papers publish values to compare with (miaflow/evaluation/published.csv).
 PUBLISHED = published.counterparts([(e.dataset, e.label) for e in EXPERIMENTS])
-DEFENSE_REPORT = any(config["architectures"][e.arch].get("defense") for e in EXPERIMENTS)
+
+
+# One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it).
+experiment_files = lambda prefix, suffix, directory, experiments=EXPERIMENTS: [
+    f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments]
+# The files the target rules of `stages` request (for input functions: they run once every rule
+# file is parsed).
+stage_targets = lambda *stages: [str(path) for stage in stages
+                                 for path in workflow.get_rule(stage).input]
 
 # `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
@@ -335,8 +351,9 @@ rule llm_report:
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
-        benchmarks=lambda w: benchmarks_of(stage_targets("prepare", "train", "queries", "evaluate",
-                                                         "hparams", "llm", "audit", "report")),
+        benchmarks=lambda w: plan.benchmarks_of(workflow.rules, stage_targets(
+            "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"),
+            skip="cost_table"),
         code=code("report"),
     output:
         cost=REPORT_TABLE("records/report/cost", "cost", "Cost", "Time and memory",
@@ -357,9 +374,9 @@ rule report:
         rules.paired_tests.output,
         rules.tables.output,
         rules.study_tables.output,
-        rules.song_mittal_table.output if SONG_MITTAL_TABLE else [],
-        rules.risk_score_report.output if RISK_REPORT else [],
-        rules.defense_report.output if DEFENSE_REPORT else [],
+        rules.song_mittal_table.output if plan.song_mittal_thresholds(config) else [],
+        rules.risk_score_report.output if plan.risk_scored(config) else [],
+        rules.defense_report.output if plan.defended(config) else [],
         rules.published_table.output if PUBLISHED else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.llm_report.output if LLM_EXPERIMENTS else [],

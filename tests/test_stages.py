@@ -73,6 +73,73 @@ def test_every_stage_depends_on_exactly_the_code_its_command_runs(repo):
     assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses("report", "miaflow.models.ensemble")
 
 
+def test_the_parse_time_imports_are_those_of_every_rule_file(repo):
+    """Every stage's command parses every rule file, so each one's imports are code of every
+    stage; `from package import submodule` counts the submodule."""
+    modules = stages.parse_modules(repo)
+    assert {"miaflow.config", "miaflow.workflow.plan", "miaflow.llm.models",
+            "miaflow.evaluation.published"} <= set(modules)
+    assert "miaflow/llm/models.py" in stages.code_deps("prepare", repo)
+
+
+def test_every_stage_depends_on_exactly_the_params_its_rules_read(repo):
+    """Otherwise `dvc repro` skips a stage whose settings changed. `python -m
+    miaflow.workflow.stages` rewrites the params from what the rules, the common names they use
+    and the plan functions these call read."""
+    sections = yaml.safe_load((repo / "params.yaml").read_text()).keys()
+    for name, stage in dvc_stages(repo).items():
+        derived = stages.params(name, repo)
+        assert stage["params"] == derived, f"dvc.yaml stage {name}: params out of date"
+        assert derived[:2] == list(stages.SELECTORS) and set(derived) <= sections, name
+    assert "profiles" in stages.params("llm", repo)  # dvc.yaml's hand-written list lacked it
+    assert "splits" in stages.params("train", repo)  # how many models: the shards
+    assert {"hparam_study", "llm"} <= set(stages.params("prepare", repo))  # their datasets
+
+
+def test_the_whole_config_reaches_only_plan_functions(repo):
+    """The params a stage depends on are read from `config[...]` in its rules and in the plan
+    functions they name: code elsewhere that got the whole config would escape that reading.
+    (Snakemake hands its config to a rule's script too, but the adapter passes a job only the
+    rule's input, output and params.)"""
+    assert "config" not in (repo / "miaflow/jobs/adapter.py").read_text()
+    plan = ast.parse((repo / "miaflow/workflow/plan.py").read_text())
+    functions = {n.name for n in plan.body if isinstance(n, ast.FunctionDef)}
+    trees = {"miaflow/workflow/plan.py": plan,
+             **{f"rules/{p.name}": stages.rule_file(p) for p in (repo / "rules").glob("*.smk")}}
+    for path, tree in trees.items():
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+            if (not any(isinstance(a, ast.Name) and a.id == "config" for a in arguments)
+                    or ast.unparse(call.func) == "script"):
+                continue
+            callee = call.func
+            if isinstance(callee, ast.Attribute) and ast.unparse(callee.value) == "plan":
+                callee = ast.Name(callee.attr)
+            assert isinstance(callee, ast.Name) and callee.id in functions, \
+                f"{path}: {ast.unparse(call)} hands the whole config outside miaflow.workflow.plan"
+
+
+def test_common_rule_file_holds_only_what_several_stage_files_read(repo):
+    """rules/common.smk is the contract between stages: a name one stage file alone reads (or
+    none) belongs at the top of that file. A stage file reads only its own names and the common
+    ones, never another stage file's."""
+    common_file = repo / "rules" / "common.smk"
+    assert len(common_file.read_text().splitlines()) <= 150
+    common = stages.definitions(stages.rule_file(common_file))
+    shared = {s: stages.shared_names(s, repo) for s in stages.STAGES}
+    readers = {name: [s for s in stages.STAGES if name in shared[s]] for name in common}
+    lonely = {name: users for name, users in readers.items() if len(users) < 2}
+    assert not lonely, f"names of rules/common.smk read by fewer than two stage files: {lonely}"
+    trees = {s: stages.rule_file(repo / "rules" / f"{s}.smk") for s in stages.STAGES}
+    own = {s: stages.definitions(tree) for s, tree in trees.items()}
+    for stage in stages.STAGES:
+        assert not own[stage].keys() & common.keys(), f"rules/{stage}.smk redefines common names"
+        others = set().union(*(own[s].keys() for s in stages.STAGES if s != stage))
+        read = stages.names_read(trees[stage])
+        assert not read & (others - own[stage].keys()), \
+            f"rules/{stage}.smk reads names of other stage files: {read & others}"
+
+
 def test_every_stage_depends_on_the_stages_whose_outputs_its_rules_read(repo):
     """Otherwise `dvc repro` may run a stage before the one it reads from, and a change upstream
     leaves it stale. Rule-to-rule edges come from Snakemake's rule graph of the whole workflow."""

@@ -59,6 +59,7 @@ def test_experiments_with_references_of_another_architecture():
     assert wf.attacks_for(config, matched) == ["metric-loss", "query-neighbor"]  # one excluded
     assert wf.attacks_for(config, digits) == config["attacks"]
     assert wf.artifacts_for(config, digits) == ["canaries", "queries"]
+    assert wf.queried(config) == {(digits, "canaries"), (digits, "queries"), (matched, "queries")}
 
 
 def test_query_counts_of_the_scaling_sweep():
@@ -71,3 +72,64 @@ def test_query_counts_of_the_scaling_sweep():
     # On images Query-adv is a boundary distance, not a count of queries.
     assert "query-adv" not in swept_query_attacks(config, Experiment("digits", "cnn", "cnn"))
     assert swept_query_attacks(config, Experiment("purchase", "mlp", "lr")) == {}
+
+
+def test_the_reports_that_run_follow_the_attack_registry_and_the_architectures():
+    from miaflow.workflow import plan as wf
+
+    config = {"experiments": [{"dataset": "purchase", "arch": "mlp"}],
+              "architectures": {"mlp": {"kind": "mlp"}, "guarded": {"kind": "mlp",
+                                                                    "defense": {"kind": "memguard"}}},
+              "attacks": ["metric-loss", "sm-risk"]}
+    # Song & Mittal's family by the registry; its risk score has its own report, not the table
+    assert wf.song_mittal_thresholds(config) == [] and wf.risk_scored(config)
+    config["attacks"] = ["sm-conf", "metric-loss", "sm-ment-global"]
+    assert wf.song_mittal_thresholds(config) == ["sm-conf", "sm-ment-global"]
+    assert not wf.risk_scored(config) and not wf.defended(config)
+    config["experiments"].append({"dataset": "purchase", "arch": "guarded"})
+    assert wf.defended(config)
+
+
+def test_the_study_settings_budgets_and_backbones():
+    from miaflow.workflow import plan as wf
+
+    study = {"settings": [], "epsilons": [float("inf"), 8, 0.5]}
+    assert wf.epsilon_tags({"hparam_study": study}) == []  # no setting: no run of any budget
+    study["settings"] = [{"dataset": "cifar10", "shots": 8, "backbone": "vit-b16",
+                          "backbone_model": "local/vit"},
+                         {"dataset": "digits", "shots": 8}]
+    assert wf.epsilon_tags({"hparam_study": study}) == ["inf", "8", "0.5"]
+    assert wf.backbone_model({"hparam_study": study}, "cifar10", "vit-b16") == "local/vit"
+    assert wf.backbone_model({"hparam_study": study}, "digits", "vit-b16") is None
+
+
+def test_language_model_membership_and_needs(repo):
+    from miaflow.workflow import plan as wf
+
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    assert wf.llm_membership({"target_recipe": {"kind": "pretrained"}}) == "labels"
+    assert wf.llm_membership({"target_recipe": {"kind": "scratch"}}) == "trained"
+    params["llm"]["attacks"] = ["llm-loss"]
+    assert wf.llm_needs(params) == set()
+    params["llm"]["attacks"] = ["llm-loss", "llm-ref", "llm-recall"]
+    assert wf.llm_needs(params) == {"reference", "recall"}
+
+
+def test_benchmarks_of_follows_the_producers_of_inputs_recursively():
+    """The cost table's inputs: the benchmark file of every job a target needs, not of the rule
+    that asks."""
+    from types import SimpleNamespace
+
+    from miaflow.workflow.plan import benchmarks_of
+
+    def rule(name, output, inputs, benchmark):
+        return SimpleNamespace(
+            name=name, is_producer=lambda target: target == output, get_wildcards=lambda t: {},
+            expand_input=lambda wildcards: (inputs,),
+            benchmark=benchmark and SimpleNamespace(apply_wildcards=lambda w: benchmark))
+
+    rules = [rule("prepare", "data", [], "prepare.tsv"),
+             rule("train", "model", ["data"], "train.tsv"),
+             rule("target", "all", ["model", "data"], None),
+             rule("cost", "model", ["model"], "cost.tsv")]
+    assert benchmarks_of(rules, ["all"], skip="cost") == ["prepare.tsv", "train.tsv"]

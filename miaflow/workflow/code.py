@@ -31,8 +31,13 @@ def imported_modules(module: str, root: Path = ROOT) -> set[str]:
     path = module_file(module, root)
     if path is None:
         raise ModuleNotFoundError(f"no module {module} below {root}")
+    return imports_in(ast.parse((root / path).read_text(), str(path)), root)
+
+
+def imports_in(tree: ast.AST, root: Path = ROOT) -> set[str]:
+    """Modules of the package that the import statements in `tree` load, with their parents."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse((root / path).read_text(), str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

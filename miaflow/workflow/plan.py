@@ -7,7 +7,7 @@ known before any job runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -110,6 +110,20 @@ def llm_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
             for entry in llm.get("experiments", [])]
 
 
+def llm_membership(experiment: Mapping[str, Any]) -> str:
+    """Who the members of a language-model experiment are: the corpus' "labels" when its target
+    is pretrained (its training data is not ours to split), else "trained" (each repeat's half)."""
+    return "labels" if experiment["target_recipe"]["kind"] == "pretrained" else "trained"
+
+
+def llm_needs(config: Mapping[str, Any]) -> set[str]:
+    """What the configured language-model attacks read beside the targets' token statistics
+    (`miaflow.attacks.llm.READS`, and "reference" when EM-MIA starts from it)."""
+    from miaflow.attacks.llm import needs
+
+    return needs(config["llm"]["attacks"], config["llm"]["attack_options"])
+
+
 def llm_fpr_levels(config: Mapping[str, Any]) -> list[float]:
     """FPR levels of the language-model metrics: the run's and EM-MIA's tables' (1 %, 5 %)."""
     return sorted({*config["metrics"]["fpr_levels"], *config["llm"]["fpr_levels"]})
@@ -132,6 +146,20 @@ def hparam_settings(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The hyperparameter study's settings (dataset, shots), each with its `name`."""
     settings = config.get("hparam_study", {}).get("settings", [])
     return [{**setting, "name": setting_name(setting)} for setting in settings]
+
+
+def epsilon_tags(config: Mapping[str, Any]) -> list[str]:
+    """The study's privacy budgets as paths name them (`epsilon_tag`); none without a setting."""
+    if not hparam_settings(config):
+        return []
+    return [epsilon_tag(epsilon) for epsilon in config["hparam_study"]["epsilons"]]
+
+
+def backbone_model(config: Mapping[str, Any], dataset: str, backbone: str) -> str | None:
+    """The pretrained model extracting `backbone` features of `dataset`: the `backbone_model` of
+    the first setting naming both, else None (the backbone's own default)."""
+    return next((setting.get("backbone_model") for setting in hparam_settings(config)
+                 if setting["dataset"] == dataset and setting.get("backbone") == backbone), None)
 
 
 def model_ids(config: Mapping[str, Any]) -> list[str]:
@@ -211,6 +239,12 @@ def artifacts_for(config: Mapping[str, Any], experiment: Experiment,
     return sorted({name for attack in chosen for name in ATTACKS[attack].reads})
 
 
+def queried(config: Mapping[str, Any]) -> set[tuple[Experiment, str]]:
+    """(experiment, artifact name) for every artifact of the queries stage that the configured
+    attacks of an experiment read."""
+    return {(e, name) for e in experiments(config) for name in artifacts_for(config, e)}
+
+
 def reference_counts(config: Mapping[str, Any]) -> list[int]:
     """Numbers of reference models for the scaling study: whole pairs, doubling up to all."""
     total, counts, count = config["splits"]["n_reference"], [], 2
@@ -226,6 +260,29 @@ def swept_attacks(config: Mapping[str, Any]) -> list[str]:
 
     return [a for a in config["attacks"] if ATTACKS[a].family in ("model", "lira")
             and "reference" in ATTACKS[a].needs]
+
+
+# Song & Mittal's privacy risk score: a probability, reported by its own tables and figures, not
+# at a learned threshold like the rest of its family.
+RISK_SCORE = "sm-risk"
+
+
+def song_mittal_thresholds(config: Mapping[str, Any]) -> list[str]:
+    """The configured attacks of the Song & Mittal family that decide at learned thresholds
+    (their class-dependent vs global table): all but the privacy risk score."""
+    from miaflow.attacks import ATTACKS
+
+    return [a for a in config["attacks"] if ATTACKS[a].family == "song-mittal" and a != RISK_SCORE]
+
+
+def risk_scored(config: Mapping[str, Any]) -> bool:
+    """Whether the privacy risk score runs (its precision table and CDF figures)."""
+    return RISK_SCORE in config["attacks"]
+
+
+def defended(config: Mapping[str, Any]) -> bool:
+    """Whether a target model of an experiment is trained with a defense (the defense report)."""
+    return any(config["architectures"][e.arch].get("defense") for e in experiments(config))
 
 
 # Query attacks whose score uses a number of extra queries that a sweep can cut down (Query-adv
@@ -261,3 +318,23 @@ def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> di
         total = generated_queries(config, attack, data)
         swept[attack] = sorted({k for k in (1, 2, 5) if k < total} | {total})
     return swept
+
+
+def benchmarks_of(rules: Iterable[Any], targets: Iterable[str], skip: str) -> list[str]:
+    """Benchmark files of every job the `targets` need among Snakemake's `rules`: each target's
+    producer, then the producers of that job's inputs, recursively (the cost table counts
+    intermediate jobs too). `skip`: the rule that asks, whose own inputs are these files."""
+    found, seen, todo = set(), set(), [str(t) for t in targets]
+    while todo:
+        target = todo.pop()
+        if target in seen:
+            continue
+        seen.add(target)
+        for producer in rules:
+            if producer.name == skip or not producer.is_producer(target):
+                continue
+            wildcards = producer.get_wildcards(target)
+            if producer.benchmark:
+                found.add(str(producer.benchmark.apply_wildcards(wildcards)))
+            todo.extend(str(path) for path in producer.expand_input(wildcards)[0])
+    return sorted(found)

@@ -1,20 +1,28 @@
-"""The workflow's stages as DVC sees them: each stage's rules and the files its command runs.
+"""The workflow's stages as DVC sees them: each stage's rules, the files its command runs and the
+params its rules read.
 
 A stage is one rule file, `rules/<stage>.smk`, whose rules its DVC command may run
 (`--allowed-rules`), and one jobs module, `miaflow/jobs/<stage>.py`. The code a stage's command
-runs is what Snakemake imports to parse the workflow, the stage's rule and script files, and the
-import closure of its jobs module; `dvc.yaml` lists exactly those files as the stage's deps, so
+runs is what Snakemake imports to parse the workflow (the Snakefile's and every rule file's
+imports), the stage's rule and script files, and the import closure of its jobs module. The
+params its rules read are the params.yaml sections that the stage file, the rules/common.smk
+names it uses and the `miaflow.workflow.plan` functions these call read (`config[...]`,
+`config.get(...)`), read from the code as Snakemake translates it, plus the profile selectors.
+`dvc.yaml` lists exactly those files as the stage's deps and those sections as its params, so
 `dvc status` sees every edit that can change the stage's outputs. Run
-`python -m miaflow.workflow.stages` to rewrite those deps after the code's imports changed (the
-tests fail until dvc.yaml matches).
+`python -m miaflow.workflow.stages` to rewrite both after the code changed (the tests fail until
+dvc.yaml matches).
 """
 
 from __future__ import annotations
 
+import ast
 import re
+from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 
-from miaflow.workflow.code import ADAPTER, ROOT, closure, files
+from miaflow.workflow.code import ADAPTER, ROOT, closure, files, imports_in
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
@@ -22,9 +30,12 @@ WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/mia
 OUTPUT_ROOTS = ("results/", "records/")
 # What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit.
 USER_INPUTS = ("audit",)
+# The params that select the effective config (the Snakefile applies the profile): a stage that
+# reads any section depends on them.
+SELECTORS = ("profile", "profiles")
 _RULE = re.compile(r"^rule (\w+):", re.M)
 _SCRIPT = re.compile(r'script:\s*"\.\./(scripts/[\w.]+)"')
-_IMPORT = re.compile(r"^\s*(?:from|import) (miaflow[\w.]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*(?:from|import) miaflow\b.*$", re.M)
 
 
 def rules(stage: str, root: Path = ROOT) -> list[str]:
@@ -33,15 +44,16 @@ def rules(stage: str, root: Path = ROOT) -> list[str]:
 
 
 def parse_modules(root: Path = ROOT) -> list[str]:
-    """The package modules the Snakefile and the common rule file import to build the DAG."""
-    text = "".join((root / name).read_text() for name in ("Snakefile", "rules/common.smk"))
-    return sorted(set(_IMPORT.findall(text)))
+    """The package modules the Snakefile and the rule files import (one statement a line): every
+    stage's command parses them all to build the DAG."""
+    sources = [root / "Snakefile", *sorted((root / "rules").glob("*.smk"))]
+    lines = [line.strip() for path in sources for line in _IMPORT.findall(path.read_text())]
+    return sorted(imports_in(ast.parse("\n".join(lines)), root))
 
 
 def code_deps(stage: str, root: Path = ROOT) -> list[str]:
     """Every file the stage's command runs, relative to `root`, sorted."""
-    rule_file = root / "rules" / f"{stage}.smk"
-    scripts = _SCRIPT.findall(rule_file.read_text())
+    scripts = _SCRIPT.findall((root / "rules" / f"{stage}.smk").read_text())
     library = {path for module in [*parse_modules(root), f"miaflow.jobs.{stage}", ADAPTER]
                for path in files(module, root)}
     return sorted({*WORKFLOW_FILES, f"rules/{stage}.smk", *scripts, *library})
@@ -52,9 +64,118 @@ def uses(stage: str, module: str, root: Path = ROOT) -> bool:
     return module in closure(f"miaflow.jobs.{stage}", root)
 
 
+def rule_file(path: Path) -> ast.Module:
+    """A rule file as the Python code Snakemake runs: its parser's translation, parsed."""
+    return _translated(str(path), path.read_text())
+
+
+@lru_cache(maxsize=None)
+def _translated(path: str, text: str) -> ast.Module:
+    """Cached by the file's path and text (`text`: the cache key; the parser reads the file)."""
+    from snakemake import parser
+    from snakemake.sourcecache import LocalSourceFile
+
+    class Sources:  # what the parser asks of a workflow: to open the file
+        @staticmethod
+        def open(source: LocalSourceFile):
+            return open(source.get_path_or_uri(secret_free=True), encoding="utf-8")
+
+    python, _ = parser.parse(LocalSourceFile(path), SimpleNamespace(sourcecache=Sources()), {})
+    return ast.parse(python, path)
+
+
+def definitions(tree: ast.Module) -> dict[str, ast.stmt]:
+    """The names a module defines at its top level (functions, assignments, imports), each with
+    the statement that defines it."""
+    found: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign):
+            found.update((name.id, node) for target in node.targets for name in ast.walk(target)
+                         if isinstance(name, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(((alias.asname or alias.name).split(".")[0], node) for alias in node.names)
+    return found
+
+
+def names_read(node: ast.AST) -> set[str]:
+    """The names `node`'s code reads (not attributes, keywords or strings)."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def shared_names(stage: str, root: Path = ROOT) -> set[str]:
+    """The names of rules/common.smk that the stage file reads, directly or through the common
+    definitions it reads."""
+    common = definitions(rule_file(root / "rules" / "common.smk"))
+    found, todo = set(), names_read(rule_file(root / "rules" / f"{stage}.smk")) & common.keys()
+    while todo:
+        name = todo.pop()
+        found.add(name)
+        todo |= (names_read(common[name]) & common.keys()) - found
+    return found
+
+
+def config_sections(node: ast.AST) -> set[str]:
+    """The params.yaml sections `node`'s code reads: `config["<section>"]` and
+    `config.get("<section>")`."""
+    found = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Subscript) and _is_config(n.value) and _is_text(n.slice):
+            found.add(n.slice.value)
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
+              and n.func.attr == "get" and _is_config(n.func.value) and _is_text(n.args[0])):
+            found.add(n.args[0].value)
+    return found
+
+
+def _is_config(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "config"
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def plan_functions(node: ast.AST) -> set[str]:
+    """The functions of miaflow.workflow.plan that `node`'s code names (`plan.<function>`)."""
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "plan"}
+
+
+def plan_sections(root: Path = ROOT) -> dict[str, set[str]]:
+    """The params.yaml sections each function of miaflow.workflow.plan reads, itself or through
+    the plan functions it calls."""
+    module = ast.parse((root / "miaflow/workflow/plan.py").read_text())
+    functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
+    direct = {name: config_sections(node) for name, node in functions.items()}
+    calls = {name: names_read(node) & functions.keys() for name, node in functions.items()}
+    found = {}
+    for name in functions:
+        reached, todo = set(), {name}
+        while todo:
+            reached.add(current := todo.pop())
+            todo |= calls[current] - reached
+        found[name] = set().union(*(direct[f] for f in reached))
+    return found
+
+
+def params(stage: str, root: Path = ROOT) -> list[str]:
+    """The params.yaml sections the stage's rules read: in its rule file, in the common names it
+    reads and in the plan functions these call; with the profile selectors first."""
+    common = definitions(rule_file(root / "rules" / "common.smk"))
+    code = [rule_file(root / "rules" / f"{stage}.smk"),
+            *(common[name] for name in shared_names(stage, root))]
+    planned = plan_sections(root)  # plan constants (e.g. plan.RISK_SCORE) read no section
+    named = {name for node in code for name in plan_functions(node)}
+    sections = set().union(*map(config_sections, code), *(planned.get(n, ()) for n in named))
+    return [*SELECTORS, *sorted(sections - set(SELECTORS))] if sections else []
+
+
 def write_dvc_deps(path: Path = ROOT / "dvc.yaml") -> None:
-    """Rewrite each stage's code deps in dvc.yaml (its data deps, under OUTPUT_ROOTS or USER_INPUTS, are kept, and
-    so is the rest of the file, comments and the top-level `plots` of `dvc plots show` included)."""
+    """Rewrite each stage's code deps and params in dvc.yaml (its data deps, under OUTPUT_ROOTS or
+    USER_INPUTS, are kept, and so is the rest of the file, comments and the top-level `plots` of
+    `dvc plots show` included)."""
     from ruamel.yaml import YAML
 
     yaml = YAML()
@@ -66,6 +187,9 @@ def write_dvc_deps(path: Path = ROOT / "dvc.yaml") -> None:
         data = [dep for dep in deps if str(dep).startswith(OUTPUT_ROOTS) or dep in USER_INPUTS]
         deps.clear()
         deps.extend([*data, *code_deps(stage, path.parent)])
+        listed = document["stages"][stage]["params"]
+        listed.clear()
+        listed.extend(params(stage, path.parent))
     yaml.dump(document, path)
 
 
