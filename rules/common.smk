@@ -27,10 +27,10 @@ QUERY_SET = "results/queries/sets/{dataset}.parquet"
 # What query attacks read beside the signal store, by the names of `Attack.reads`.
 QUERY_ARTIFACTS = {
     QUERY_OUTPUTS: "results/queries/outputs/{dataset}/{arch}.parquet",
-    DISTANCES: "results/queries/hsj/{dataset}/{arch}.parquet",
-    SURROGATES: "results/queries/transfer/{dataset}/{arch}.parquet",
-    REGRESSORS: "results/queries/qrm/{dataset}/{arch}.parquet",
-    CANARIES: "results/queries/ref/{dataset}/{arch}.parquet",
+    DISTANCES: "results/queries/distances/{dataset}/{arch}.parquet",
+    SURROGATES: "results/queries/surrogates/{dataset}/{arch}.parquet",
+    REGRESSORS: "results/queries/regressors/{dataset}/{arch}.parquet",
+    CANARIES: "results/queries/canaries/{dataset}/{arch}.parquet",
 }
 SCORES = "results/evaluate/scores/{dataset}/{experiment}.parquet"
 ATTACK_TIMINGS = "records/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.attacks.tsv"
@@ -42,9 +42,9 @@ METRICS = "results/metrics.parquet"  # the contract: every metric, long format
 HPARAM_FEATURES = "results/hparams/features/{dataset}/{backbone}.parquet"
 HPARAM_SPLITS = "results/hparams/splits/{setting}/run-{run}.parquet"
 HPARAM_NOISE = "results/hparams/noise/{setting}/eps-{epsilon}.parquet"
-HPARAM_TRIALS = "results/hparams/hpo/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_TRIALS = "results/hparams/trials/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_GRID = "results/hparams/grid/{setting}/eps-{epsilon}/run-{run}.parquet"
-HPARAM_ATTACKS = "results/hparams/attacks/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_METRICS = "results/hparams/metrics/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_ROC = "results/hparams/roc/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_SELECTION = "results/hparams/selection/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_BOUND = "results/hparams/bound/{setting}/eps-{epsilon}.parquet"
@@ -236,7 +236,7 @@ LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
 LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
 LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.parquet"
 LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
-LLM_ITERATES = "results/llm/em/{dataset}/{lm}.parquet"
+LLM_ITERATES = "results/llm/iterates/{dataset}/{lm}.parquet"
 LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
 LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
 

@@ -225,7 +225,7 @@ rule llm_scores:
         code=code("llm"),
     output:
         scores=LLM_SCORES,
-        history=LLM_ITERATES,
+        iterates=LLM_ITERATES,
         metrics=LLM_METRICS,
         roc=LLM_ROC,
     params:

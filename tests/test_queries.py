@@ -274,7 +274,7 @@ def _query_inputs(queries: str, ids: np.ndarray, **extra) -> AttackInputs:
     return AttackInputs(target={}, reference={}, reference_keep=np.ones((1, len(ids)), bool),
                         target_on_population={}, population={},
                         population_keep=np.zeros((0, 0), bool), options={}, seed=0,
-                        target_model="target-0", extra={"queries": queries, **extra},
+                        target_model="target-0", extra={"outputs": queries, **extra},
                         sample_ids=ids)
 
 
@@ -341,16 +341,16 @@ def _memorising_experiment(tmp_path, modality: str):
     signals = tmp_path / "signals.parquet"
     train.compute_signals(data=data, models=shard, signals=signals, threads=1)
     query_set = tmp_path / "queries.parquet"
-    queries.make_queries(data=data, splits=splits_path, queries=query_set,
-                         neighbour={"magnitude": 0.5}, augment={}, seed=0)
+    queries.query_sets(data=data, splits=splits_path, queries=query_set,
+                       neighbour={"magnitude": 0.5}, augment={}, seed=0)
     outputs = tmp_path / "outputs.parquet"
-    queries.query_signals(data=data, queries=query_set, models=[shard], outputs=outputs, threads=1)
-    hsj = tmp_path / "hsj.parquet"
-    queries.hsj_distances(data=data, splits=splits_path, models=[shard], distances=hsj,
-                          arch_name="mlp",
-                          options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
-                          seed=0, threads=1)
-    return splits_path, signals, {"queries": outputs, "distances": hsj}
+    queries.query_outputs(data=data, queries=query_set, models=[shard], outputs=outputs, threads=1)
+    distances = tmp_path / "distances.parquet"
+    queries.query_distances(data=data, splits=splits_path, models=[shard], distances=distances,
+                            arch_name="mlp",
+                            options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
+                            seed=0, threads=1)
+    return splits_path, signals, {"outputs": outputs, "distances": distances}
 
 
 @pytest.mark.parametrize("modality", ["tabular", "image"])
