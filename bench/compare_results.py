@@ -8,9 +8,9 @@ benchmark files and the tables built from measured times, `cost` and `families`)
 they differ between any two runs. `--layout` maps the paths of an older run onto today's:
 `v2`, a run made before each artifact had one name (query artifacts under results/queries/hsj,
 transfer, qrm and ref; the study's trials under results/hparams/hpo and its per-run metrics under
-results/hparams/attacks; EM-MIA's iterates under results/llm/em); `v1`, a run made before the
-stage-per-folder layout (three DVC stages: query artifacts under results/train/queries/, the model
-and test tables under results/evaluate/).
+results/hparams/attacks; EM-MIA's iterates under results/llm/em; audited models' records under
+results/audit/models); `v1`, a run made before the stage-per-folder layout (three DVC stages:
+query artifacts under results/train/queries/, the model and test tables under results/evaluate/).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ V2_LAYOUT = [
     (r"^results/hparams/hpo/", "results/hparams/trials/"),
     (r"^results/hparams/attacks/", "results/hparams/metrics/"),
     (r"^results/llm/em/", "results/llm/iterates/"),
+    (r"^results/audit/models/", "results/audit/records/"),
 ]
 LAYOUTS = {"current": [], "v2": V2_LAYOUT, "v1": V1_LAYOUT + V2_LAYOUT}
 

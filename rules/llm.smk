@@ -81,7 +81,7 @@ rule llm_train:
         code=code("llm"),
     output:
         checkpoint=directory(LLM_CHECKPOINT),
-        history=LLM_TRAINING,
+        history=LLM_HISTORY,
     params:
         recipe=llm_recipe,
         model_id=lambda w: w.model,

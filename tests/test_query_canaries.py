@@ -180,7 +180,7 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     output = tmp_path / "canaries.parquet"
     options = {"boundary_eva_num": 50, "n_canaries": 3, "steps": 5}
     queries.query_canaries(data=data, splits=splits_path, models=[shard], canaries=output,
-                      arch_name="cnn", options=options, seed=0, threads=1)
+                           arch_name="cnn", options=options, seed=0, threads=1)
     table = pd.read_parquet(output)
     assert len(table) == (4 + 2) * 50 * 3
     assert set(table["sample_id"]) <= set(splits.target_samples)
@@ -191,7 +191,7 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     assert roc_auc_score(scored["is_member"], scored["score"]) > 0.7
     again = tmp_path / "canaries-again.parquet"
     queries.query_canaries(data=data, splits=splits_path, models=[shard], canaries=again,
-                      arch_name="cnn", options=options, seed=0, threads=1)
+                           arch_name="cnn", options=options, seed=0, threads=1)
     assert _digest(again) == _digest(output)
 
 

@@ -44,8 +44,8 @@ def test_query_qrm_detects_members(qrm_toy, arch):
     root, (data, splits_path, signals, splits), _ = qrm_toy
     output = root / f"regressors-{arch['kind']}.parquet"
     queries.query_regressors(data=data, splits=splits_path, signals=[signals], regressors=output,
-                      arch_name=arch["kind"], arch=arch,
-                      options={"epochs": 20, "catboost_iterations": 50}, seed=0, threads=1)
+                             arch_name=arch["kind"], arch=arch,
+                             options={"epochs": 20, "catboost_iterations": 50}, seed=0, threads=1)
     scores = _scores(root, splits_path, signals, "query-qrm", {"regressors": output})
     assert roc_auc_score(scores["is_member"], scores["score"]) > 0.9
     assert read_parquet_metadata(output)["signal"] == KINDS[arch["kind"]].qrm_signal
@@ -56,8 +56,8 @@ def test_query_qrm_catboost_is_reproducible(qrm_toy):
     first, second = root / "cb-1.parquet", root / "cb-2.parquet"
     for path in (first, second):
         queries.query_regressors(data=data, splits=splits_path, signals=[signals], regressors=path,
-                          arch_name="catboost", arch=CATBOOST,
-                          options={"catboost_iterations": 30}, seed=0, threads=1)
+                                 arch_name="catboost", arch=CATBOOST,
+                                 options={"catboost_iterations": 30}, seed=0, threads=1)
     assert _digest(first) == _digest(second)
     table = pd.read_parquet(first)
     assert np.isfinite(table[["mu", "log_sigma"]].to_numpy()).all()
@@ -68,7 +68,7 @@ def test_query_qrm_linear_path_known_answer(qrm_toy):
     root, (data, splits_path, signals, splits), features = qrm_toy
     output = root / "regressors-known.parquet"
     queries.query_regressors(data=data, splits=splits_path, signals=[signals], regressors=output,
-                      arch_name="lr", arch=LR, options={}, seed=0, threads=1)
+                             arch_name="lr", arch=LR, options={}, seed=0, threads=1)
     store = SignalStore.read([signals])
     aux, pool = splits.auxiliary_samples, splits.target_samples
     phi_aux = store.matrix(["target-1"], "phi", aux)[0]

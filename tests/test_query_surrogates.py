@@ -91,7 +91,7 @@ def test_query_transfer_detects_members_of_a_memorising_target(transfer_toy):
     root, (data, splits_path, signals, splits) = transfer_toy
     output = root / "surrogates.parquet"
     queries.query_surrogates(data=data, splits=splits_path, signals=[signals], surrogates=output,
-                           arch_name="lr", arch=LR, options={}, seed=0, threads=1)
+                             arch_name="lr", arch=LR, options={}, seed=0, threads=1)
     surrogates = pd.read_parquet(output)
     assert sorted(surrogates["model_id"].unique()) == ["target-0", "target-1"]
     assert len(surrogates) == 2 * len(splits.target_samples)
@@ -103,7 +103,7 @@ def test_query_transfer_detects_members_of_a_memorising_target(transfer_toy):
 
     again = root / "surrogates-again.parquet"
     queries.query_surrogates(data=data, splits=splits_path, signals=[signals], surrogates=again,
-                           arch_name="lr", arch=LR, options={}, seed=0, threads=1)
+                             arch_name="lr", arch=LR, options={}, seed=0, threads=1)
     assert _digest(again) == _digest(output)
 
 

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def query_sets(*, data: str | Path, splits: str | Path, queries: str | Path,
-                 neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
+               neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
     """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
     from miaflow.data import read_dataset
     from miaflow.queries.sets import info_metadata
@@ -47,7 +47,7 @@ def query_outputs(*, data: str | Path, queries: str | Path, models: Paths, outpu
     """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard, shard_logits
-    from miaflow.queries.sets import query_outputs, read_queries
+    from miaflow.queries.sets import query_outputs as outputs_on, read_queries
     from miaflow.splits import role_of
 
     loaded = read_dataset(data)
@@ -65,14 +65,14 @@ def query_outputs(*, data: str | Path, queries: str | Path, models: Paths, outpu
         return np.concatenate([shard_logits(w, m, features) for w, m in wanted if m["model_ids"]])
 
     with compute_session(shards[0][1]["arch"], threads):
-        table = query_outputs(blocks, loaded.labels, model_ids, logits_of)
+        table = outputs_on(blocks, loaded.labels, model_ids, logits_of)
     log.info("%d models x %d query blocks", len(model_ids), len(blocks))
     io.write_parquet(outputs, table, {"data_hash": meta["data_hash"], "queries": meta["queries"]})
 
 
 def query_distances(*, data: str | Path, splits: str | Path, models: Paths,
-                  distances: str | Path, arch_name: str, options: Mapping[str, Any], seed: int,
-                  threads: int) -> None:
+                    distances: str | Path, arch_name: str, options: Mapping[str, Any], seed: int,
+                    threads: int) -> None:
     """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset.
 
     Other modalities need no distances (Query-adv is mean correctness under noise there): the
@@ -128,8 +128,8 @@ def _classifier(metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray],
 
 
 def query_surrogates(*, data: str | Path, splits: str | Path, signals: Paths,
-                   surrogates: str | Path, arch_name: str, arch: Mapping[str, Any],
-                   options: Mapping[str, Any], seed: int, threads: int) -> None:
+                     surrogates: str | Path, arch_name: str, arch: Mapping[str, Any],
+                     options: Mapping[str, Any], seed: int, threads: int) -> None:
     """Query-transfer: per target, a surrogate trained on pool T relabelled by the target's
     predictions (argmax of its cached logits); writes the surrogates' outputs on T."""
     from miaflow.data import read_dataset
@@ -152,9 +152,9 @@ def query_surrogates(*, data: str | Path, splits: str | Path, signals: Paths,
                      {"data_hash": loaded.content_hash()})
 
 
-def query_regressors(*, data: str | Path, splits: str | Path, signals: Paths, regressors: str | Path,
-              arch_name: str, arch: Mapping[str, Any], options: Mapping[str, Any], seed: int,
-              threads: int) -> None:
+def query_regressors(*, data: str | Path, splits: str | Path, signals: Paths,
+                     regressors: str | Path, arch_name: str, arch: Mapping[str, Any],
+                     options: Mapping[str, Any], seed: int, threads: int) -> None:
     """Query-qrm: per target, a Gaussian regressor of its score on the auxiliary pool A (known
     non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed."""
     from miaflow.data import read_dataset
@@ -182,7 +182,7 @@ def query_regressors(*, data: str | Path, splits: str | Path, signals: Paths, re
 
 
 def query_canaries(*, data: str | Path, splits: str | Path, models: Paths, canaries: str | Path,
-              arch_name: str, options: Mapping[str, Any], seed: int, threads: int) -> None:
+                   arch_name: str, options: Mapping[str, Any], seed: int, threads: int) -> None:
     """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
     writes phi of every canary under every reference and every target model."""
     from miaflow.data import read_dataset
