@@ -10,7 +10,7 @@ rule query_sets:
         splits=SPLITS,
         code=code("queries"),
     output:
-        queries=QUERY_SET,
+        query_set=QUERY_SET,
     params:
         neighbour=plan.attack_options(config, "query-neighbor"),
         augment=plan.attack_options(config, "query-augment"),
@@ -29,7 +29,7 @@ rule query_outputs:
     """Logits and signals of every target and the shadow model on every query."""
     input:
         data=DATA,
-        queries=QUERY_SET,
+        query_set=QUERY_SET,
         models=queried_shards,
         code=code("queries"),
     output:

@@ -128,10 +128,10 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
         path = artifacts[name] = tmp_path / f"{name}.parquet"
         if name == "outputs":
             query_set = tmp_path / "query-set.parquet"
-            queries.query_sets(data=data, splits=splits, queries=query_set,
+            queries.query_sets(data=data, splits=splits, query_set=query_set,
                                neighbour=options["query-neighbor"], augment=options["query-augment"],
                                seed=seed)
-            queries.query_outputs(data=data, queries=query_set, models=[models], outputs=path,
+            queries.query_outputs(data=data, query_set=query_set, models=[models], outputs=path,
                                   threads=1)
         elif name == "distances":
             queries.query_distances(models=[models], distances=path, options=options["query-adv"],

@@ -341,10 +341,11 @@ def _memorising_experiment(tmp_path, modality: str):
     signals = tmp_path / "signals.parquet"
     train.compute_signals(data=data, models=shard, signals=signals, threads=1)
     query_set = tmp_path / "queries.parquet"
-    queries.query_sets(data=data, splits=splits_path, queries=query_set,
+    queries.query_sets(data=data, splits=splits_path, query_set=query_set,
                        neighbour={"magnitude": 0.5}, augment={}, seed=0)
     outputs = tmp_path / "outputs.parquet"
-    queries.query_outputs(data=data, queries=query_set, models=[shard], outputs=outputs, threads=1)
+    queries.query_outputs(data=data, query_set=query_set, models=[shard], outputs=outputs,
+                          threads=1)
     distances = tmp_path / "distances.parquet"
     queries.query_distances(data=data, splits=splits_path, models=[shard], distances=distances,
                             arch_name="mlp",

@@ -25,7 +25,7 @@ from miaflow.progress import tracked
 log = logging.getLogger(__name__)
 
 
-def query_sets(*, data: str | Path, splits: str | Path, queries: str | Path,
+def query_sets(*, data: str | Path, splits: str | Path, query_set: str | Path,
                neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
     """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
     from miaflow.data import read_dataset
@@ -38,11 +38,11 @@ def query_sets(*, data: str | Path, splits: str | Path, queries: str | Path,
                     augment)
     log.info("%s: %s queries over %d samples", loaded.name,
              {kind: len(v) for kind, v in made.features.items()}, len(pool))
-    io.write_parquet(queries, made.to_table(),
+    io.write_parquet(query_set, made.to_table(),
                      {"data_hash": loaded.content_hash(), **info_metadata(made.info)})
 
 
-def query_outputs(*, data: str | Path, queries: str | Path, models: Paths, outputs: str | Path,
+def query_outputs(*, data: str | Path, query_set: str | Path, models: Paths, outputs: str | Path,
                   threads: int) -> None:
     """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
     from miaflow.data import read_dataset
@@ -51,10 +51,10 @@ def query_outputs(*, data: str | Path, queries: str | Path, models: Paths, outpu
     from miaflow.splits import role_of
 
     loaded = read_dataset(data)
-    meta = io.read_parquet_metadata(queries)
+    meta = io.read_parquet_metadata(query_set)
     if meta["data_hash"] != loaded.content_hash():
-        raise ValueError(f"{queries} was generated from other data than {data}")
-    blocks = read_queries(io.read_table(queries), loaded.feature_shape)
+        raise ValueError(f"{query_set} was generated from other data than {data}")
+    blocks = read_queries(io.read_table(query_set), loaded.feature_shape)
     shards = [load_shard(path) for path in models]
     wanted = [(weights, {**metadata, "model_ids": [m for m in metadata["model_ids"]
                                                     if role_of(m) == "target" or m == "reference-0"]})
