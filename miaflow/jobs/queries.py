@@ -30,12 +30,12 @@ def query_sets(*, data: str | Path, splits: str | Path, query_set: str | Path,
     """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
     from miaflow.data import read_dataset
     from miaflow.queries.sets import info_metadata
-    from miaflow.queries.sets import make_queries as generate
+    from miaflow.queries.sets import make_query_set
 
     loaded = read_dataset(data)
     pool = read_splits(splits).target_samples
-    made = generate(loaded.features[pool], pool, loaded.modality, seed, loaded.name, neighbour,
-                    augment)
+    made = make_query_set(loaded.features[pool], pool, loaded.modality, seed, loaded.name,
+                          neighbour, augment)
     log.info("%s: %s queries over %d samples", loaded.name,
              {kind: len(v) for kind, v in made.features.items()}, len(pool))
     io.write_parquet(query_set, made.to_table(),
