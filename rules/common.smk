@@ -27,10 +27,10 @@ SIGNALS = "results/train/signals/{dataset}/{arch}/shard-{shard}.parquet"
 # What query attacks read beside the signal store, by the names of `Attack.reads`.
 QUERY_ARTIFACTS = {
     QUERY_OUTPUTS: "results/queries/outputs/{dataset}/{arch}.parquet",
-    DISTANCES: "results/queries/hsj/{dataset}/{arch}.parquet",
-    SURROGATES: "results/queries/transfer/{dataset}/{arch}.parquet",
-    REGRESSORS: "results/queries/qrm/{dataset}/{arch}.parquet",
-    CANARIES: "results/queries/ref/{dataset}/{arch}.parquet",
+    DISTANCES: "results/queries/distances/{dataset}/{arch}.parquet",
+    SURROGATES: "results/queries/surrogates/{dataset}/{arch}.parquet",
+    REGRESSORS: "results/queries/regressors/{dataset}/{arch}.parquet",
+    CANARIES: "results/queries/canaries/{dataset}/{arch}.parquet",
 }
 SCORES = "results/evaluate/scores/{dataset}/{experiment}.parquet"
 ATTACK_TIMINGS = "records/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.attacks.tsv"
@@ -42,9 +42,9 @@ HPARAM_STUDY = "results/hparam_study.parquet"  # the contract: TPR at fixed FPR,
 DP_BOUND = "results/dp_bound.parquet"  # the contract: the DP upper bound on any attack
 HPARAM_ROC_ALL = "results/hparams/roc.parquet"
 HPARAM_SELECTION_ALL = "results/hparams/selection.parquet"
-LLM_ITERATES = "results/llm/em/{dataset}/{lm}.parquet"
+LLM_ITERATES = "results/llm/iterates/{dataset}/{lm}.parquet"
 LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
-AUDIT_RECORDS = "results/audit/models/{dataset}/{audit}.json"
+AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
 AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
 AUDIT_ROC = "results/audit/roc/{dataset}/{audit}.parquet"

@@ -11,9 +11,9 @@ PRIVATE = [tag for tag in EPSILONS if tag != "inf"]
 HPARAM_FEATURES = "results/hparams/features/{dataset}/{backbone}.parquet"
 HPARAM_SPLITS = "results/hparams/splits/{setting}/run-{run}.parquet"
 HPARAM_NOISE = "results/hparams/noise/{setting}/eps-{epsilon}.parquet"
-HPARAM_TRIALS = "results/hparams/hpo/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_TRIALS = "results/hparams/trials/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_GRID = "results/hparams/grid/{setting}/eps-{epsilon}/run-{run}.parquet"
-HPARAM_ATTACKS = "results/hparams/attacks/{setting}/eps-{epsilon}/run-{run}.parquet"
+HPARAM_METRICS = "results/hparams/metrics/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_ROC = "results/hparams/roc/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_SELECTION = "results/hparams/selection/{setting}/eps-{epsilon}/run-{run}.parquet"
 HPARAM_BOUND = "results/hparams/bound/{setting}/eps-{epsilon}.parquet"
@@ -97,7 +97,7 @@ rule hparam_noise:
         "../scripts/hparam_noise.py"
 
 
-rule hparam_search:
+rule hparam_trials:
     """HPO (Optuna) of every split of both families, trials batched across splits."""
     input:
         data=study_data,
@@ -119,11 +119,11 @@ rule hparam_search:
     conda:
         SOFTWARE
     log:
-        "records/hparams/logs/hparam_search/{setting}/eps-{epsilon}/run-{run}.log",
+        "records/hparams/logs/hparam_trials/{setting}/eps-{epsilon}/run-{run}.log",
     benchmark:
-        "records/hparams/benchmarks/hparam_search/{setting}/eps-{epsilon}/run-{run}.tsv"
+        "records/hparams/benchmarks/hparam_trials/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
-        "../scripts/hparam_search.py"
+        "../scripts/hparam_trials.py"
 
 
 rule hparam_grid:
@@ -163,7 +163,7 @@ rule hparam_attacks:
         grid=HPARAM_GRID,
         code=code("hparams"),
     output:
-        metrics=HPARAM_ATTACKS,
+        metrics=HPARAM_METRICS,
         roc=HPARAM_ROC,
         selection=HPARAM_SELECTION,
     params:
@@ -213,7 +213,7 @@ rule hparam_bound:
 rule hparam_collect:
     """The study's contract tables and the ROC curves and choices its figures draw."""
     input:
-        metrics=per_study_run(HPARAM_ATTACKS),
+        metrics=per_study_run(HPARAM_METRICS),
         rocs=per_study_run(HPARAM_ROC),
         selections=per_study_run(HPARAM_SELECTION),
         bounds=expand(HPARAM_BOUND, setting=list(HPARAM_SETTINGS), epsilon=PRIVATE),

@@ -15,7 +15,7 @@ LLM_SPLITS = "results/llm/splits/{dataset}/{lm}.parquet"
 LLM_TOKENIZER = "results/llm/tokenizers/{dataset}/{recipe}.json"
 LLM_PACKAGED = "results/llm/pretrained/{packaged}"
 LLM_CHECKPOINT = "results/llm/models/{dataset}/{lm}/{model}"
-LLM_TRAINING = "results/llm/models/{dataset}/{lm}/{model}.json"
+LLM_HISTORY = "results/llm/models/{dataset}/{lm}/{model}.json"
 LLM_NEIGHBORS = "results/llm/neighbors/{dataset}/{lm}.parquet"
 LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
 LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
@@ -134,7 +134,7 @@ rule llm_train:
         code=code("llm"),
     output:
         checkpoint=directory(LLM_CHECKPOINT),
-        history=LLM_TRAINING,
+        history=LLM_HISTORY,
     params:
         recipe=llm_recipe,
         model_id=lambda w: w.model,
@@ -278,7 +278,7 @@ rule llm_scores:
         code=code("llm"),
     output:
         scores=LLM_SCORES,
-        history=LLM_ITERATES,
+        iterates=LLM_ITERATES,
         metrics=LLM_METRICS,
         roc=LLM_ROC,
     params:

@@ -20,14 +20,14 @@ QUERY_TARGETS = sorted(
     | {QUERY_SET.format(dataset=e.dataset) for e, name in QUERIED if name == QUERY_OUTPUTS})
 
 
-rule make_queries:
+rule query_sets:
     """Neighbour and augmentation queries of one dataset's target pool."""
     input:
         data=DATA,
         splits=SPLITS,
         code=code("queries"),
     output:
-        queries=QUERY_SET,
+        query_set=QUERY_SET,
     params:
         neighbour=plan.attack_options(config, "query-neighbor"),
         augment=plan.attack_options(config, "query-augment"),
@@ -35,18 +35,18 @@ rule make_queries:
     conda:
         SOFTWARE
     log:
-        "records/queries/logs/make_queries/{dataset}.log",
+        "records/queries/logs/query_sets/{dataset}.log",
     benchmark:
-        "records/queries/benchmarks/make_queries/{dataset}.tsv"
+        "records/queries/benchmarks/query_sets/{dataset}.tsv"
     script:
-        "../scripts/make_queries.py"
+        "../scripts/query_sets.py"
 
 
-rule query_signals:
+rule query_outputs:
     """Logits and signals of every target and the shadow model on every query."""
     input:
         data=DATA,
-        queries=QUERY_SET,
+        query_set=QUERY_SET,
         models=queried_shards,
         code=code("queries"),
     output:
@@ -57,14 +57,14 @@ rule query_signals:
     conda:
         SOFTWARE
     log:
-        "records/queries/logs/query_signals/{dataset}/{arch}.log",
+        "records/queries/logs/query_outputs/{dataset}/{arch}.log",
     benchmark:
-        "records/queries/benchmarks/query_signals/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_outputs/{dataset}/{arch}.tsv"
     script:
-        "../scripts/query_signals.py"
+        "../scripts/query_outputs.py"
 
 
-rule hsj_distances:
+rule query_distances:
     """HopSkipJump boundary distances of every target (Query-adv on images; empty otherwise)."""
     input:
         data=DATA,
@@ -83,14 +83,14 @@ rule hsj_distances:
     conda:
         SOFTWARE
     log:
-        "records/queries/logs/hsj_distances/{dataset}/{arch}.log",
+        "records/queries/logs/query_distances/{dataset}/{arch}.log",
     benchmark:
-        "records/queries/benchmarks/hsj_distances/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_distances/{dataset}/{arch}.tsv"
     script:
-        "../scripts/hsj_distances.py"
+        "../scripts/query_distances.py"
 
 
-rule query_transfer:
+rule query_surrogates:
     """Query-transfer: a surrogate per target model, trained on T relabelled by the target."""
     input:
         data=DATA,
@@ -110,14 +110,14 @@ rule query_transfer:
     conda:
         SOFTWARE
     log:
-        "records/queries/logs/query_transfer/{dataset}/{arch}.log",
+        "records/queries/logs/query_surrogates/{dataset}/{arch}.log",
     benchmark:
-        "records/queries/benchmarks/query_transfer/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_surrogates/{dataset}/{arch}.tsv"
     script:
-        "../scripts/query_transfer.py"
+        "../scripts/query_surrogates.py"
 
 
-rule query_qrm:
+rule query_regressors:
     """Query-qrm: a Gaussian quantile regressor per target model, fitted on the auxiliary pool."""
     input:
         data=DATA,
@@ -137,14 +137,14 @@ rule query_qrm:
     conda:
         SOFTWARE
     log:
-        "records/queries/logs/query_qrm/{dataset}/{arch}.log",
+        "records/queries/logs/query_regressors/{dataset}/{arch}.log",
     benchmark:
-        "records/queries/benchmarks/query_qrm/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_regressors/{dataset}/{arch}.tsv"
     script:
-        "../scripts/query_qrm.py"
+        "../scripts/query_regressors.py"
 
 
-rule query_ref:
+rule query_canaries:
     """Query-ref (images): canaries optimised on the reference models, phi under every model."""
     input:
         data=DATA,
@@ -163,11 +163,11 @@ rule query_ref:
     conda:
         SOFTWARE
     log:
-        "records/queries/logs/query_ref/{dataset}/{arch}.log",
+        "records/queries/logs/query_canaries/{dataset}/{arch}.log",
     benchmark:
-        "records/queries/benchmarks/query_ref/{dataset}/{arch}.tsv"
+        "records/queries/benchmarks/query_canaries/{dataset}/{arch}.tsv"
     script:
-        "../scripts/query_ref.py"
+        "../scripts/query_canaries.py"
 
 
 rule queries:

@@ -126,24 +126,25 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
     artifacts = {}
     for name in plan.artifacts_for(config_, experiment):
         path = artifacts[name] = tmp_path / f"{name}.parquet"
-        if name == "queries":
+        if name == "outputs":
             query_set = tmp_path / "query-set.parquet"
-            queries.make_queries(data=data, splits=splits, queries=query_set,
-                                 neighbour=options["query-neighbor"], augment=options["query-augment"],
-                                 seed=seed)
-            queries.query_signals(data=data, queries=query_set, models=[models], outputs=path,
+            queries.query_sets(data=data, splits=splits, query_set=query_set,
+                               neighbour=options["query-neighbor"], augment=options["query-augment"],
+                               seed=seed)
+            queries.query_outputs(data=data, query_set=query_set, models=[models], outputs=path,
                                   threads=1)
         elif name == "distances":
-            queries.hsj_distances(models=[models], distances=path, options=options["query-adv"],
-                                  **common)
+            queries.query_distances(models=[models], distances=path, options=options["query-adv"],
+                                    **common)
         elif name == "surrogates":
-            queries.query_transfer(signals=[signals], surrogates=path, arch=arch,
-                                   options=options["query-transfer"], **common)
+            queries.query_surrogates(signals=[signals], surrogates=path, arch=arch,
+                                     options=options["query-transfer"], **common)
         elif name == "regressors":
-            queries.query_qrm(signals=[signals], regressors=path, arch=arch,
-                              options=options["query-qrm"], **common)
+            queries.query_regressors(signals=[signals], regressors=path, arch=arch,
+                                     options=options["query-qrm"], **common)
         elif name == "canaries":
-            queries.query_ref(models=[models], canaries=path, options=options["query-ref"], **common)
+            queries.query_canaries(models=[models], canaries=path, options=options["query-ref"],
+                                   **common)
     scores = tmp_path / "scores.parquet"
     evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
                            scores=scores, timings=tmp_path / "timings.tsv",

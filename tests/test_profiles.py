@@ -27,7 +27,7 @@ def dry_run(repo: Path, root: Path, profile: str) -> str:
 
 def test_paper_profile_plans_downloads_and_every_stage(repo, tmp_path):
     plan = dry_run(repo, tmp_path, "paper")
-    for rule in ("download_dataset", "train_shard", "query_ref", "score_attacks", "study_tables",
+    for rule in ("download_dataset", "train_shard", "query_canaries", "score_attacks", "study_tables",
                  "hparam_features", "hparam_grid", "hparam_report", "llm_tokens", "llm_pairs",
                  "llm_scores", "llm_report"):
         assert rule in plan

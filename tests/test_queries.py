@@ -26,7 +26,7 @@ from miaflow.queries.sets import (
     cutmix,
     evaluated_subset,
     info_metadata,
-    make_queries,
+    make_query_set,
     query_outputs,
     read_queries,
     rotate,
@@ -41,7 +41,7 @@ def test_image_neighbours_use_the_global_scale_of_the_first_image():
     images = np.random.default_rng(0).uniform(-1, 1, size=(400, 1, 6, 6)).astype(np.float32)
     images[0] = 0.0
     images[0, 0, 0, 0], images[0, 0, 0, 1] = -2.0, 2.0  # s = (2 − (−2)) / 2 = 2
-    queries = make_queries(images, np.arange(400), "image", seed=1, dataset="toy")
+    queries = make_query_set(images, np.arange(400), "image", seed=1, dataset="toy")
     noise = queries.features[NEIGHBOUR] - images[None]
     assert queries.features[NEIGHBOUR].shape == (10, 400, 1, 6, 6)
     assert queries.info[NEIGHBOUR]["scale"] == 2.0
@@ -53,8 +53,8 @@ def test_continuous_tabular_neighbours_use_per_feature_scales():
     rng = np.random.default_rng(0)
     features = np.stack([rng.uniform(0, 2, 3000), rng.uniform(-10, 10, 3000)], axis=1)
     features = features.astype(np.float32)
-    queries = make_queries(features, np.arange(3000), "tabular", seed=1, dataset="toy",
-                           neighbour={"magnitude": 0.1, "n_queries": 4})
+    queries = make_query_set(features, np.arange(3000), "tabular", seed=1, dataset="toy",
+                             neighbour={"magnitude": 0.1, "n_queries": 4})
     scales = np.array(queries.info[NEIGHBOUR]["scale"])
     np.testing.assert_allclose(scales, (features.max(0) - features.min(0)) / 2)
     noise = (queries.features[NEIGHBOUR] - features[None]).reshape(-1, 2)
@@ -64,7 +64,7 @@ def test_continuous_tabular_neighbours_use_per_feature_scales():
 @pytest.mark.parametrize("n_features, flips", [(600, 6), (446, 4), (99, 0)])
 def test_binary_neighbours_flip_floor_lambda_f_distinct_features(n_features, flips):
     bits = (np.random.default_rng(0).random((50, n_features)) < 0.1).astype(np.float32)
-    queries = make_queries(bits, np.arange(50), "tabular", seed=1, dataset="toy")
+    queries = make_query_set(bits, np.arange(50), "tabular", seed=1, dataset="toy")
     changed = (queries.features[NEIGHBOUR] != bits[None]).sum(axis=2)
     np.testing.assert_array_equal(changed, flips)
     assert queries.info[NEIGHBOUR]["method"] == "flip"
@@ -73,12 +73,12 @@ def test_binary_neighbours_flip_floor_lambda_f_distinct_features(n_features, fli
 
 def test_raw_text_neighbours_need_bert():
     with pytest.raises(ValueError, match="bert-base-uncased"):
-        make_queries(np.array([["a text"]], dtype=object), np.arange(1), "text", 1, "toy")
+        make_query_set(np.array([["a text"]], dtype=object), np.arange(1), "text", 1, "toy")
 
 
 def test_text_embeddings_get_continuous_neighbours_and_no_augmentations():
     embeddings = np.random.default_rng(0).normal(size=(20, 8)).astype(np.float32)
-    queries = make_queries(embeddings, np.arange(20), "text", seed=1, dataset="toy")
+    queries = make_query_set(embeddings, np.arange(20), "text", seed=1, dataset="toy")
     assert queries.info[NEIGHBOUR]["method"] == "gaussian-per-feature"
     assert set(queries.features) == {ORIG, NEIGHBOUR}
 
@@ -88,7 +88,7 @@ def test_queries_are_deterministic_by_named_seed(tmp_path):
     tables = []
     for seed, name in [(1, "a"), (1, "a"), (2, "a"), (1, "b")]:
         path = tmp_path / f"q-{len(tables)}.parquet"
-        queries = make_queries(features, np.arange(30), "tabular", seed, name)
+        queries = make_query_set(features, np.arange(30), "tabular", seed, name)
         io.write_parquet(path, queries.to_table(), info_metadata(queries.info))
         tables.append(path.read_bytes())
     assert tables[0] == tables[1]
@@ -97,8 +97,8 @@ def test_queries_are_deterministic_by_named_seed(tmp_path):
 
 def test_queries_table_round_trip():
     images = np.random.default_rng(0).normal(size=(7, 1, 3, 3)).astype(np.float32)
-    queries = make_queries(images, np.arange(10, 17), "image", 1, "toy",
-                           neighbour={"n_queries": 3}, augment={"n_queries": 2})
+    queries = make_query_set(images, np.arange(10, 17), "image", 1, "toy",
+                             neighbour={"n_queries": 3}, augment={"n_queries": 2})
     blocks = read_queries(queries.to_table(), (1, 3, 3))
     assert sorted(blocks) == [("augment", 1), ("augment", 2), ("neighbour", 1), ("neighbour", 2),
                               ("neighbour", 3), ("orig", 0)]
@@ -115,7 +115,7 @@ def test_angle_candidates_and_draw():
     assert np.allclose(np.abs(ANGLE_CANDIDATES) * 10, np.round(np.abs(ANGLE_CANDIDATES) * 10))
     assert np.abs(ANGLE_CANDIDATES).min() == 1.0 and np.abs(ANGLE_CANDIDATES).max() == 15.0
     images = np.zeros((3, 1, 5, 5), np.float32)
-    angles = make_queries(images, np.arange(3), "image", 1, "toy").info[AUGMENT]["angles"]
+    angles = make_query_set(images, np.arange(3), "image", 1, "toy").info[AUGMENT]["angles"]
     assert len(set(angles)) == 10 and set(angles) <= set(ANGLE_CANDIDATES.tolist())
 
 
@@ -131,15 +131,15 @@ def test_rotation_is_counter_clockwise_nearest_with_zero_fill():
 
 def test_rotations_of_the_query_set_use_the_drawn_angles():
     images = np.random.default_rng(0).normal(size=(4, 1, 8, 8)).astype(np.float32)
-    queries = make_queries(images, np.arange(4), "image", 1, "toy")
+    queries = make_query_set(images, np.arange(4), "image", 1, "toy")
     for k, angle in enumerate(queries.info[AUGMENT]["angles"]):
         np.testing.assert_array_equal(queries.features[AUGMENT][k], rotate(images, angle))
 
 
 def test_compat_draws_a_separate_augmentation_set_for_the_shadow():
     images = np.random.default_rng(0).normal(size=(4, 1, 8, 8)).astype(np.float32)
-    corrected = make_queries(images, np.arange(4), "image", 1, "toy")
-    compat = make_queries(images, np.arange(4), "image", 1, "toy", augment={"compat": True})
+    corrected = make_query_set(images, np.arange(4), "image", 1, "toy")
+    compat = make_query_set(images, np.arange(4), "image", 1, "toy", augment={"compat": True})
     assert AUGMENT_SHADOW not in corrected.features
     assert compat.info[AUGMENT]["angles"] == corrected.info[AUGMENT]["angles"]
     assert compat.info[AUGMENT_SHADOW]["angles"] != compat.info[AUGMENT]["angles"]
@@ -147,7 +147,7 @@ def test_compat_draws_a_separate_augmentation_set_for_the_shadow():
 
 def test_cutmix_is_identity_below_100_features():
     features = np.random.default_rng(0).normal(size=(20, 99)).astype(np.float32)
-    queries = make_queries(features, np.arange(20), "tabular", 1, "toy")
+    queries = make_query_set(features, np.arange(20), "tabular", 1, "toy")
     np.testing.assert_array_equal(queries.features[AUGMENT], np.repeat(features[None], 10, 0))
 
 
@@ -274,7 +274,7 @@ def _query_inputs(queries: str, ids: np.ndarray, **extra) -> AttackInputs:
     return AttackInputs(target={}, reference={}, reference_keep=np.ones((1, len(ids)), bool),
                         target_on_population={}, population={},
                         population_keep=np.zeros((0, 0), bool), options={}, seed=0,
-                        target_model="target-0", extra={"queries": queries, **extra},
+                        target_model="target-0", extra={"outputs": queries, **extra},
                         sample_ids=ids)
 
 
@@ -341,16 +341,17 @@ def _memorising_experiment(tmp_path, modality: str):
     signals = tmp_path / "signals.parquet"
     train.compute_signals(data=data, models=shard, signals=signals, threads=1)
     query_set = tmp_path / "queries.parquet"
-    queries.make_queries(data=data, splits=splits_path, queries=query_set,
-                         neighbour={"magnitude": 0.5}, augment={}, seed=0)
+    queries.query_sets(data=data, splits=splits_path, query_set=query_set,
+                       neighbour={"magnitude": 0.5}, augment={}, seed=0)
     outputs = tmp_path / "outputs.parquet"
-    queries.query_signals(data=data, queries=query_set, models=[shard], outputs=outputs, threads=1)
-    hsj = tmp_path / "hsj.parquet"
-    queries.hsj_distances(data=data, splits=splits_path, models=[shard], distances=hsj,
-                          arch_name="mlp",
-                          options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
-                          seed=0, threads=1)
-    return splits_path, signals, {"queries": outputs, "distances": hsj}
+    queries.query_outputs(data=data, query_set=query_set, models=[shard], outputs=outputs,
+                          threads=1)
+    distances = tmp_path / "distances.parquet"
+    queries.query_distances(data=data, splits=splits_path, models=[shard], distances=distances,
+                            arch_name="mlp",
+                            options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
+                            seed=0, threads=1)
+    return splits_path, signals, {"outputs": outputs, "distances": distances}
 
 
 @pytest.mark.parametrize("modality", ["tabular", "image"])

@@ -58,8 +58,8 @@ def test_experiments_with_references_of_another_architecture():
     assert wf.attacks_for(config, mixed) == ["metric-loss", "model-lira"]
     assert wf.attacks_for(config, matched) == ["metric-loss", "query-neighbor"]  # one excluded
     assert wf.attacks_for(config, digits) == config["attacks"]
-    assert wf.artifacts_for(config, digits) == ["canaries", "queries"]
-    assert wf.queried(config) == {(digits, "canaries"), (digits, "queries"), (matched, "queries")}
+    assert wf.artifacts_for(config, digits) == ["canaries", "outputs"]
+    assert wf.queried(config) == {(digits, "canaries"), (digits, "outputs"), (matched, "outputs")}
 
 
 def test_query_counts_of_the_scaling_sweep():

@@ -205,7 +205,7 @@ def test_language_model_attacks_contract(project):
     assert llm.groupby(["attack", "metric"]).size().eq(2).all() and llm["value"].between(0, 1).all()
     table = pd.read_csv(project / "results/tables/llm.csv")
     assert {"llm-recall‡", "llm-recall-toppref†", "em-mia"} <= set(table["attack"])
-    iterates = pd.read_parquet(project / "results/llm/em/synthetic_text/gpt2_tiny.parquet")
+    iterates = pd.read_parquet(project / "results/llm/iterates/synthetic_text/gpt2_tiny.parquet")
     assert sorted(iterates["iteration"].unique()) == list(range(11))
     figures = {p.name for p in (project / "results/figures").iterdir()}
     assert {"llm-em-iterations.png", "llm-mink-sweep.png"} <= figures
@@ -227,7 +227,7 @@ REPORT_RULES = {"collect_metrics", "collect_models", "paired_tests", "tables", "
                 "hparam_report", "llm_report", "cost_table"}
 LLM_RULES = {"llm_splits", "llm_tokenizer", "llm_train", "llm_neighbors", "llm_tokens", "llm_recall",
              "llm_pairs", "llm_scores"}
-HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_search", "hparam_grid", "hparam_attacks",
+HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_trials", "hparam_grid", "hparam_attacks",
                 "hparam_bound", "hparam_collect"}
 
 
@@ -236,11 +236,11 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
 
 @pytest.mark.parametrize(("module", "rerun"), [
     # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
-    ("seeding", {"prepare_dataset", "train_shard", "make_queries", "query_signals", "score_attacks",
+    ("seeding", {"prepare_dataset", "train_shard", "query_sets", "query_outputs", "score_attacks",
                  "scaling_sweep", *HPARAM_RULES, *LLM_RULES, *AUDIT_RULES, *REPORT_RULES}),
-    ("queries/hopskipjump", {"make_queries", "query_signals"}),  # the queries stage's jobs only
+    ("queries/hopskipjump", {"query_sets", "query_outputs"}),  # the queries stage's jobs only
     # queries rebuild models; audits load checkpoints
-    ("models/ensemble", {"train_shard", "make_queries", "query_signals", *AUDIT_RULES}),
+    ("models/ensemble", {"train_shard", "query_sets", "query_outputs", *AUDIT_RULES}),
     ("evaluation/stats", REPORT_RULES),
 ])
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):

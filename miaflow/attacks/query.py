@@ -2,7 +2,7 @@
 
 They never touch a model: the queries stage writes what they read, and an attack names it in
 `reads`. Query-neighbor, -augment and -adv read the models' outputs on the dataset's query set
-(artifact `queries`: one row per model, sample and query, with signals) and, for Query-adv on
+(artifact `outputs`: one row per model, sample and query, with signals) and, for Query-adv on
 images, HopSkipJump distances (`distances`). Query-transfer, -qrm and -ref read the outputs of
 the models the queries stage trains for them (`surrogates`, `regressors`, `canaries`). Rows are
 picked by `inputs.target_model` (and `reference-0`, the shadow model) and aligned with the
@@ -105,7 +105,7 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
     return scores
 
 
-# --- attacks whose models the queries stage trains (miaflow.queries.attack_models) ---------------
+# --- attacks that read what the queries stage fits: surrogates, regressors, canaries ----------
 
 def _rows(path: str, model_ids: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """Rows of `model_ids` in an artifact, sorted by model (in the given order) and sample."""

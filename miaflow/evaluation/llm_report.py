@@ -12,7 +12,7 @@ Inputs:
   attacks of all experiments; the language-model attacks are those listed in `knowledge`;
 * `knowledge`: attack id -> "none" (label-free), "shots" (known non-member texts as prefix shots)
   or "oracle" (true membership labels), from the attack registry;
-* `history`: EM-MIA's AUROC after each of its iterations (iteration 0: the initial scores), a
+* `iterates`: EM-MIA's AUROC after each of its iterations (iteration 0: the initial scores), a
   diagnostic computed with the true labels.
 
 Table builders return DataFrames of display strings and put their caption in

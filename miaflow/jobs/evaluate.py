@@ -78,7 +78,7 @@ def score_attacks(*, splits: str | Path, signals: Paths, reference_signals: Path
                   scores: str | Path, timings: str | Path, metrics: str | Path, roc: str | Path,
                   experiment: Experiment, attacks: Sequence[str],
                   options: Mapping[str, Mapping[str, Any]], seed: int,
-                  fpr_levels: Sequence[float], confidence: float, queries: Artifact = None,
+                  fpr_levels: Sequence[float], confidence: float, outputs: Artifact = None,
                   distances: Artifact = None, surrogates: Artifact = None,
                   regressors: Artifact = None, canaries: Artifact = None) -> None:
     """Scores of every attack of one experiment, their metrics (at `fpr_levels`, with
@@ -86,13 +86,13 @@ def score_attacks(*, splits: str | Path, signals: Paths, reference_signals: Path
     interpreter start serves all attacks (per-job start-up dominated one job per attack).
 
     `signals` are the shards of the target models' architecture, `reference_signals` those of
-    the reference models' one (the same files unless the experiment sets `ref_arch`); `queries`
+    the reference models' one (the same files unless the experiment sets `ref_arch`); `outputs`
     … `canaries` are the queries stage's artifacts, which the attacks that read them need. Each
     attack's wall and CPU seconds go to `timings` (a run record, like Snakemake's benchmark
     files), so that costs can still be compared per attack.
     """
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
-    artifacts = _artifacts(attacks, {"queries": queries, "distances": distances,
+    artifacts = _artifacts(attacks, {"outputs": outputs, "distances": distances,
                                      "surrogates": surrogates, "regressors": regressors,
                                      "canaries": canaries})
     frames, spent = [], []
@@ -123,12 +123,12 @@ def compute_metrics(*, scores: str | Path, fpr_levels: Sequence[float], confiden
 def scaling_sweep(*, splits: str | Path, signals: Paths, reference_signals: Paths,
                   sweep: str | Path, experiment: Experiment, reference_attacks: Sequence[str],
                   reference_counts: Sequence[int], query_attacks: Mapping[str, Sequence[int]],
-                  options: Mapping[str, Mapping[str, Any]], seed: int, queries: Artifact = None,
+                  options: Mapping[str, Mapping[str, Any]], seed: int, outputs: Artifact = None,
                   distances: Artifact = None) -> None:
     """TDDBench Fig. 4: AUROC per target model when attacks use only the first k reference models
     (`axis` "reference models") or only the first k of their extra queries ("queries").
 
-    `query_attacks` maps each swept query attack to its counts; they read `queries` (and
+    `query_attacks` maps each swept query attack to its counts; they read `outputs` (and
     `distances`, Query-adv's, unused by the sweep off images).
     """
     from sklearn.metrics import roc_auc_score
@@ -138,7 +138,7 @@ def scaling_sweep(*, splits: str | Path, signals: Paths, reference_signals: Path
 
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
     artifacts = _artifacts([*reference_attacks, *query_attacks],
-                           {"queries": queries, "distances": distances})
+                           {"outputs": outputs, "distances": distances})
     plan = [("reference models", attack, count, {"n_reference": count}, {})
             for count in reference_counts for attack in reference_attacks]
     plan += [("queries", attack, count, {}, {"queries_used": count})

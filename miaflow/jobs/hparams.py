@@ -91,7 +91,7 @@ def hparam_noise(*, splits: Paths, noise: str | Path, epsilon: float, delta: flo
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
-def hparam_search(*, data: str | Path, splits: str | Path, noise: Paths, trials: str | Path,
+def hparam_trials(*, data: str | Path, splits: str | Path, noise: Paths, trials: str | Path,
                   setting: Mapping[str, Any], epsilon: float, run: int, search: Mapping[str, Any],
                   epochs: int, seed: int, threads: int) -> None:
     """η = HPO(D) for every split of both families, all trials of a number batched together."""

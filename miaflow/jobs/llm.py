@@ -26,7 +26,7 @@ from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
-HISTORY_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
+ITERATE_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
 
 
 def _texts(data: str | Path) -> np.ndarray:
@@ -221,7 +221,7 @@ def _pair_matrix(paths: Paths, ids: np.ndarray) -> np.ndarray:
 
 def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
                reference_tokens: Paths, lowercase_tokens: Paths, neighbor_tokens: Paths,
-               recall: Paths, pairs: Paths, scores: str | Path, history: str | Path,
+               recall: Paths, pairs: Paths, scores: str | Path, iterates: str | Path,
                metrics: str | Path, roc: str | Path, dataset: str, label: str,
                attacks: Sequence[str], options: Mapping[str, Mapping[str, Any]],
                pair_shards: int, fpr_levels: Sequence[float], confidence: float,
@@ -235,7 +235,7 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
     table, texts = io.read_parquet(splits), _texts(data)
-    frames, iterates = [], []
+    frames, per_iteration = [], []
     for repeat, target_path in enumerate(target_tokens):
         rows = corpus.select(table, repeat, "eval")
         ids, is_member = rows["sample_id"].to_numpy(), rows["is_member"].to_numpy()
@@ -257,11 +257,12 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
                 settings = em_settings(attack, options)
                 _, steps = em_mia_run(inputs, settings["init"], settings["scoring"],
                                       settings["iterations"])
-                iterates += [(dataset, label, repeat, attack, step, roc_auc_score(is_member, f))
+                per_iteration += [(dataset, label, repeat, attack, step,
+                                   roc_auc_score(is_member, f))
                              for step, f in enumerate(steps)]
         log.info("repeat %d: %d attacks on %d texts", repeat, len(attacks), ids.size)
     scored = pd.concat(frames, ignore_index=True)
     io.write_parquet(scores, scored)
-    io.write_parquet(history, pd.DataFrame(iterates, columns=HISTORY_COLUMNS))
+    io.write_parquet(iterates, pd.DataFrame(per_iteration, columns=ITERATE_COLUMNS))
     io.write_parquet(metrics, score_metrics(scored, tuple(fpr_levels), confidence))
     io.write_parquet(roc, roc_table(scored))

@@ -1,15 +1,17 @@
 """Jobs of the queries stage: what query attacks read beside the signal store (`Attack.reads`).
 
-The dataset's query set and every target's and the shadow's outputs on it, HopSkipJump boundary
-distances, and the outputs of the models that Query-transfer, -qrm and -ref train or optimise
-themselves (`miaflow.queries.attack_models`), all on the target pool T.
+Each job is named after the artifact it writes (rule `query_<artifact>`, folder
+results/queries/<artifact>/): the dataset's query `sets`, every target's and the shadow's
+`outputs` on them, HopSkipJump boundary `distances`, and what Query-transfer, -qrm and -ref fit
+themselves: `surrogates`, `regressors` and `canaries` (`miaflow.queries.<artifact>`), all on the
+target pool T.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,36 +25,36 @@ from miaflow.progress import tracked
 log = logging.getLogger(__name__)
 
 
-def make_queries(*, data: str | Path, splits: str | Path, queries: str | Path,
-                 neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
+def query_sets(*, data: str | Path, splits: str | Path, query_set: str | Path,
+               neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
     """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
     from miaflow.data import read_dataset
     from miaflow.queries.sets import info_metadata
-    from miaflow.queries.sets import make_queries as generate
+    from miaflow.queries.sets import make_query_set
 
     loaded = read_dataset(data)
     pool = read_splits(splits).target_samples
-    made = generate(loaded.features[pool], pool, loaded.modality, seed, loaded.name, neighbour,
-                    augment)
+    made = make_query_set(loaded.features[pool], pool, loaded.modality, seed, loaded.name,
+                          neighbour, augment)
     log.info("%s: %s queries over %d samples", loaded.name,
              {kind: len(v) for kind, v in made.features.items()}, len(pool))
-    io.write_parquet(queries, made.to_table(),
+    io.write_parquet(query_set, made.to_table(),
                      {"data_hash": loaded.content_hash(), **info_metadata(made.info)})
 
 
-def query_signals(*, data: str | Path, queries: str | Path, models: Paths, outputs: str | Path,
+def query_outputs(*, data: str | Path, query_set: str | Path, models: Paths, outputs: str | Path,
                   threads: int) -> None:
     """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard, shard_logits
-    from miaflow.queries.sets import query_outputs, read_queries
+    from miaflow.queries.sets import query_outputs as outputs_on, read_queries
     from miaflow.splits import role_of
 
     loaded = read_dataset(data)
-    meta = io.read_parquet_metadata(queries)
+    meta = io.read_parquet_metadata(query_set)
     if meta["data_hash"] != loaded.content_hash():
-        raise ValueError(f"{queries} was generated from other data than {data}")
-    blocks = read_queries(io.read_table(queries), loaded.feature_shape)
+        raise ValueError(f"{query_set} was generated from other data than {data}")
+    blocks = read_queries(io.read_table(query_set), loaded.feature_shape)
     shards = [load_shard(path) for path in models]
     wanted = [(weights, {**metadata, "model_ids": [m for m in metadata["model_ids"]
                                                     if role_of(m) == "target" or m == "reference-0"]})
@@ -63,14 +65,14 @@ def query_signals(*, data: str | Path, queries: str | Path, models: Paths, outpu
         return np.concatenate([shard_logits(w, m, features) for w, m in wanted if m["model_ids"]])
 
     with compute_session(shards[0][1]["arch"], threads):
-        table = query_outputs(blocks, loaded.labels, model_ids, logits_of)
+        table = outputs_on(blocks, loaded.labels, model_ids, logits_of)
     log.info("%d models x %d query blocks", len(model_ids), len(blocks))
     io.write_parquet(outputs, table, {"data_hash": meta["data_hash"], "queries": meta["queries"]})
 
 
-def hsj_distances(*, data: str | Path, splits: str | Path, models: Paths,
-                  distances: str | Path, arch_name: str, options: Mapping[str, Any], seed: int,
-                  threads: int) -> None:
+def query_distances(*, data: str | Path, splits: str | Path, models: Paths,
+                    distances: str | Path, arch_name: str, options: Mapping[str, Any], seed: int,
+                    threads: int) -> None:
     """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset.
 
     Other modalities need no distances (Query-adv is mean correctness under noise there): the
@@ -121,23 +123,21 @@ def _classifier(metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray],
     if not KINDS[arch["kind"]].torch:
         learner = LEARNERS[arch["kind"]]
         return lambda x: torch.from_numpy(learner.logits(arch, weights, x.numpy(), n_classes))
-    from miaflow.queries.attack_models import torch_models
-
-    model = torch_models({"model": weights}, arch, feature_shape, n_classes)["model"]
+    model = _torch_models({"model": weights}, arch, feature_shape, n_classes)["model"]
     return lambda x: model(x.to(next(model.parameters()).device)).float().cpu()
 
 
-def query_transfer(*, data: str | Path, splits: str | Path, signals: Paths,
-                   surrogates: str | Path, arch_name: str, arch: Mapping[str, Any],
-                   options: Mapping[str, Any], seed: int, threads: int) -> None:
+def query_surrogates(*, data: str | Path, splits: str | Path, signals: Paths,
+                     surrogates: str | Path, arch_name: str, arch: Mapping[str, Any],
+                     options: Mapping[str, Any], seed: int, threads: int) -> None:
     """Query-transfer: per target, a surrogate trained on pool T relabelled by the target's
     predictions (argmax of its cached logits); writes the surrogates' outputs on T."""
     from miaflow.data import read_dataset
-    from miaflow.queries.attack_models import TRANSFER_DEFAULTS, options_with_defaults, surrogate_logits
+    from miaflow.queries.surrogates import TRANSFER_DEFAULTS, surrogate_logits
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore, outputs_table
 
-    options = options_with_defaults(options, TRANSFER_DEFAULTS)
+    options = _with_defaults(options, TRANSFER_DEFAULTS)
     loaded, keep = read_dataset(data), read_splits(splits)
     pool, targets = keep.target_samples, keep.models("target")
     predicted = SignalStore.read(list(signals)).matrix(targets, "logits", pool).argmax(axis=-1)
@@ -152,18 +152,18 @@ def query_transfer(*, data: str | Path, splits: str | Path, signals: Paths,
                      {"data_hash": loaded.content_hash()})
 
 
-def query_qrm(*, data: str | Path, splits: str | Path, signals: Paths, regressors: str | Path,
-              arch_name: str, arch: Mapping[str, Any], options: Mapping[str, Any], seed: int,
-              threads: int) -> None:
+def query_regressors(*, data: str | Path, splits: str | Path, signals: Paths,
+                     regressors: str | Path, arch_name: str, arch: Mapping[str, Any],
+                     options: Mapping[str, Any], seed: int, threads: int) -> None:
     """Query-qrm: per target, a Gaussian regressor of its score on the auxiliary pool A (known
     non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed."""
     from miaflow.data import read_dataset
     from miaflow.models.kinds import KINDS
-    from miaflow.queries.attack_models import QRM_DEFAULTS, options_with_defaults, quantile_regression
+    from miaflow.queries.regressors import QRM_DEFAULTS, quantile_regression
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore
 
-    options = options_with_defaults(options, QRM_DEFAULTS)
+    options = _with_defaults(options, QRM_DEFAULTS)
     loaded, keep = read_dataset(data), read_splits(splits)
     pool, auxiliary, targets = keep.target_samples, keep.auxiliary_samples, keep.models("target")
     signal = KINDS[arch["kind"]].qrm_signal
@@ -181,18 +181,17 @@ def query_qrm(*, data: str | Path, splits: str | Path, signals: Paths, regressor
                      {"data_hash": loaded.content_hash(), "signal": signal})
 
 
-def query_ref(*, data: str | Path, splits: str | Path, models: Paths, canaries: str | Path,
-              arch_name: str, options: Mapping[str, Any], seed: int, threads: int) -> None:
+def query_canaries(*, data: str | Path, splits: str | Path, models: Paths, canaries: str | Path,
+                   arch_name: str, options: Mapping[str, Any], seed: int, threads: int) -> None:
     """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
     writes phi of every canary under every reference and every target model."""
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard
-    from miaflow.queries.attack_models import (REF_DEFAULTS, canary_anchors, canary_table,
-                                               evaluated_points, optimise_canaries,
-                                               options_with_defaults, torch_models)
+    from miaflow.queries.canaries import (REF_DEFAULTS, canary_anchors, canary_table,
+                                          evaluated_points, optimise_canaries)
     from miaflow.seeding import derive_seed, rng
 
-    options = options_with_defaults(options, REF_DEFAULTS)
+    options = _with_defaults(options, REF_DEFAULTS)
     loaded, keep = read_dataset(data), read_splits(splits)
     named_seed = derive_seed(seed, "query-ref", loaded.name, arch_name)
     points = evaluated_points(keep.target_samples, int(options["boundary_eva_num"]), named_seed)
@@ -203,7 +202,7 @@ def query_ref(*, data: str | Path, splits: str | Path, models: Paths, canaries: 
         weights.update({m: w for m, w in shard.items() if m in references + targets})
         arch = metadata["arch"]
     with compute_session(arch, threads):
-        modules = torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
+        modules = _torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
         reference_keep = np.stack([keep.members(m)[points] for m in references])
         anchors = canary_anchors(loaded.features[points], int(options["n_canaries"]),
                                  rng(named_seed, "augmentations"))
@@ -215,3 +214,27 @@ def query_ref(*, data: str | Path, splits: str | Path, models: Paths, canaries: 
                              loaded.labels[points])
     log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))
     io.write_parquet(canaries, table, {"data_hash": loaded.content_hash()})
+
+
+def _with_defaults(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`defaults` overridden by `options`; an unknown key is an error (params typos fail loudly)."""
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; accepted: {sorted(defaults)}")
+    return {**defaults, **options}
+
+
+def _torch_models(weights: Mapping[str, Mapping[str, np.ndarray]], arch: Mapping[str, Any],
+                  input_shape: Sequence[int], n_classes: int) -> dict[str, Any]:
+    """Frozen eval-mode torch modules from stored weights, on the job's device."""
+    import torch
+
+    from miaflow.compute import torch_device
+    from miaflow.models.ensemble import build_module
+
+    models = {}
+    for model_id, model_weights in weights.items():
+        model = build_module(arch, input_shape, n_classes)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in model_weights.items()})
+        models[model_id] = model.to(torch_device()).eval().requires_grad_(False)
+    return models

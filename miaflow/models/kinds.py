@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Artifacts that query attacks read beside the signal store (`Attack.reads`), by name:
-QUERY_OUTPUTS = "queries"  # the models' outputs on the dataset's query set (numeric features)
+# Artifacts that query attacks read beside the signal store (`Attack.reads`), by name: each is
+# also the folder results/queries/<name>/ and the rule query_<name> that writes it.
+QUERY_OUTPUTS = "outputs"  # the models' outputs on the dataset's query set (numeric features)
 DISTANCES = "distances"  # HopSkipJump boundary distances (images)
 SURROGATES = "surrogates"  # Query-transfer: surrogates trained on the target's predicted labels
 REGRESSORS = "regressors"  # Query-qrm: (mu, log sigma) of a regressor fitted on known non-members

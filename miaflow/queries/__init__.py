@@ -1,3 +1,4 @@
-"""What query attacks need beyond a model's outputs on the dataset: query sets (neighbours and
-augmentations), HopSkipJump boundary distances, and the models some query attacks train or
-optimise themselves (surrogates, quantile regressors, canaries)."""
+"""What query attacks need beyond a model's outputs on the dataset, one module per artifact of the
+queries stage: query `sets` (neighbours and augmentations), HopSkipJump boundary distances
+(`hopskipjump`), and what some query attacks fit themselves: `surrogates`, quantile
+`regressors` and `canaries`."""

@@ -1,5 +1,6 @@
-"""The query-model rules through the real `snakemake` on a tiny config: the DVC `queries` target
-builds their artifacts, scores read them, and Query-ref has metrics rows on images only."""
+"""The queries stage's surrogates, regressors and canaries through the real `snakemake` on a tiny
+config: the DVC `queries` target builds them, scores read them, and Query-ref has metrics rows on
+images only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from test_workflow_e2e import make_project, run, tiny_params
 pytestmark = pytest.mark.e2e
 
 
-def test_query_model_attacks_run_through_snakemake(tmp_path):
+def test_fitted_query_artifacts_build_through_snakemake(tmp_path):
     params = tiny_params()
     params["experiments"] = [{"dataset": "digits", "arch": "cnn"},
                              {"dataset": "breast_cancer", "arch": "lr"}]
@@ -26,13 +27,13 @@ def test_query_model_attacks_run_through_snakemake(tmp_path):
     run(["snakemake", "prepare", "--cores", "2"], root)
     run(["snakemake", "train", "--cores", "2", "--allowed-rules", "train_shard", "train"], root)
     # The DVC queries stage's command: only its own rules, and it must build the query artifacts.
-    run(["snakemake", "queries", "--cores", "2", "--allowed-rules", "query_transfer", "query_qrm",
-         "query_ref", "queries"], root)
+    run(["snakemake", "queries", "--cores", "2", "--allowed-rules", "query_surrogates",
+         "query_regressors", "query_canaries", "queries"], root)
     built = sorted(p.relative_to(root / "results/queries").as_posix()
                    for p in (root / "results/queries").rglob("*.parquet"))
-    assert built == ["qrm/breast_cancer/lr.parquet", "qrm/digits/cnn.parquet",
-                     "ref/digits/cnn.parquet", "transfer/breast_cancer/lr.parquet",
-                     "transfer/digits/cnn.parquet"]
+    assert built == ["canaries/digits/cnn.parquet", "regressors/breast_cancer/lr.parquet",
+                     "regressors/digits/cnn.parquet", "surrogates/breast_cancer/lr.parquet",
+                     "surrogates/digits/cnn.parquet"]
 
     run(["snakemake", "collect_metrics", "--cores", "2", "--allowed-rules", "collect_metrics",
          "score_attacks"], root)

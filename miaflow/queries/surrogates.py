@@ -1,0 +1,37 @@
+"""Query-transfer's surrogates (docs/algorithms.md#query-transfer): per target model, a model
+trained on the target pool T relabelled by the target's predictions.
+
+The attack fits these models itself, so they are trained by a job of the queries stage (rule
+`query_surrogates`), which writes their outputs on T (docs/algorithms.md#who-reads-what); the
+score in `miaflow.attacks.query` only reads that table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from miaflow.models.training import LEARNERS
+
+# Defaults of the attack's `attack_options` (params.yaml documents the paper values).
+TRANSFER_DEFAULTS = {"val_ratio": 0.1}
+
+
+def surrogate_logits(arch: Mapping[str, Any], features: np.ndarray, predicted: np.ndarray,
+                     n_classes: int, val_ratio: float, seed: int, threads: int,
+                     model_id: str) -> np.ndarray:
+    """Logits on `features` of a surrogate trained on them relabelled by the target (`predicted`).
+
+    A Bernoulli(`val_ratio`) part is the validation split (the recipe's early-stopping set); the
+    rest trains the surrogate with the architecture's full recipe, as references are trained.
+    """
+    from miaflow.seeding import rng
+
+    validation = rng(seed, "validation").random(len(features)) < val_ratio
+    learner = LEARNERS[arch["kind"]]
+    weights = learner.fit(arch, features[~validation], predicted[~validation],
+                          features[validation], predicted[validation], n_classes,
+                          seed, threads, model_id)
+    return learner.logits(arch, weights, features, n_classes)
