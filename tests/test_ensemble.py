@@ -168,7 +168,7 @@ def test_sgd_learning_rates_follow_torch_cosine_schedule():
 def test_learning_rate_schedules_equal_torch_schedulers():
     """`lr_schedule`: constant, cosine (CosineAnnealingLR) and {step_size, gamma} (StepLR), for
     either optimizer; the defaults stay cosine for SGD and constant for Adam."""
-    recipe = {"optimizer": "sgd", "lr": 0.01, "epochs": 8}
+    arch = {"optimizer": "sgd", "lr": 0.01, "epochs": 8}
     optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.01)
     step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.1)
     expected = []
@@ -176,11 +176,11 @@ def test_learning_rate_schedules_equal_torch_schedulers():
         expected.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         step.step()
-    stepped = recipe.learning_rates(dict(recipe, lr_schedule={"step_size": 3, "gamma": 0.1}))
+    stepped = recipe.learning_rates(dict(arch, lr_schedule={"step_size": 3, "gamma": 0.1}))
     assert stepped == pytest.approx(expected, rel=1e-12)
-    assert recipe.learning_rates(dict(recipe, lr_schedule="constant")) == [0.01] * 8
-    cosine = recipe.learning_rates(recipe)
-    assert recipe.learning_rates(dict(recipe, optimizer="adam", lr_schedule="cosine")) == cosine
+    assert recipe.learning_rates(dict(arch, lr_schedule="constant")) == [0.01] * 8
+    cosine = recipe.learning_rates(arch)
+    assert recipe.learning_rates(dict(arch, optimizer="adam", lr_schedule="cosine")) == cosine
 
 
 def test_sgd_momentum_and_step_schedule_reach_both_trainers():
