@@ -29,7 +29,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmark this checkout's package, not an installed one
 
-from miaflow.models import ensemble, training  # noqa: E402
+from miaflow.models import ensemble, recipe, training  # noqa: E402
 from miaflow.splits import make_splits  # noqa: E402
 from miaflow.workflow.plan import experiments  # noqa: E402
 
@@ -72,7 +72,7 @@ def forward_flops(problem: Problem) -> int:
     """FLOPs of one sample's forward pass."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    module = ensemble.build_module(problem.arch, problem.input_shape, problem.n_classes)
+    module = recipe.build_module(problem.arch, problem.input_shape, problem.n_classes)
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         module(torch.zeros(1, *problem.input_shape))

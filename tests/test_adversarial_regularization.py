@@ -119,10 +119,13 @@ def _mlp(seed: int) -> nn.Module:
 def _train(model: nn.Module, lam: float, epochs: int, attack_steps: int, seed: int = 0,
            batch_size: int = 48, **kwargs) -> InferenceModel:
     toy = _toy()
-    return train_adversarial(model, optimizers.Adam(model.parameters(), lr=1e-2), toy["x_train"],
-                             toy["y_train"], toy["x_reference"], toy["y_reference"],
+    shuffle = torch.Generator().manual_seed(seed)  # as training's plain loop shuffles
+    return train_adversarial(model, optimizers.Adam(model.parameters(), lr=1e-2),
+                             lambda: torch.randperm(N, generator=shuffle).split(batch_size),
+                             toy["x_train"], toy["y_train"], toy["x_reference"], toy["y_reference"],
                              n_classes=N_CLASSES, lam=lam, epochs=epochs, batch_size=batch_size,
-                             attack_steps=attack_steps, attack_lr=1e-3, seed=seed, **kwargs)
+                             attack_steps=attack_steps, attack_optimizer=optimizers.Adam,
+                             attack_lr=1e-3, seed=seed, **kwargs)
 
 
 def _weights(module: nn.Module) -> list[torch.Tensor]:

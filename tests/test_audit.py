@@ -202,7 +202,7 @@ def trained_outside(arch: dict, features: np.ndarray, labels: np.ndarray, n_clas
     on `members`: what a user brings as a checkpoint."""
     import torch
 
-    from miaflow.models.ensemble import build_module
+    from miaflow.models.recipe import build_module
 
     torch.manual_seed(0)
     model = build_module(arch, features.shape[1:], n_classes)

@@ -13,7 +13,7 @@ import yaml
 from sklearn.metrics import roc_auc_score
 
 from miaflow import io
-from miaflow.models import architectures as models, ensemble
+from miaflow.models import architectures as models, ensemble, recipe
 from miaflow.workflow import plan as workflow
 from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
@@ -115,7 +115,7 @@ def test_saved_weights_load_into_torch_modules(tmp_path, arch_name):
     weights, _ = train_models(dataset, toy_splits(), SHARD[:3], arch_name, arch, seed=3)
     save_shard(tmp_path / "shard.safetensors", weights, {"arch": arch, "n_classes": 3})
     loaded, _ = load_shard(tmp_path / "shard.safetensors")
-    module = models.build_torch_model(ensemble.module_arch(arch), dataset.features.shape[1:], 3)
+    module = models.build_torch_model(recipe.module_arch(arch), dataset.features.shape[1:], 3)
     module.load_state_dict({k: torch.from_numpy(v) for k, v in loaded["target-0"].items()}, strict=True)
     assert all(v.dtype == np.float32 for v in loaded["target-0"].values())
 
@@ -160,15 +160,15 @@ def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
 
 
 def test_sgd_learning_rates_follow_torch_cosine_schedule():
-    rates = ensemble.learning_rates({"optimizer": "sgd", "lr": 0.1, "epochs": 4})
+    rates = recipe.learning_rates({"optimizer": "sgd", "lr": 0.1, "epochs": 4})
     assert rates[0] == 0.1 and rates == sorted(rates, reverse=True) and rates[-1] > 0
-    assert ensemble.learning_rates({"optimizer": "adam", "lr": 0.1, "epochs": 3}) == [0.1] * 3
+    assert recipe.learning_rates({"optimizer": "adam", "lr": 0.1, "epochs": 3}) == [0.1] * 3
 
 
 def test_learning_rate_schedules_equal_torch_schedulers():
     """`lr_schedule`: constant, cosine (CosineAnnealingLR) and {step_size, gamma} (StepLR), for
     either optimizer; the defaults stay cosine for SGD and constant for Adam."""
-    recipe = {"optimizer": "sgd", "lr": 0.01, "epochs": 8}
+    arch = {"optimizer": "sgd", "lr": 0.01, "epochs": 8}
     optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.01)
     step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.1)
     expected = []
@@ -176,11 +176,11 @@ def test_learning_rate_schedules_equal_torch_schedulers():
         expected.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         step.step()
-    stepped = ensemble.learning_rates(dict(recipe, lr_schedule={"step_size": 3, "gamma": 0.1}))
+    stepped = recipe.learning_rates(dict(arch, lr_schedule={"step_size": 3, "gamma": 0.1}))
     assert stepped == pytest.approx(expected, rel=1e-12)
-    assert ensemble.learning_rates(dict(recipe, lr_schedule="constant")) == [0.01] * 8
-    cosine = ensemble.learning_rates(recipe)
-    assert ensemble.learning_rates(dict(recipe, optimizer="adam", lr_schedule="cosine")) == cosine
+    assert recipe.learning_rates(dict(arch, lr_schedule="constant")) == [0.01] * 8
+    cosine = recipe.learning_rates(arch)
+    assert recipe.learning_rates(dict(arch, optimizer="adam", lr_schedule="cosine")) == cosine
 
 
 def test_sgd_momentum_and_step_schedule_reach_both_trainers():
@@ -278,7 +278,7 @@ def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
     modules = []
     for seed in range(3):
         torch.manual_seed(seed)
-        modules.append(ensemble.build_module(arch, shape, 5))
+        modules.append(recipe.build_module(arch, shape, 5))
     grouped = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "cpu")
     assert [type(layer.module).__name__ for layer in grouped.layers][:3] == order and grouped.channels_last
     x = torch.randn(3, 7, *shape)

@@ -173,7 +173,7 @@ def test_glorot_uniform_init_is_keras_default():
 
     import torch
 
-    from miaflow.models.ensemble import build_module
+    from miaflow.models.recipe import build_module
 
     arch = {"kind": "mlp", "hidden": [32, 16], "activation": "relu", "init": "glorot_uniform"}
     torch.manual_seed(0)

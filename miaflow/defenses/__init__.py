@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 TRAINING = ("adversarial_regularization", "dp_sgd")  # change how a model is trained
-RELEASE = ("memguard",)  # change what a trained model's outputs say
 
 
 def defense_kind(arch: Mapping[str, Any]) -> str | None:

@@ -56,20 +56,18 @@ sorting would cut the link between each probability and the one-hot label beside
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from miaflow.models import optimizers
-from miaflow.models.architectures import trainable_batches
 from miaflow.seeding import derive_seed
 
 
 class Optimizer(Protocol):
-    """What `train_adversarial` needs of the classifier's optimizer: the caller owns it (and its
+    """What `train_adversarial` needs of an optimizer: the caller owns the classifier's (and its
     learning-rate schedule), so the defense works with any update rule."""
 
     def zero_grad(self) -> None: ...
@@ -123,21 +121,25 @@ def classifier_objective(logits: torch.Tensor, labels: torch.Tensor, attack: Inf
     return F.cross_entropy(logits, labels) + lam * F.logsigmoid(membership).mean()
 
 
-def train_adversarial(model: nn.Module, optimizer: Optimizer, x_train: torch.Tensor,
+def train_adversarial(model: nn.Module, optimizer: Optimizer,
+                      epoch_batches: Callable[[], Sequence[torch.Tensor]], x_train: torch.Tensor,
                       y_train: torch.Tensor, x_reference: torch.Tensor, y_reference: torch.Tensor,
                       *, n_classes: int, lam: float, epochs: int, batch_size: int,
-                      attack_steps: int, attack_lr: float, seed: int,
+                      attack_steps: int, attack_optimizer: Callable[..., Optimizer],
+                      attack_lr: float, seed: int,
                       on_epoch: Callable[[int], bool] | None = None) -> InferenceModel:
     """Train `model` (logits out) in place by Algorithm 1; return the inference model h it faced.
 
-    `optimizer` steps the classifier; h gets its own Adam (`attack_lr`; miaflow's bit-identical
-    copy of torch.optim.Adam, which saves importing torch._dynamo). Each epoch shuffles the
-    members with a generator seeded by `seed` and, per mini-batch of `batch_size`, first runs
-    `attack_steps` updates of h on fresh random batches of min(batch_size, |D|, |D'|) members and
-    as many reference points, then one update of f. `on_epoch(epoch)` runs after each epoch
-    (1-based) and returns True to stop: early stopping and learning-rate schedules stay with the
-    caller. The caller's global RNG is untouched (h is initialised inside a forked RNG), and
-    f's forward passes for h run in eval mode under no_grad, so dropout draws and batch-norm
+    The caller's training loop lends what it shares with plain training, so that lambda = 0 is
+    that training bit for bit: `optimizer` steps the classifier, and `epoch_batches()` gives each
+    epoch's shuffled mini-batches of member indices (of size `batch_size`). h gets its own
+    `attack_optimizer(parameters, lr=attack_lr)`, an Adam (training passes miaflow's bit-identical
+    copy of torch.optim.Adam, which saves importing torch._dynamo). Before each mini-batch's
+    update of f, `attack_steps` updates of h run on fresh random batches of
+    min(batch_size, |D|, |D'|) members and as many reference points. `on_epoch(epoch)` runs after
+    each epoch (1-based) and returns True to stop: early stopping and learning-rate schedules stay
+    with the caller. The caller's global RNG is untouched (h is initialised inside a forked RNG),
+    and f's forward passes for h run in eval mode under no_grad, so dropout draws and batch-norm
     statistics are exactly those of plain training. Everything runs on the model's device. h is
     returned with its parameters frozen (requires_grad False), as it is between its own steps.
     """
@@ -146,10 +148,9 @@ def train_adversarial(model: nn.Module, optimizer: Optimizer, x_train: torch.Ten
         torch.manual_seed(derive_seed(seed, "adversarial", "inference model"))
         attack = InferenceModel(n_classes)
     attack.to(device).requires_grad_(False)  # trainable only inside its own steps
-    attack_optimizer = optimizers.Adam(attack.parameters(), lr=attack_lr)
+    attack_updates = attack_optimizer(attack.parameters(), lr=attack_lr)
     x_train, y_train = x_train.to(device), y_train.to(device)
     x_reference, y_reference = x_reference.to(device), y_reference.to(device)
-    shuffle = torch.Generator().manual_seed(seed)
     sample = torch.Generator().manual_seed(derive_seed(seed, "adversarial", "attack batches"))
     attack_batch = min(batch_size, len(x_train), len(x_reference))
 
@@ -163,14 +164,13 @@ def train_adversarial(model: nn.Module, optimizer: Optimizer, x_train: torch.Ten
         attack.requires_grad_(True)
         loss = -inference_gain(attack, member_probs, y_train[members], reference_probs,
                                y_reference[reference], n_classes)
-        attack_optimizer.zero_grad()
+        attack_updates.zero_grad()
         loss.backward()
-        attack_optimizer.step()
+        attack_updates.step()
         attack.requires_grad_(False)
 
     for epoch in range(1, epochs + 1):
-        order = torch.randperm(len(x_train), generator=shuffle).to(device)
-        for batch in trainable_batches(order, batch_size, model):
+        for batch in epoch_batches():
             for _ in range(attack_steps):
                 attack_step()
             model.train()

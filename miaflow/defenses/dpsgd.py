@@ -19,11 +19,12 @@ flat clipping as the `"hooks"` mode, which stores every per-sample gradient (tes
 with gradients computed one sample at a time), and about 15 times faster for the benchmark's MLP
 on one CPU thread.
 
-The training recipe is `_fit_torch`'s: cross-entropy, Adam or SGD (the recipe's momentum, default
-0.9) under the recipe's learning-rate schedule (by default constant for Adam, torch's cosine
-annealing per epoch for SGD; every schedule is fixed in advance, so it costs no privacy). Models
-with batch norm are rejected: it mixes the samples of a batch, so per-sample clipping would not
-bound one sample's influence.
+The training recipe is that of `miaflow.models.training._fit_torch`: cross-entropy, Adam or SGD
+(the recipe's momentum, default 0.9) under the recipe's learning-rate schedule, which training
+passes as one rate per epoch (by default constant for Adam, torch's cosine annealing per epoch for
+SGD; every schedule is fixed in advance, so it costs no privacy). Models with batch norm are
+rejected: it mixes the samples of a batch, so per-sample clipping would not bound one sample's
+influence.
 
 Randomness: the Poisson sampler and the noise draw from their own generators seeded from `seed`
 (`secure_mode=False`: torch's pseudo-random generator, reproducible; a release that needs a
@@ -38,7 +39,7 @@ import contextlib
 import functools
 import logging
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,18 +229,16 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
              optimizer: str, seed: int, accountant: str = "prv",
              on_epoch: Callable[[int], bool] | None = None,
              grad_sample_mode: str = "ghost", momentum: float = 0.9,
-             lr_schedule: str | Mapping[str, Any] | None = None) -> DPResult:
+             learning_rates: Sequence[float] | None = None) -> DPResult:
     """Train `model` in place with DP-SGD to (ε, δ)-DP over `epochs` epochs of Poisson batches
     (expected size `batch_size`); `model.state_dict()` keeps its own keys afterwards.
 
     `on_epoch(epoch)` (1-based) is called after every epoch, with the model in place (wrapped
     hooks are inactive in eval mode or under no_grad, so it may evaluate it); returning True stops
     training, and the ε reported is then what the steps taken spent. `momentum` (SGD) and
-    `lr_schedule` (None: the optimizer's default) are the recipe's, as in
-    `miaflow.models.ensemble.learning_rates`."""
+    `learning_rates`, the rate of each epoch (None: `lr` throughout), are the recipe's: training
+    passes its schedule (`miaflow.models.recipe.learning_rates`)."""
     from torch.utils.data import DataLoader
-
-    from miaflow.models.ensemble import learning_rates
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
@@ -248,6 +247,9 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     if not (epsilon > 0 and 0 < delta < 1 and max_grad_norm > 0 and epochs > 0 and batch_size > 0):
         raise ValueError(f"need epsilon > 0, 0 < delta < 1, max_grad_norm > 0, epochs > 0, batch_size > 0; "
                          f"got {epsilon}, {delta}, {max_grad_norm}, {epochs}, {batch_size}")
+    rates = [lr] * epochs if learning_rates is None else list(learning_rates)
+    if len(rates) != epochs:
+        raise ValueError(f"need a learning rate for each of the {epochs} epochs, got {len(rates)}")
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"need as many labels as samples, at least one: {len(x)} samples, {len(y)} labels")
     check_compatible(model)
@@ -268,8 +270,6 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     steps = 0
     try:
         with _seeded_global_rng(derive_seed(seed, "dpsgd", "global"), device):
-            schedule = {} if lr_schedule is None else {"lr_schedule": lr_schedule}
-            rates = learning_rates({"optimizer": optimizer, "lr": lr, "epochs": epochs, **schedule})
             for epoch, rate in enumerate(rates, start=1):
                 for group in private.optimizer.param_groups:
                     group["lr"] = rate

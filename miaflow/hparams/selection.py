@@ -26,7 +26,9 @@ def _hellinger(mu_p: np.ndarray, var_p: np.ndarray, mu_q: np.ndarray, var_q: np.
     return 1.0 - np.sqrt(2.0 * np.sqrt(var_p * var_q) / total) * np.exp(-(mu_p - mu_q) ** 2 / (4.0 * total))
 
 
-# target (p) against shadow (q); the KL-LiRA code's alternatives besides the default forward KL
+# target (p) against shadow (q); the KL-LiRA code's alternatives besides the default forward KL,
+# except that its Hellinger divergence, `sqrt(1 - base**exp)`, is a bug that is not copied:
+# `_hellinger` is the squared Hellinger distance of the two normals.
 DIVERGENCES: dict[str, Callable[..., np.ndarray]] = {
     "kl": _kl,
     "reverse-kl": lambda mp, vp, mq, vq: _kl(mq, vq, mp, vp),

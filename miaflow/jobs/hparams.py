@@ -178,6 +178,7 @@ def _column_frame(features, labels, n_classes, universe, drawn, train_sets, reci
         "noise_multiplier": [r.noise_multiplier for r in recipes],
         "batches_per_epoch": [batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)],
         "heldout_accuracy": (signals["correct"] * heldout).sum(1) / np.maximum(heldout.sum(1), 1),
+        # float32, measured harmless (docs/algorithms.md#hyperparameter-study)
         "stat": list(signals["phi"].astype(np.float32)),
     })
 
@@ -244,7 +245,8 @@ def hparam_bound(*, grids: Paths, bound: str | Path, setting: Mapping[str, Any],
                  delta: float, deltas: Sequence[float], epochs: int) -> None:
     """The TPR no attack can exceed at each FPR against any target of this setting and ε: each
     target's tightest Kairouz bound over the accountant's (ε(δ), δ) pairs, maximised over the
-    targets' training configurations (so it holds for every target and for their pooled ROC)."""
+    targets' training configurations: it holds for every target, and only approximately for
+    their pooled ROC (docs/algorithms.md#differential-privacy)."""
     from miaflow.evaluation.plots import ROC_FPR_GRID
     from miaflow.hparams.privacy import epsilons, tpr_bound
 

@@ -230,7 +230,7 @@ def _torch_models(weights: Mapping[str, Mapping[str, np.ndarray]], arch: Mapping
     import torch
 
     from miaflow.compute import torch_device
-    from miaflow.models.ensemble import build_module
+    from miaflow.models.recipe import build_module
 
     models = {}
     for model_id, model_weights in weights.items():

@@ -5,13 +5,14 @@ per-call overhead dominates. Here the M members of a shard are stacked: a linear
 one batched matmul (`baddbmm`) over M weight matrices and a convolution one grouped convolution
 with M groups, so every step does M models' work in a few large kernels.
 
-Each member keeps the per-model recipe of `miaflow.models.training` exactly: the same named seed gives
-the same initialisation (the member's module is built under `torch.manual_seed(seed)`) and the
-same shuffling generator; members train on their own subsets, so they may have different numbers
-of batches per epoch, a smaller last batch, and their own early stopping. An optimizer step is
-masked per member: a member without a batch at a step (or already stopped) is left untouched,
-Adam state and step count included (one fused optimizer call per run of neighbouring members
-with equal step counts). Only floating-point summation order differs from the loop.
+Each member keeps the recipe of the per-model loop (`miaflow.models.training`) exactly: the
+same named seed gives the same initialisation (the member's module is built under
+`torch.manual_seed(seed)`) and the same shuffling generator; members train on their own subsets,
+so they may have different numbers of batches per epoch, a smaller last batch, and their own
+early stopping. An optimizer step is masked per member: a member without a batch at a step (or
+already stopped) is left untouched, Adam state and step count included (one fused optimizer call
+per run of neighbouring members with equal step counts). Only floating-point summation order
+differs from the loop.
 
 Layers the grouped forward knows: Linear, Conv2d, ReLU, Tanh, MaxPool2d, Flatten, Identity,
 applied in registration order; `grouped_layers` returns None for anything else (e.g. batch-norm,
@@ -32,7 +33,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from miaflow.defenses import TRAINING, defense_kind
-from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS, cosine_annealing
+from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS
+from miaflow.models.recipe import (SGD_MOMENTUM, Options, build_module, learning_rates,
+                                   sgd_momentum)
 from miaflow.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -43,21 +46,6 @@ BATCHABLE_KINDS = frozenset({"mlp", "torch_lr", "cnn"})
 ELEMENTWISE = (nn.ReLU, nn.Tanh, nn.MaxPool2d, nn.Identity)
 EVAL_CHUNK = 2048  # held-out samples per member and forward pass (GPU)
 CPU_EVAL_SAMPLES = 2048  # on the CPU, held-out samples of all members together per forward (cache-sized)
-SGD_MOMENTUM = 0.9  # the image recipe's (TDDBench), as in the loop
-
-
-def module_arch(arch: Mapping[str, Any]) -> dict[str, Any]:
-    """The `build_torch_model` entry of an architecture: `torch_lr` is an MLP without hidden layers
-    (logistic regression with L2 penalty `weight_decay`), so its weights load into that module."""
-    if arch["kind"] == "torch_lr":
-        return {"kind": "mlp", "hidden": [], "activation": "tanh"}
-    return dict(arch)
-
-
-def build_module(arch: Mapping[str, Any], input_shape: Sequence[int], n_classes: int) -> nn.Module:
-    from miaflow.models.architectures import build_torch_model
-
-    return build_torch_model(module_arch(arch), input_shape, n_classes)
 
 
 def wants_batched(arch: Mapping[str, Any]) -> bool:
@@ -255,23 +243,6 @@ class _MaskedOptimizer:
         self.steps[active] += 1
 
 
-def learning_rates(arch: Mapping[str, Any]) -> list[float]:
-    """Learning rate of every epoch under the recipe's `lr_schedule`: constant (Adam's default),
-    torch's cosine annealing (SGD's default), or torch's StepLR `{step_size, gamma}`."""
-    lr, epochs = arch["lr"], arch["epochs"]
-    schedule = arch.get("lr_schedule", "cosine" if arch["optimizer"] == "sgd" else "constant")
-    if schedule == "constant":
-        return [lr] * epochs
-    if schedule == "cosine":
-        return cosine_annealing(lr, epochs)
-    return [lr * schedule["gamma"] ** (epoch // schedule["step_size"]) for epoch in range(epochs)]
-
-
-def sgd_momentum(arch: Mapping[str, Any]) -> float:
-    """The recipe's SGD momentum (`momentum`, default SGD_MOMENTUM)."""
-    return arch.get("momentum", SGD_MOMENTUM)
-
-
 def _padded(indices: Sequence[np.ndarray], width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(M, width) int64 sample indices (padding 0) and the bool mask of real entries."""
     out = np.zeros((len(indices), width), dtype=np.int64)
@@ -279,26 +250,6 @@ def _padded(indices: Sequence[np.ndarray], width: int) -> tuple[torch.Tensor, to
     for m, idx in enumerate(indices):
         out[m, :len(idx)], valid[m, :len(idx)] = idx, True
     return torch.from_numpy(out), torch.from_numpy(valid)
-
-
-@dataclass(frozen=True)
-class Options:
-    """GPU-path options of an architecture entry (all no-ops at their defaults)."""
-
-    precision: str = "fp32"  # "bf16": autocast forward (weights and optimizer stay fp32)
-    channels_last: bool = False  # NHWC convolutions (CNN)
-    compile: bool | str = False  # torch.compile the forward and loss: true, or a torch.compile mode
-
-    @classmethod
-    def of(cls, arch: Mapping[str, Any]) -> Options:
-        return cls(arch.get("precision", "fp32"), arch.get("channels_last", False),
-                   arch.get("compile", False))
-
-    def compiled(self, function: Any) -> Any:
-        """`function` through torch.compile (in the configured mode), or as it is."""
-        if not self.compile:
-            return function
-        return torch.compile(function, mode=None if self.compile is True else self.compile)
 
 
 def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarray,

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import tempfile
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +23,7 @@ from miaflow import io
 from miaflow.compute import torch_device
 from miaflow.data.dataset import Dataset
 from miaflow.defenses import TRAINING, defense_kind
-from miaflow.models import transformers
+from miaflow.models import classical, transformers
 from miaflow.models.kinds import KINDS
 from miaflow.progress import Progress
 from miaflow.seeding import derive_seed
@@ -79,7 +77,7 @@ def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarra
                   n_classes: int) -> np.ndarray:
     import torch
 
-    from miaflow.models.ensemble import build_module
+    from miaflow.models.recipe import build_module
 
     model = build_module(arch, features.shape[1:], n_classes)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
@@ -103,7 +101,7 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
 
     from miaflow.models import optimizers
     from miaflow.models.architectures import augment_images, trainable_batches
-    from miaflow.models.ensemble import Options, build_module, learning_rates, sgd_momentum
+    from miaflow.models.recipe import Options, build_module, learning_rates, sgd_momentum
 
     device = torch_device()
     options = Options.of(arch)
@@ -127,6 +125,11 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
     rates = learning_rates(arch)
+
+    def epoch_batches() -> list[torch.Tensor]:
+        """The next epoch's shuffled mini-batches: sample indices on the device."""
+        order = torch.randperm(len(x), generator=shuffle).to(device)
+        return trainable_batches(order, arch["batch_size"], model)
 
     def end_of_epoch(epoch: int, mean_loss: float | None) -> bool:
         """Log, keep the best held-out state, and say whether to stop (patience exceeded)."""
@@ -156,13 +159,13 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
                 progress.advance()
                 return end_of_epoch(epoch, None)
 
-            _fit_defended(arch, model, optimizer, x, y, reference, n_classes, seed, on_epoch)
+            _fit_defended(arch, model, optimizer, epoch_batches, rates, x, y, reference, n_classes,
+                          seed, on_epoch)
         else:
             for epoch in range(1, epochs + 1):
                 model.train()
                 total = torch.zeros((), device=device)
-                batches = trainable_batches(torch.randperm(len(x), generator=shuffle).to(device),
-                                            arch["batch_size"], model)
+                batches = epoch_batches()
                 for batch in batches:
                     inputs = x[batch] if augmenter is None else augment_images(x[batch], augmenter)
                     if options.channels_last:
@@ -182,11 +185,18 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
 
 
-def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any, x: Any, y: Any,
+def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any,
+                  epoch_batches: Callable[[], list[Any]], rates: Sequence[float], x: Any, y: Any,
                   reference: tuple[np.ndarray, np.ndarray] | None, n_classes: int, seed: int,
                   on_epoch: Callable[[int], bool]) -> None:
-    """Train `model` in place with the architecture's `defense` (miaflow.defenses)."""
+    """Train `model` in place with the architecture's `defense` (miaflow.defenses).
+
+    The defenses import nothing of miaflow.models: what they share with the plain loop (the
+    optimizers, the mini-batches, the learning rate of each epoch) is handed to them here."""
     import torch
+
+    from miaflow.models import optimizers
+    from miaflow.models.recipe import sgd_momentum
 
     defense = arch["defense"]
     if defense["kind"] == "adversarial_regularization":
@@ -195,95 +205,29 @@ def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any, x: Any, y
         if reference is None:
             raise ValueError("adversarial regularization needs a reference set")
         x_reference, y_reference = (torch.from_numpy(a) for a in reference)
-        train_adversarial(model, optimizer, x, y, x_reference, y_reference, n_classes=n_classes,
-                          lam=defense["lambda"], epochs=arch["epochs"],
+        train_adversarial(model, optimizer, epoch_batches, x, y, x_reference, y_reference,
+                          n_classes=n_classes, lam=defense["lambda"], epochs=arch["epochs"],
                           batch_size=arch["batch_size"],
                           attack_steps=defense.get("attack_steps", 1),
+                          attack_optimizer=optimizers.Adam,
                           attack_lr=defense.get("attack_lr", 1e-3), seed=seed, on_epoch=on_epoch)
     else:  # dp_sgd: Opacus builds its own optimizer, with the same recipe
         from miaflow.defenses.dpsgd import train_dp
-        from miaflow.models.ensemble import sgd_momentum
 
         train_dp(model, x, y, epsilon=defense["epsilon"], delta=defense["delta"],
                  max_grad_norm=defense["max_grad_norm"], epochs=arch["epochs"],
                  batch_size=arch["batch_size"], lr=arch["lr"], weight_decay=arch["weight_decay"],
                  optimizer=arch["optimizer"], seed=seed,
                  accountant=defense.get("accountant", "prv"), on_epoch=on_epoch,
-                 momentum=sgd_momentum(arch), lr_schedule=arch.get("lr_schedule"))
-
-
-# --- logistic regression (scikit-learn) -------------------------------------------------------
-
-def _fit_lr(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
-            x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-            threads: int, model_id: str) -> Weights:
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-
-    model = LogisticRegression(C=arch["C"], max_iter=arch["max_iter"])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(x_train.reshape(len(x_train), -1), y_train)
-    if any(issubclass(w.category, ConvergenceWarning) for w in caught):
-        log.info("%s: lbfgs stopped at max_iter=%d before converging", model_id, arch["max_iter"])
-    return {"coef": model.coef_.astype(np.float64), "intercept": model.intercept_.astype(np.float64),
-            "classes": model.classes_.astype(np.int64)}
-
-
-def _lr_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
-               n_classes: int) -> np.ndarray:
-    """Log-probabilities over all classes; classes absent from training get log(0) = -inf."""
-    from scipy.special import log_softmax
-
-    decision = features.reshape(len(features), -1) @ weights["coef"].T + weights["intercept"]
-    if weights["coef"].shape[0] == 1:  # binary: sklearn stores one decision function
-        decision = np.hstack([np.zeros_like(decision), decision])
-    out = np.full((len(features), n_classes), -np.inf)
-    out[:, weights["classes"]] = log_softmax(decision, axis=1)
-    return out.astype(np.float32)
-
-
-# --- CatBoost ---------------------------------------------------------------------------------
-
-def _fit_catboost(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
-                  x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-                  threads: int, model_id: str) -> Weights:
-    from catboost import CatBoostClassifier
-
-    rounds = arch["early_stopping_rounds"]
-    model = CatBoostClassifier(
-        iterations=arch["iterations"], learning_rate=arch["learning_rate"], depth=arch["depth"],
-        loss_function="MultiClass", class_names=list(range(n_classes)), random_seed=seed % 2**31,
-        thread_count=threads, verbose=False, allow_writing_files=False,
-    )
-    eval_set = (x_heldout, y_heldout) if rounds else None
-    model.fit(x_train.reshape(len(x_train), -1), y_train, eval_set=eval_set,
-              early_stopping_rounds=rounds or None)
-    info = model.get_metadata()  # drop the random guid and the clock: same seed, same bytes
-    info["model_guid"] = f"miaflow-{model_id}-{seed}"
-    del info["train_finish_time"]
-    with tempfile.TemporaryDirectory() as tmp:
-        model.save_model(f"{tmp}/model.cbm", format="cbm")
-        blob = Path(f"{tmp}/model.cbm").read_bytes()
-    return {"cbm": np.frombuffer(blob, dtype=np.uint8).copy()}
-
-
-def _catboost_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
-                     n_classes: int) -> np.ndarray:
-    from catboost import CatBoostClassifier
-
-    model = CatBoostClassifier().load_model(blob=weights["cbm"].tobytes())
-    proba = model.predict_proba(features.reshape(len(features), -1))
-    with np.errstate(divide="ignore"):
-        return np.log(proba).astype(np.float32)
+                 momentum=sgd_momentum(arch), learning_rates=rates)
 
 
 # How each trainer of the kinds table fits and runs a model.
 TRAINERS: dict[str, Learner] = {
     "torch": Learner(_fit_torch, _torch_logits),
     "transformer": Learner(transformers.fit_transformer, transformers.transformer_logits),
-    "lr": Learner(_fit_lr, _lr_logits),
-    "catboost": Learner(_fit_catboost, _catboost_logits),
+    "lr": Learner(classical.fit_lr, classical.lr_logits),
+    "catboost": Learner(classical.fit_catboost, classical.catboost_logits),
 }
 LEARNERS: dict[str, Learner] = {name: TRAINERS[kind.trainer] for name, kind in KINDS.items()}
 

@@ -69,7 +69,7 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
     gradients, 90/10 split, weights of the epoch with the lowest validation loss."""
     import torch
 
-    from miaflow.models.ensemble import build_module
+    from miaflow.models.recipe import build_module
     from miaflow.seeding import rng
 
     device = torch_device()

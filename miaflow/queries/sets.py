@@ -195,9 +195,9 @@ def make_query_set(features: np.ndarray, sample_ids: np.ndarray, modality: str, 
 
     `neighbour` options: n_queries, magnitude (λ); `augment` options: n_queries, compat. Under the
     default `target_ref` pool the shadow model's pool is T as well, so one augmented set serves
-    target and shadow (the default, docs/algorithms.md#query-augment). With `compat: true` the
-    shadow gets its own draw (kind `augment-shadow`), as TDDBench calls the augmentation once per
-    pool.
+    target and shadow (miaflow's corrected default, docs/algorithms.md#query-augment). With
+    `compat: true` the shadow gets its own draw (kind `augment-shadow`), as TDDBench calls the
+    augmentation once per pool.
     """
     if modality == "text" and np.asarray(features).dtype.kind != "f":
         raise ValueError("raw-text neighbours need BERT masked-LM substitutions with "
