@@ -1,0 +1,87 @@
+"""Run a command with its full output in a log file and only its progress on the terminal.
+
+    python -m miaflow.workflow.quiet LOG -- COMMAND [ARG ...]
+
+`make run` runs `dvc repro` through it. Snakemake prints every job with its whole input list (the
+code closure alone is some fifty files), so the default run printed about 1,900 lines before its
+summary. Here each line goes to LOG as it comes; the terminal gets the lines that say where the
+run is (each DVC stage as it starts or is skipped, and its jobs done at every tenth of the
+stage's jobs) and anything that looks like a failure. When the command fails, the end of the log follows, so the
+error is on screen without opening the file. Snakemake's own log (`.snakemake/log/`) is filtered
+like its terminal output, so LOG is the only complete record of a run.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+STAGE = re.compile(r"^Running stage '(?P<stage>[\w-]+)'")
+SKIPPED = re.compile(r"^Stage '(?P<stage>[\w-]+)' didn't change, skipping")
+STEPS = re.compile(r"^(?P<done>\d+) of (?P<total>\d+) steps \(\d+%\) done")
+TROUBLE = re.compile(r"error|exception|traceback|failed|removed|warning", re.IGNORECASE)
+TAIL_LINES = 40  # shown from the log when the command fails
+
+
+class Progress:
+    """Reads the command's lines one by one and says which the terminal shows."""
+
+    def __init__(self) -> None:
+        self.stage = "snakemake"  # the DVC stage running, once one has started
+        self.tenths_shown = -1
+
+    def shown(self, line: str) -> str | None:
+        """The line's text for the terminal, or None."""
+        if match := STAGE.match(line):
+            self.stage, self.tenths_shown = match["stage"], -1
+            return f"{self.stage}: running"
+        if match := SKIPPED.match(line):
+            return f"{match['stage']}: unchanged, skipped"
+        if match := STEPS.match(line):
+            done, total = int(match["done"]), int(match["total"])
+            tenths = 10 * done // total
+            if tenths == self.tenths_shown:
+                return None
+            self.tenths_shown = tenths
+            return f"{self.stage}: {done} of {total} jobs done"
+        return line if TROUBLE.search(line) else None
+
+
+def run_quietly(command: Sequence[str], log: Path, echo: Callable[[str], None] = print) -> int:
+    """Run `command`, writing its output (stdout and stderr, merged) to `log` and `echo`-ing
+    its progress; returns the command's exit status."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    progress = Progress()
+    with log.open("w") as record:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, errors="replace", bufsize=1)
+        assert process.stdout is not None
+        for line in process.stdout:
+            record.write(line)
+            record.flush()
+            tail.append(line.rstrip("\n"))
+            if (shown := progress.shown(line.rstrip("\n"))) is not None:
+                echo(shown)
+        status = process.wait()
+    echo(f"Full log: {log}")
+    if status != 0:
+        echo(f"Failed (exit status {status}); the end of the log:")
+        for line in tail:
+            echo(f"  {line}")
+    return status
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print(__doc__.splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    return run_quietly(argv[2:], Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
