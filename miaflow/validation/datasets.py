@@ -41,7 +41,8 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     for dataset in [d for d in datasets(config) if d in DATASETS]:  # others: audits.problems
         spec, options = DATASETS[dataset], config.get("datasets", {}).get(dataset, {})
         dataset_size = size(config, dataset)
-        if "n_classes" in spec.defaults and dataset_size.n_classes > dataset_size.n_samples:
+        if ("n_classes" in spec.defaults and dataset_size is not None
+                and dataset_size.n_classes > dataset_size.n_samples):
             found.append(f"datasets.{dataset}.n_classes: {dataset_size.n_classes} is more than "
                          f"datasets.{dataset}.n_samples {dataset_size.n_samples}")
         if spec.offline:
