@@ -108,6 +108,25 @@ def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(untrai
     assert rows.shape == (2, 4) and rows[1, 2] == pytest.approx(direct, abs=1e-6)
 
 
+@pytest.mark.parametrize("stride", [1, 3, 9, 10])
+def test_any_stride_up_to_max_length_scores_every_token_but_the_first_once(stride):
+    segments = tokens.text_segments(list(range(104)), max_length=10, stride=stride)
+    assert all(len(ids) <= 10 and 1 <= first < len(ids) for ids, first in segments)
+    assert [i for ids, first in segments for i in ids[first:]] == list(range(1, 104))
+
+
+def test_a_stride_of_max_length_scores_the_whole_text(untrained, tokenizer, texts):
+    long_text = " ".join(texts[:8])
+    n_tokens = len(tokenizer(long_text)["input_ids"])
+    assert n_tokens > 100
+    [(_, by_max_length, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
+                                                         max_length=10, stride=10)
+    [(_, by_one, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
+                                                  max_length=10, stride=9)
+    assert by_max_length.size == n_tokens - 1  # stride 10 advances by 9: the same windows
+    np.testing.assert_allclose(by_max_length, by_one, atol=1e-6)
+
+
 def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer, texts, caplog):
     shots = texts[:3]
     lengths = [len(tokenizer(s)["input_ids"]) for s in shots]

@@ -57,17 +57,20 @@ class TokenStats:
 
 
 def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> list[Segment]:
-    """A text's segments: its first `max_length` tokens, or sliding windows advancing by
-    `stride` whose new tokens are scored (each token once; the first never)."""
+    """A text's segments: its first `max_length` tokens, or sliding windows whose new tokens are
+    scored (each token once; the first never). A window starts `stride` tokens after the previous
+    one, at most `max_length` - 1: its first token must stay context for its first scored one."""
     if len(ids) <= max_length or not stride:
         return [(list(ids[:max_length]), 1)]
+    if stride > max_length:
+        raise ValueError(f"stride {stride} is more than max_length {max_length}: windows that "
+                         "far apart would skip tokens")
+    step = min(stride, max_length - 1)
     segments, scored_up_to, start = [], 1, 0
     while scored_up_to < len(ids):
         end = min(start + max_length, len(ids))
         segments.append((list(ids[start:end]), scored_up_to - start))
-        scored_up_to, start = end, start + stride
-        if end == len(ids):
-            break
+        scored_up_to, start = end, start + step
     return segments
 
 
