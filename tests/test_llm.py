@@ -127,6 +127,36 @@ def test_a_stride_of_max_length_scores_the_whole_text(untrained, tokenizer, text
     np.testing.assert_allclose(by_max_length, by_one, atol=1e-6)
 
 
+def test_token_logprobs_are_those_of_the_models_own_forward_pass():
+    """Gemma-2 soft-caps its logits after the output head: the head alone is not the model."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
+                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                          head_dim=8, max_position_embeddings=64, initializer_range=1.0,
+                          final_logit_softcapping=2.0, pad_token_id=0)
+    model = Gemma2ForCausalLM(config).eval()
+    ids = torch.randint(1, 64, (2, 20)).tolist()
+    segments = [(ids[0], 1), (ids[1][:12], 4)]
+    scored = tokens.score_segments(model, segments, vocab_stats=True)
+    for (segment, first), (logprob, mean, variance) in zip(segments, scored):
+        with torch.no_grad():
+            logits = model(torch.tensor([segment])).logits[0, first - 1:-1].double()
+            uncapped = model.get_output_embeddings()(model.model(
+                torch.tensor([segment]))[0])[0, first - 1:-1].double()
+        logp = torch.log_softmax(logits, -1)
+        expected = logp.gather(1, torch.tensor(segment[first:])[:, None])[:, 0]
+        expected_mean = (logp.exp() * logp).sum(-1)
+        expected_var = (logp.exp() * (logp - expected_mean[:, None]).square()).sum(-1)
+        np.testing.assert_allclose(logprob, expected.numpy(), atol=1e-5)
+        np.testing.assert_allclose(mean, expected_mean.numpy(), atol=1e-5)
+        np.testing.assert_allclose(variance, expected_var.numpy(), atol=1e-5)
+        head_only = torch.log_softmax(uncapped, -1).gather(
+            1, torch.tensor(segment[first:])[:, None])[:, 0]
+        assert (head_only - expected).abs().max() > 1.0  # the test would see a missed cap
+
+
 def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer, texts, caplog):
     shots = texts[:3]
     lengths = [len(tokenizer(s)["input_ids"]) for s in shots]

@@ -27,7 +27,8 @@ from miaflow.progress import Progress
 log = logging.getLogger(__name__)
 
 Segment = tuple[Sequence[int], int]  # token ids, index of the first scored token (>= 1)
-HEAD_CHUNK = 1024  # scored positions per LM-head call: bounds the (positions, vocabulary) block
+HEAD_CHUNK = 1024  # logit rows per float32 log-softmax: bounds the (positions, vocabulary) block
+LOGITS_BUDGET = 2**28  # logit entries one forward pass keeps (1 GiB in fp32)
 
 
 @dataclass(frozen=True)
@@ -74,15 +75,20 @@ def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> li
     return segments
 
 
-def _batches(lengths: Sequence[int], max_tokens: int) -> Iterator[np.ndarray]:
-    """Segment indices grouped longest first so a batch's padded size stays within max_tokens."""
+def _batches(lengths: Sequence[int], scored: Sequence[int], max_tokens: int,
+             max_scored: int) -> Iterator[np.ndarray]:
+    """Segment indices grouped longest first so a batch's padded size stays within max_tokens
+    and its scored positions (rows of the logits) within max_scored."""
     order = np.argsort(-np.asarray(lengths), kind="stable")
     batch: list[int] = []
+    positions = 0
     for index in order:
-        if batch and (len(batch) + 1) * lengths[batch[0]] > max_tokens:
+        if batch and ((len(batch) + 1) * lengths[batch[0]] > max_tokens
+                      or positions + scored[index] > max_scored):
             yield np.asarray(batch)
-            batch = []
+            batch, positions = [], 0
         batch.append(int(index))
+        positions += scored[index]
     if batch:
         yield np.asarray(batch)
 
@@ -92,17 +98,20 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(ℓ, μ, σ²) of the scored tokens of each segment (μ, σ² empty without `vocab_stats`).
 
-    Padded batches of similar length; the LM head runs only on the positions that predict a
-    scored token, in float32.
+    The logits are the model's own forward output (whatever it does after the output head, such
+    as Gemma-2's soft-capping or Cohere's logit scale, applies), kept only at the positions that
+    predict a scored token (`logits_to_keep`); padded batches of similar length whose kept
+    logits stay within LOGITS_BUDGET entries; log-softmax in float32, HEAD_CHUNK rows at a time.
     """
     import torch
 
     device = next(model.parameters()).device
-    body, head = model.base_model, model.get_output_embeddings()
     lengths = [len(ids) for ids, _ in segments]
+    scored = [len(ids) - first for ids, first in segments]
+    max_scored = max(1, LOGITS_BUDGET // model.get_output_embeddings().weight.shape[0])
     results: list[Any] = [None] * len(segments)
     with torch.no_grad(), Progress(len(segments), "token statistics", "segments") as progress:
-        for batch in _batches(lengths, max_tokens):
+        for batch in _batches(lengths, scored, max_tokens, max_scored):
             width = max(lengths[i] for i in batch)
             ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
             attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -112,13 +121,12 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                 ids[row, :len(tokens)] = torch.as_tensor(tokens)
                 attention[row, :len(tokens)] = 1
                 predicts[row, first - 1:len(tokens) - 1] = True
-            hidden = body(input_ids=ids.to(device), attention_mask=attention.to(device))[0]
+            kept = model(input_ids=ids.to(device), attention_mask=attention.to(device),
+                         logits_to_keep=predicts.to(device), use_cache=False).logits
             targets = ids[:, 1:][predicts[:, :-1]].to(device)
-            positions = hidden[predicts.to(device)]
             logprob, mean, variance = [], [], []
-            for start in range(0, positions.shape[0], HEAD_CHUNK):
-                logits = head(positions[start:start + HEAD_CHUNK]).float()
-                logp = torch.log_softmax(logits, dim=-1)
+            for start in range(0, kept.shape[0], HEAD_CHUNK):
+                logp = torch.log_softmax(kept[start:start + HEAD_CHUNK].float(), dim=-1)
                 chunk_targets = targets[start:start + HEAD_CHUNK, None]
                 logprob.append(logp.gather(1, chunk_targets)[:, 0])
                 if vocab_stats:
@@ -126,6 +134,7 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                     mu = (p * logp).sum(-1)
                     mean.append(mu)
                     variance.append((p * (logp - mu[:, None]).square()).sum(-1))  # no cancellation
+            del kept
             counts = predicts.sum(1).tolist()
             splits = np.cumsum(counts)[:-1]
             as_numpy = [np.split(torch.cat(part).double().cpu().numpy(), splits) if part
