@@ -3,6 +3,7 @@ split table, neighbours, and the direction of every score on a model that memori
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -155,6 +156,56 @@ def test_token_logprobs_are_those_of_the_models_own_forward_pass():
         head_only = torch.log_softmax(uncapped, -1).gather(
             1, torch.tensor(segment[first:])[:, None])[:, 0]
         assert (head_only - expected).abs().max() > 1.0  # the test would see a missed cap
+
+
+def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, tokenizer,
+                                                                     texts):
+    """With a stride, LL(x) covers every token of a long text; LL(x ; P) only those that fit in
+    the context after P: ReCaLL and EM-MIA divide by LL(x) over x's tokens up to the same K."""
+    long_texts = [" ".join(texts[i:i + 4]) for i in (0, 4)]
+    computed = tokens.token_statistics(untrained, tokenizer, long_texts, max_length=24,
+                                       stride=12)
+    assert all(len(ids) > 24 for ids, *_ in computed)
+    target = TokenStats(np.arange(2), *[[s[k] for s in computed] for k in (1, 2, 3)])
+    # an empty prefix conditions on nothing, so the ratio of the same tokens is exactly 1
+    unconditioned = tokens.conditional_log_likelihood(
+        untrained, tokenizer, [[], []], [ids for ids, *_ in computed], context=24)
+    inputs = LLMInputs(texts=long_texts, target=target, is_member=np.array([True, False]),
+                       recall=unconditioned, pairs=np.tile(unconditioned, (2, 1)),
+                       conditioned_tokens=tokens.target_lengths(tokenizer, long_texts, 24))
+    np.testing.assert_allclose(run_attack("llm-recall", inputs), 1.0, atol=1e-6)
+    np.testing.assert_allclose(inputs.ratio_matrix(), 1.0, atol=1e-6)
+
+
+def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
+    """compat: the shots joined with no separator, and the target's first token scored after
+    them; the plain LL is the causal-LM loss of the target alone (ReCaLL's src/run.py)."""
+    model = models.build_scratch({**RECIPE, "context": 128}, tokenizer, seed=3).eval()
+    shots, target = texts[40:42], texts[5]
+    prefix_ids = tokenizer("".join(shots))["input_ids"]
+    target_ids = tokenizer(target)["input_ids"]
+    joined = torch.tensor([prefix_ids + target_ids])
+    labels = joined.clone()
+    labels[:, :len(prefix_ids)] = -100
+    assert joined.shape[1] <= 128
+    with torch.no_grad():
+        conditional = -float(model(joined, labels=labels).loss)
+        plain_ids = torch.tensor([target_ids])
+        plain = -float(model(plain_ids, labels=plain_ids).loss)
+    values = {compat: tokens.recall_conditional(model, tokenizer, [target], shots,
+                                                separator=" ", context=128, compat=compat)
+              for compat in (False, True)}
+    inputs = LLMInputs(texts=[target], target=stats(model, tokenizer, [target]),
+                       is_member=np.array([True]), recall=values[False],
+                       recall_compat=values[True],
+                       conditioned_tokens=tokens.target_lengths(tokenizer, [target], 128),
+                       options={"llm-recall": {"compat": True}})
+    assert values[True][0] == pytest.approx(conditional, abs=1e-5)
+    assert run_attack("llm-recall", inputs)[0] == pytest.approx(conditional / plain, rel=1e-5)
+    default = dataclasses.replace(inputs, options={})
+    assert run_attack("llm-recall", default)[0] == pytest.approx(values[False][0] / plain,
+                                                                 rel=1e-5)
+    assert values[False][0] != pytest.approx(conditional, abs=1e-3)
 
 
 def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer, texts, caplog):

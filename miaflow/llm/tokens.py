@@ -9,7 +9,7 @@ Texts longer than the context are truncated, or with a `stride` scored by slidin
 which each token is scored once, with as much context as the window allows (MIMIR's scheme).
 A *segment* is token ids plus the index of the first scored token: one text, one window, or a
 prefix followed by a target (ReCaLL, the pairwise matrix of EM-MIA), where only target tokens
-2..T are scored.
+2..K are scored (1..K in ReCaLL's `compat` form), K = min(T, context).
 """
 
 from __future__ import annotations
@@ -146,6 +146,8 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
 
 
 def _encode(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    if not texts:  # a tokenizer cannot take an empty batch
+        return []
     return [list(ids) for ids in tokenizer(list(texts))["input_ids"]]
 
 
@@ -188,45 +190,62 @@ def statistics_table(sample_ids: Sequence[int], statistics: Sequence[tuple], key
 
 
 def prefix_ids(tokenizer: Any, shots: Sequence[str], separator: str, target_length: int,
-               context: int) -> list[int]:
+               context: int, *, compat: bool = False) -> list[int]:
     """ReCaLL's prefix: the most recent shots that fit before a target of `target_length` tokens
-    in `context` (oldest dropped first), each followed by the separator; empty if none fits."""
+    in `context` (oldest dropped first), each followed by the separator; empty if none fits.
+    With `compat` (the ReCaLL code's prefix), the kept shots are joined with nothing between them
+    and tokenised as one text; the fit is counted on the shots tokenised one by one."""
     from miaflow.llm.scores import recall_prefix
 
     shot_ids = _encode(tokenizer, shots)
-    separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"] if separator else []
+    separator_ids = (tokenizer(separator, add_special_tokens=False)["input_ids"]
+                     if separator and not compat else [])
     kept = recall_prefix([len(ids) for ids in shot_ids], len(separator_ids), target_length,
                          context)
     if kept == 0 and shots:
         log.warning("ReCaLL: no shot fits before a %d-token target in a %d-token context; "
                     "that target gets an empty prefix", target_length, context)
+    if compat:
+        return _encode(tokenizer, ["".join(shots[len(shots) - kept:])])[0] if kept else []
     return [t for ids in shot_ids[len(shot_ids) - kept:] for t in (*ids, *separator_ids)]
+
+
+def target_lengths(tokenizer: Any, texts: Sequence[str], context: int) -> np.ndarray:
+    """K per text: a conditional likelihood covers the text's tokens x_1..x_K, K = min(T, context)
+    (see `conditional_log_likelihood`)."""
+    return np.array([min(len(ids), context) for ids in _encode(tokenizer, texts)], dtype=np.int64)
 
 
 def conditional_log_likelihood(model: Any, tokenizer: Any, prefixes: Sequence[Sequence[int]],
                                targets: Sequence[Sequence[int]], *, context: int,
-                               max_tokens: int = 4096) -> np.ndarray:
-    """LL(x ; P): mean ℓ of target tokens 2..T when each target follows its prefix's tokens
-    (the same token set as the unconditional LL). A prefix too long for the context loses its
-    oldest tokens; a target longer than the context is truncated first."""
+                               first_token: bool = False, max_tokens: int = 4096) -> np.ndarray:
+    """LL(x ; P): mean ℓ of target tokens 2..K when each target follows its prefix's tokens, K =
+    min(T, context): a target longer than the context is cut to its first `context` tokens, and
+    a prefix too long for what is left loses its oldest tokens. Without a stride, K tokens are
+    the unconditional LL's; with one, LL(x) scores all T, so the ratios of ReCaLL and EM-MIA
+    divide by LL(x) over tokens 2..K (`target_lengths`, `LLMInputs.conditioned_ll`): the prefix
+    only reaches the first window anyway. `first_token` also scores x_1 after a non-empty prefix
+    (tokens 1..K, the ReCaLL code's choice)."""
     segments = []
     for prefix, target in zip(prefixes, targets):
         target = list(target[:context])
         prefix = list(prefix)[max(0, len(prefix) + len(target) - context):]
-        segments.append((prefix + target, len(prefix) + 1))
+        segments.append((prefix + target, len(prefix) + (0 if first_token and prefix else 1)))
     scored = score_segments(model, segments, vocab_stats=False, max_tokens=max_tokens,
                             pad_id=tokenizer.pad_token_id or 0)
     return np.array([values[0].mean() if values[0].size else np.nan for values in scored])
 
 
 def recall_conditional(model: Any, tokenizer: Any, texts: Sequence[str], shots: Sequence[str],
-                       *, separator: str, context: int, max_tokens: int = 4096) -> np.ndarray:
-    """LL(x ; P) of every text given the non-member shots' prefix (overflow rule per text)."""
+                       *, separator: str, context: int, compat: bool = False,
+                       max_tokens: int = 4096) -> np.ndarray:
+    """LL(x ; P) of every text given the non-member shots' prefix (overflow rule per text);
+    `compat`: the ReCaLL code's LL(x ; P), shots joined with no separator, tokens 1..K."""
     targets = _encode(tokenizer, texts)
-    prefixes = [prefix_ids(tokenizer, shots, separator, min(len(t), context), context)
-                for t in targets]
+    prefixes = [prefix_ids(tokenizer, shots, separator, min(len(t), context), context,
+                           compat=compat) for t in targets]
     return conditional_log_likelihood(model, tokenizer, prefixes, targets, context=context,
-                                      max_tokens=max_tokens)
+                                      first_token=compat, max_tokens=max_tokens)
 
 
 def pair_rows(model: Any, tokenizer: Any, texts: Sequence[str], prefix_rows: Sequence[int], *,
