@@ -41,7 +41,7 @@ class LLMInputs:
     recall: np.ndarray | None = None  # (n,) LL(x ; P), P the non-member shots
     recall_compat: np.ndarray | None = None  # (n,) the same as the ReCaLL code computes it
     pairs: np.ndarray | None = None  # (n, n) LL(x ; p), p row, x column
-    conditioned_tokens: np.ndarray | None = None  # (n,) K: LL(x ; ·) covers x's tokens 1..K
+    conditioned_tokens: np.ndarray | None = None  # (n,) K: LL(x ; ·) is over x_1..x_K only
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by attack name
     seed: int = 0
 
