@@ -3,6 +3,7 @@ split table, neighbours, and the direction of every score on a model that memori
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -69,13 +70,17 @@ def test_token_logprobs_equal_the_transformers_loss_and_vocabulary_statistics(un
     np.testing.assert_allclose(variance, expected_var.numpy(), atol=1e-5)
 
 
-def test_batching_does_not_change_statistics(untrained, tokenizer, texts):
+def test_batching_does_not_change_statistics(untrained, tokenizer, texts, monkeypatch):
     one_by_one = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
                                          max_tokens=64)
     together = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
                                        max_tokens=4096)
-    for a, b in zip(one_by_one, together):
+    monkeypatch.setattr(tokens, "LOGITS_BUDGET", 400 * 30)  # 30 logit rows of the vocabulary
+    few_rows = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
+                                       max_tokens=4096)
+    for a, b, c in zip(one_by_one, together, few_rows):
         np.testing.assert_allclose(a[1], b[1], atol=1e-5)
+        np.testing.assert_allclose(c[1], b[1], atol=1e-5)
 
 
 def test_sliding_windows_score_every_token_once_and_truncation_keeps_the_head(untrained,
@@ -106,6 +111,105 @@ def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(untrai
     [direct] = tokens.conditional_log_likelihood(untrained, tokenizer, [prefix],
                                                  [tokenizer(texts[2])["input_ids"]], context=64)
     assert rows.shape == (2, 4) and rows[1, 2] == pytest.approx(direct, abs=1e-6)
+
+
+@pytest.mark.parametrize("stride", [1, 3, 9, 10])
+def test_any_stride_up_to_max_length_scores_every_token_but_the_first_once(stride):
+    segments = tokens.text_segments(list(range(104)), max_length=10, stride=stride)
+    assert all(len(ids) <= 10 and 1 <= first < len(ids) for ids, first in segments)
+    assert [i for ids, first in segments for i in ids[first:]] == list(range(1, 104))
+
+
+def test_a_stride_of_max_length_scores_the_whole_text(untrained, tokenizer, texts):
+    long_text = " ".join(texts[:8])
+    n_tokens = len(tokenizer(long_text)["input_ids"])
+    assert n_tokens > 100
+    [(_, by_max_length, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
+                                                         max_length=10, stride=10)
+    [(_, by_one, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
+                                                  max_length=10, stride=9)
+    assert by_max_length.size == n_tokens - 1  # stride 10 advances by 9: the same windows
+    np.testing.assert_allclose(by_max_length, by_one, atol=1e-6)
+
+
+def test_token_logprobs_are_those_of_the_models_own_forward_pass():
+    """Gemma-2 soft-caps its logits after the output head: the head alone is not the model."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
+                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                          head_dim=8, max_position_embeddings=64, initializer_range=1.0,
+                          final_logit_softcapping=2.0, pad_token_id=0)
+    model = Gemma2ForCausalLM(config).eval()
+    ids = torch.randint(1, 64, (2, 20)).tolist()
+    segments = [(ids[0], 1), (ids[1][:12], 4)]
+    scored = tokens.score_segments(model, segments, vocab_stats=True)
+    for (segment, first), (logprob, mean, variance) in zip(segments, scored):
+        with torch.no_grad():
+            logits = model(torch.tensor([segment])).logits[0, first - 1:-1].double()
+            uncapped = model.get_output_embeddings()(model.model(
+                torch.tensor([segment]))[0])[0, first - 1:-1].double()
+        logp = torch.log_softmax(logits, -1)
+        expected = logp.gather(1, torch.tensor(segment[first:])[:, None])[:, 0]
+        expected_mean = (logp.exp() * logp).sum(-1)
+        expected_var = (logp.exp() * (logp - expected_mean[:, None]).square()).sum(-1)
+        np.testing.assert_allclose(logprob, expected.numpy(), atol=1e-5)
+        np.testing.assert_allclose(mean, expected_mean.numpy(), atol=1e-5)
+        np.testing.assert_allclose(variance, expected_var.numpy(), atol=1e-5)
+        head_only = torch.log_softmax(uncapped, -1).gather(
+            1, torch.tensor(segment[first:])[:, None])[:, 0]
+        assert (head_only - expected).abs().max() > 1.0  # the test would see a missed cap
+
+
+def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, tokenizer,
+                                                                     texts):
+    """With a stride, LL(x) covers every token of a long text; LL(x ; P) only those that fit in
+    the context after P: ReCaLL and EM-MIA divide by LL(x) over x's tokens up to the same K."""
+    long_texts = [" ".join(texts[i:i + 4]) for i in (0, 4)]
+    computed = tokens.token_statistics(untrained, tokenizer, long_texts, max_length=24,
+                                       stride=12)
+    assert all(len(ids) > 24 for ids, *_ in computed)
+    target = TokenStats(np.arange(2), *[[s[k] for s in computed] for k in (1, 2, 3)])
+    # an empty prefix conditions on nothing, so the ratio of the same tokens is exactly 1
+    unconditioned = tokens.conditional_log_likelihood(
+        untrained, tokenizer, [[], []], [ids for ids, *_ in computed], context=24)
+    inputs = LLMInputs(texts=long_texts, target=target, is_member=np.array([True, False]),
+                       recall=unconditioned, pairs=np.tile(unconditioned, (2, 1)),
+                       conditioned_tokens=tokens.target_lengths(tokenizer, long_texts, 24))
+    np.testing.assert_allclose(run_attack("llm-recall", inputs), 1.0, atol=1e-6)
+    np.testing.assert_allclose(inputs.ratio_matrix(), 1.0, atol=1e-6)
+
+
+def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
+    """compat: the shots joined with no separator, and the target's first token scored after
+    them; the plain LL is the causal-LM loss of the target alone (ReCaLL's src/run.py)."""
+    model = models.build_scratch({**RECIPE, "context": 128}, tokenizer, seed=3).eval()
+    shots, target = texts[40:42], texts[5]
+    prefix_ids = tokenizer("".join(shots))["input_ids"]
+    target_ids = tokenizer(target)["input_ids"]
+    joined = torch.tensor([prefix_ids + target_ids])
+    labels = joined.clone()
+    labels[:, :len(prefix_ids)] = -100
+    assert joined.shape[1] <= 128
+    with torch.no_grad():
+        conditional = -float(model(joined, labels=labels).loss)
+        plain_ids = torch.tensor([target_ids])
+        plain = -float(model(plain_ids, labels=plain_ids).loss)
+    values = {compat: tokens.recall_conditional(model, tokenizer, [target], shots,
+                                                separator=" ", context=128, compat=compat)
+              for compat in (False, True)}
+    inputs = LLMInputs(texts=[target], target=stats(model, tokenizer, [target]),
+                       is_member=np.array([True]), recall=values[False],
+                       recall_compat=values[True],
+                       conditioned_tokens=tokens.target_lengths(tokenizer, [target], 128),
+                       options={"llm-recall": {"compat": True}})
+    assert values[True][0] == pytest.approx(conditional, abs=1e-5)
+    assert run_attack("llm-recall", inputs)[0] == pytest.approx(conditional / plain, rel=1e-5)
+    default = dataclasses.replace(inputs, options={})
+    assert run_attack("llm-recall", default)[0] == pytest.approx(values[False][0] / plain,
+                                                                 rel=1e-5)
+    assert values[False][0] != pytest.approx(conditional, abs=1e-3)
 
 
 def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer, texts, caplog):

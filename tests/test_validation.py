@@ -73,6 +73,22 @@ def test_language_model_attacks_that_duplicate_another_are_rejected(params):
             ) in problems_of(min_k)
 
 
+def test_a_stride_longer_than_the_window_is_rejected(params):
+    far = changed(params, lambda p: p["llm"].update(max_length=10, stride=12))
+    assert ("llm.stride: 12 is more than llm.max_length 10: windows that far apart would skip "
+            "tokens") in problems_of(far)
+    assert config.validate(changed(params, lambda p: p["llm"].update(max_length=10, stride=10)))
+
+
+def test_recall_takes_a_compat_option(params):
+    compat = changed(params, lambda p: p["llm"]["attack_options"].update(
+        {"llm-recall": {"compat": True}}))
+    assert config.validate(compat)["llm"]["attack_options"]["llm-recall"] == {"compat": True}
+    unknown = changed(params, lambda p: p["llm"]["attack_options"].update(
+        {"llm-recall": {"separator": ""}}))
+    assert "llm.attack_options.llm-recall" in problems_of(unknown)
+
+
 def test_study_settings_and_privacy_budgets_need_distinct_paths(params):
     twin = changed(params, lambda p: p["hparam_study"]["settings"].append(
         {"dataset": "digits", "shots": 8, "backbone_model": "elsewhere"}))

@@ -39,7 +39,9 @@ class LLMInputs:
     lowercase: TokenStats | None = None
     neighbors: np.ndarray | None = None  # (n, J) LL of the target on each text's neighbours
     recall: np.ndarray | None = None  # (n,) LL(x ; P), P the non-member shots
+    recall_compat: np.ndarray | None = None  # (n,) the same as the ReCaLL code computes it
     pairs: np.ndarray | None = None  # (n, n) LL(x ; p), p row, x column
+    conditioned_tokens: np.ndarray | None = None  # (n,) K: LL(x ; ·) is over x_1..x_K only
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by attack name
     seed: int = 0
 
@@ -47,9 +49,18 @@ class LLMInputs:
     def ll(self) -> np.ndarray:
         return scores.mean_log_likelihood(self.target.logprobs)
 
+    @property
+    def conditioned_ll(self) -> np.ndarray:
+        """LL(x) over tokens 2..K, the tokens a conditional likelihood covers: all of LL(x)'s
+        unless a stride scored more of a long text than fits in the context."""
+        if self.conditioned_tokens is None:
+            return self.ll
+        return scores.mean_log_likelihood(
+            [lp[:k - 1] for lp, k in zip(self.target.logprobs, self.conditioned_tokens)])
+
     def ratio_matrix(self) -> np.ndarray:
-        """EM-MIA's R[p, x] = LL(x ; p) / LL(x)."""
-        return self.pairs / self.ll[None, :]
+        """EM-MIA's R[p, x] = LL(x ; p) / LL(x), both over the same tokens of x."""
+        return self.pairs / self.conditioned_ll[None, :]
 
 
 @dataclass(frozen=True)
@@ -144,8 +155,10 @@ def neighbor(inputs: LLMInputs) -> np.ndarray:
 
 @_register("llm-recall", knowledge="shots", reads=("recall",))
 def recall(inputs: LLMInputs) -> np.ndarray:
-    """ReCaLL (Xie et al. 2024): LL(x ; P) / LL(x), P a prefix of known non-member texts."""
-    return scores.recall(inputs.recall, inputs.ll)
+    """ReCaLL (Xie et al. 2024): LL(x ; P) / LL(x), P a prefix of known non-member texts;
+    `compat` takes LL(x ; P) as the ReCaLL code computes it."""
+    conditional = inputs.recall_compat if _compat(inputs, "llm-recall") else inputs.recall
+    return scores.recall(conditional, inputs.conditioned_ll)
 
 
 @_register("llm-recall-avg", reads=("pairs",))

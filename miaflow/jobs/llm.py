@@ -158,20 +158,25 @@ def llm_tokens(*, data: str | Path, splits: str | Path, tokens: str | Path, mode
 def llm_recall(*, data: str | Path, splits: str | Path, recall: str | Path, model: Paths,
                pretrained: str | None, repeat: int, separator: str, max_length: int, dtype: str, max_tokens: int,
                threads: int) -> None:
-    """LL(x ; P) of each scored text of a repeat, P its known non-member shots (ReCaLL)."""
+    """LL(x ; P) of each scored text of a repeat, P its known non-member shots (ReCaLL), in
+    miaflow's form and in the ReCaLL code's (`compat`; both, so the option needs no rerun), and
+    K, the text's tokens that both cover."""
     from miaflow.llm import models
-    from miaflow.llm.tokens import recall_conditional
+    from miaflow.llm.tokens import recall_conditional, target_lengths
 
     table, texts = io.read_parquet(splits), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
-    shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
+    scored, shots = list(texts[ids]), list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
     with torch_session(threads):
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        values = recall_conditional(lm, tokenizer, list(texts[ids]), shots,
-                                    separator=separator, context=max_length,
-                                    max_tokens=max_tokens)
-    io.write_parquet(recall, pd.DataFrame({"sample_id": ids, "ll_conditional": values}),
-                     metadata={"separator": separator, "n_shots": str(len(shots))})
+        values = {compat: recall_conditional(lm, tokenizer, scored, shots, separator=separator,
+                                             context=max_length, compat=compat,
+                                             max_tokens=max_tokens)
+                  for compat in (False, True)}
+        lengths = target_lengths(tokenizer, scored, max_length)
+    io.write_parquet(recall, pd.DataFrame({
+        "sample_id": ids, "ll_conditional": values[False], "ll_conditional_compat": values[True],
+        "target_tokens": lengths}), metadata={"separator": separator, "n_shots": str(len(shots))})
 
 
 def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model: Paths,
@@ -181,7 +186,7 @@ def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model:
     import time
 
     from miaflow.llm import models
-    from miaflow.llm.tokens import pair_rows
+    from miaflow.llm.tokens import pair_rows, target_lengths
 
     table, texts = io.read_parquet(splits), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
@@ -191,11 +196,13 @@ def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model:
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
         values = pair_rows(lm, tokenizer, list(texts[ids]), rows, separator=separator,
                            context=max_length, max_tokens=max_tokens)
+        lengths = target_lengths(tokenizer, list(texts[ids]), max_length)
     spent = time.perf_counter() - started
     log.info("%d pairs in %.1f s: %.1f pairs per second", values.size, spent, values.size / spent)
     io.write_parquet(pairs, pd.DataFrame({
         "prefix_id": np.repeat(ids[rows], ids.size), "sample_id": np.tile(ids, rows.size),
-        "ll_conditional": values.ravel()}), metadata={"separator": separator})
+        "ll_conditional": values.ravel(), "target_tokens": np.tile(lengths, rows.size)}),
+        metadata={"separator": separator})
 
 
 def _stats(path: str | Path, ids: np.ndarray) -> Any:
@@ -213,10 +220,12 @@ def _neighbor_matrix(path: str | Path, ids: np.ndarray) -> np.ndarray:
     return wide.loc[ids].to_numpy()
 
 
-def _pair_matrix(paths: Paths, ids: np.ndarray) -> np.ndarray:
+def _pair_matrix(paths: Paths, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """EM-MIA's LL(x ; p) matrix and K per text x (the tokens the matrix covers)."""
     frame = pd.concat([io.read_parquet(p) for p in paths], ignore_index=True)
     wide = frame.pivot(index="prefix_id", columns="sample_id", values="ll_conditional")
-    return wide.loc[ids, ids].to_numpy()
+    lengths = frame.groupby("sample_id")["target_tokens"].first()
+    return wide.loc[ids, ids].to_numpy(), lengths.loc[ids].to_numpy()
 
 
 def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
@@ -239,15 +248,22 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
     for repeat, target_path in enumerate(target_tokens):
         rows = corpus.select(table, repeat, "eval")
         ids, is_member = rows["sample_id"].to_numpy(), rows["is_member"].to_numpy()
+        conditional = (io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids]
+                       if recall else None)
+        pair_matrix, pair_lengths = (
+            _pair_matrix(pairs[repeat * pair_shards:(repeat + 1) * pair_shards], ids)
+            if pairs else (None, None))
         inputs = LLMInputs(
             texts=list(texts[ids]), target=_stats(target_path, ids), is_member=is_member,
             reference=_stats(reference_tokens[0], ids) if reference_tokens else None,
             lowercase=_stats(lowercase_tokens[repeat], ids) if lowercase_tokens else None,
             neighbors=_neighbor_matrix(neighbor_tokens[repeat], ids) if neighbor_tokens else None,
-            recall=(io.read_parquet(recall[repeat]).set_index("sample_id")
-                    .loc[ids, "ll_conditional"].to_numpy()) if recall else None,
-            pairs=_pair_matrix(pairs[repeat * pair_shards:(repeat + 1) * pair_shards], ids)
-            if pairs else None,
+            recall=None if conditional is None else conditional["ll_conditional"].to_numpy(),
+            recall_compat=None if conditional is None
+            else conditional["ll_conditional_compat"].to_numpy(),
+            pairs=pair_matrix,
+            conditioned_tokens=pair_lengths if conditional is None
+            else conditional["target_tokens"].to_numpy(),
             options=options, seed=derive_seed(seed, "llm", dataset, label, repeat))
         for attack in attacks:
             frames.append(pd.DataFrame({

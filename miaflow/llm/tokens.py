@@ -9,7 +9,7 @@ Texts longer than the context are truncated, or with a `stride` scored by slidin
 which each token is scored once, with as much context as the window allows (MIMIR's scheme).
 A *segment* is token ids plus the index of the first scored token: one text, one window, or a
 prefix followed by a target (ReCaLL, the pairwise matrix of EM-MIA), where only target tokens
-2..T are scored.
+2..K are scored (1..K in ReCaLL's `compat` form), K = min(T, context).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from miaflow.progress import Progress
 log = logging.getLogger(__name__)
 
 Segment = tuple[Sequence[int], int]  # token ids, index of the first scored token (>= 1)
-HEAD_CHUNK = 1024  # scored positions per LM-head call: bounds the (positions, vocabulary) block
+HEAD_CHUNK = 1024  # logit rows per float32 log-softmax: bounds the (positions, vocabulary) block
+LOGITS_BUDGET = 2**28  # logit entries one forward pass keeps (1 GiB in fp32)
 
 
 @dataclass(frozen=True)
@@ -57,29 +58,37 @@ class TokenStats:
 
 
 def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> list[Segment]:
-    """A text's segments: its first `max_length` tokens, or sliding windows advancing by
-    `stride` whose new tokens are scored (each token once; the first never)."""
+    """A text's segments: its first `max_length` tokens, or sliding windows whose new tokens are
+    scored (each token once; the first never). A window starts `stride` tokens after the previous
+    one, at most `max_length` - 1: its first token must stay context for its first scored one."""
     if len(ids) <= max_length or not stride:
         return [(list(ids[:max_length]), 1)]
+    if stride > max_length:
+        raise ValueError(f"stride {stride} is more than max_length {max_length}: windows that "
+                         "far apart would skip tokens")
+    step = min(stride, max_length - 1)
     segments, scored_up_to, start = [], 1, 0
     while scored_up_to < len(ids):
         end = min(start + max_length, len(ids))
         segments.append((list(ids[start:end]), scored_up_to - start))
-        scored_up_to, start = end, start + stride
-        if end == len(ids):
-            break
+        scored_up_to, start = end, start + step
     return segments
 
 
-def _batches(lengths: Sequence[int], max_tokens: int) -> Iterator[np.ndarray]:
-    """Segment indices grouped longest first so a batch's padded size stays within max_tokens."""
+def _batches(lengths: Sequence[int], scored: Sequence[int], max_tokens: int,
+             max_scored: int) -> Iterator[np.ndarray]:
+    """Segment indices grouped longest first so a batch's padded size stays within max_tokens
+    and its scored positions (rows of the logits) within max_scored."""
     order = np.argsort(-np.asarray(lengths), kind="stable")
     batch: list[int] = []
+    positions = 0
     for index in order:
-        if batch and (len(batch) + 1) * lengths[batch[0]] > max_tokens:
+        if batch and ((len(batch) + 1) * lengths[batch[0]] > max_tokens
+                      or positions + scored[index] > max_scored):
             yield np.asarray(batch)
-            batch = []
+            batch, positions = [], 0
         batch.append(int(index))
+        positions += scored[index]
     if batch:
         yield np.asarray(batch)
 
@@ -89,17 +98,20 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(ℓ, μ, σ²) of the scored tokens of each segment (μ, σ² empty without `vocab_stats`).
 
-    Padded batches of similar length; the LM head runs only on the positions that predict a
-    scored token, in float32.
+    The logits are the model's own forward output (whatever it does after the output head, such
+    as Gemma-2's soft-capping or Cohere's logit scale, applies), kept only at the positions that
+    predict a scored token (`logits_to_keep`); padded batches of similar length whose kept
+    logits stay within LOGITS_BUDGET entries; log-softmax in float32, HEAD_CHUNK rows at a time.
     """
     import torch
 
     device = next(model.parameters()).device
-    body, head = model.base_model, model.get_output_embeddings()
     lengths = [len(ids) for ids, _ in segments]
+    scored = [len(ids) - first for ids, first in segments]
+    max_scored = max(1, LOGITS_BUDGET // model.get_output_embeddings().weight.shape[0])
     results: list[Any] = [None] * len(segments)
     with torch.no_grad(), Progress(len(segments), "token statistics", "segments") as progress:
-        for batch in _batches(lengths, max_tokens):
+        for batch in _batches(lengths, scored, max_tokens, max_scored):
             width = max(lengths[i] for i in batch)
             ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
             attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -109,13 +121,12 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                 ids[row, :len(tokens)] = torch.as_tensor(tokens)
                 attention[row, :len(tokens)] = 1
                 predicts[row, first - 1:len(tokens) - 1] = True
-            hidden = body(input_ids=ids.to(device), attention_mask=attention.to(device))[0]
+            kept = model(input_ids=ids.to(device), attention_mask=attention.to(device),
+                         logits_to_keep=predicts.to(device), use_cache=False).logits
             targets = ids[:, 1:][predicts[:, :-1]].to(device)
-            positions = hidden[predicts.to(device)]
             logprob, mean, variance = [], [], []
-            for start in range(0, positions.shape[0], HEAD_CHUNK):
-                logits = head(positions[start:start + HEAD_CHUNK]).float()
-                logp = torch.log_softmax(logits, dim=-1)
+            for start in range(0, kept.shape[0], HEAD_CHUNK):
+                logp = torch.log_softmax(kept[start:start + HEAD_CHUNK].float(), dim=-1)
                 chunk_targets = targets[start:start + HEAD_CHUNK, None]
                 logprob.append(logp.gather(1, chunk_targets)[:, 0])
                 if vocab_stats:
@@ -123,6 +134,7 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
                     mu = (p * logp).sum(-1)
                     mean.append(mu)
                     variance.append((p * (logp - mu[:, None]).square()).sum(-1))  # no cancellation
+            del kept
             counts = predicts.sum(1).tolist()
             splits = np.cumsum(counts)[:-1]
             as_numpy = [np.split(torch.cat(part).double().cpu().numpy(), splits) if part
@@ -134,6 +146,8 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
 
 
 def _encode(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    if not texts:  # a tokenizer cannot take an empty batch
+        return []
     return [list(ids) for ids in tokenizer(list(texts))["input_ids"]]
 
 
@@ -176,45 +190,62 @@ def statistics_table(sample_ids: Sequence[int], statistics: Sequence[tuple], key
 
 
 def prefix_ids(tokenizer: Any, shots: Sequence[str], separator: str, target_length: int,
-               context: int) -> list[int]:
+               context: int, *, compat: bool = False) -> list[int]:
     """ReCaLL's prefix: the most recent shots that fit before a target of `target_length` tokens
-    in `context` (oldest dropped first), each followed by the separator; empty if none fits."""
+    in `context` (oldest dropped first), each followed by the separator; empty if none fits.
+    With `compat` (the ReCaLL code's prefix), the kept shots are joined with nothing between them
+    and tokenised as one text; the fit is counted on the shots tokenised one by one."""
     from miaflow.llm.scores import recall_prefix
 
     shot_ids = _encode(tokenizer, shots)
-    separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"] if separator else []
+    separator_ids = (tokenizer(separator, add_special_tokens=False)["input_ids"]
+                     if separator and not compat else [])
     kept = recall_prefix([len(ids) for ids in shot_ids], len(separator_ids), target_length,
                          context)
     if kept == 0 and shots:
         log.warning("ReCaLL: no shot fits before a %d-token target in a %d-token context; "
                     "that target gets an empty prefix", target_length, context)
+    if compat:
+        return _encode(tokenizer, ["".join(shots[len(shots) - kept:])])[0] if kept else []
     return [t for ids in shot_ids[len(shot_ids) - kept:] for t in (*ids, *separator_ids)]
+
+
+def target_lengths(tokenizer: Any, texts: Sequence[str], context: int) -> np.ndarray:
+    """K per text: a conditional likelihood covers the text's tokens x_1..x_K, K = min(T, context)
+    (see `conditional_log_likelihood`)."""
+    return np.array([min(len(ids), context) for ids in _encode(tokenizer, texts)], dtype=np.int64)
 
 
 def conditional_log_likelihood(model: Any, tokenizer: Any, prefixes: Sequence[Sequence[int]],
                                targets: Sequence[Sequence[int]], *, context: int,
-                               max_tokens: int = 4096) -> np.ndarray:
-    """LL(x ; P): mean ℓ of target tokens 2..T when each target follows its prefix's tokens
-    (the same token set as the unconditional LL). A prefix too long for the context loses its
-    oldest tokens; a target longer than the context is truncated first."""
+                               first_token: bool = False, max_tokens: int = 4096) -> np.ndarray:
+    """LL(x ; P): mean ℓ of target tokens 2..K when each target follows its prefix's tokens, K =
+    min(T, context): a target longer than the context is cut to its first `context` tokens, and
+    a prefix too long for what is left loses its oldest tokens. Without a stride, K tokens are
+    the unconditional LL's; with one, LL(x) scores all T, so the ratios of ReCaLL and EM-MIA
+    divide by LL(x) over tokens 2..K (`target_lengths`, `LLMInputs.conditioned_ll`): the prefix
+    only reaches the first window anyway. `first_token` also scores x_1 after a non-empty prefix
+    (tokens 1..K, the ReCaLL code's choice)."""
     segments = []
     for prefix, target in zip(prefixes, targets):
         target = list(target[:context])
         prefix = list(prefix)[max(0, len(prefix) + len(target) - context):]
-        segments.append((prefix + target, len(prefix) + 1))
+        segments.append((prefix + target, len(prefix) + (0 if first_token and prefix else 1)))
     scored = score_segments(model, segments, vocab_stats=False, max_tokens=max_tokens,
                             pad_id=tokenizer.pad_token_id or 0)
     return np.array([values[0].mean() if values[0].size else np.nan for values in scored])
 
 
 def recall_conditional(model: Any, tokenizer: Any, texts: Sequence[str], shots: Sequence[str],
-                       *, separator: str, context: int, max_tokens: int = 4096) -> np.ndarray:
-    """LL(x ; P) of every text given the non-member shots' prefix (overflow rule per text)."""
+                       *, separator: str, context: int, compat: bool = False,
+                       max_tokens: int = 4096) -> np.ndarray:
+    """LL(x ; P) of every text given the non-member shots' prefix (overflow rule per text);
+    `compat`: the ReCaLL code's LL(x ; P), shots joined with no separator, tokens 1..K."""
     targets = _encode(tokenizer, texts)
-    prefixes = [prefix_ids(tokenizer, shots, separator, min(len(t), context), context)
-                for t in targets]
+    prefixes = [prefix_ids(tokenizer, shots, separator, min(len(t), context), context,
+                           compat=compat) for t in targets]
     return conditional_log_likelihood(model, tokenizer, prefixes, targets, context=context,
-                                      max_tokens=max_tokens)
+                                      first_token=compat, max_tokens=max_tokens)
 
 
 def pair_rows(model: Any, tokenizer: Any, texts: Sequence[str], prefix_rows: Sequence[int], *,

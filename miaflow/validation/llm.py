@@ -22,6 +22,9 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         if recipe["kind"] == "scratch" and recipe["width"] % recipe["heads"]:
             problems.append(f"llm.models.{name}: width {recipe['width']} is not a multiple of "
                             f"heads {recipe['heads']}")
+    if llm["stride"] is not None and llm["stride"] > llm["max_length"]:
+        problems.append(f"llm.stride: {llm['stride']} is more than llm.max_length "
+                        f"{llm['max_length']}: windows that far apart would skip tokens")
     seen = set()
     for i, experiment in enumerate(llm_experiments(config)):
         where, dataset = f"llm.experiments[{i}]", experiment["dataset"]
