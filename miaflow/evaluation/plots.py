@@ -106,11 +106,13 @@ def plot_roc_loglog(
 
 
 def decade_ticks(axes: Axes, low: float) -> None:
-    """Ticks at the powers of ten above `low` on both log axes, without minor labels: labels
-    that stay apart, also in the corner where the two axes meet."""
+    """Ticks of both log axes at the powers of ten from `low` to 1, and at `low` itself (where
+    the measured curves start) unless a power of ten lies within 0.4 decades of it; no minor
+    labels. Labels that stay apart, also in the corner where the two axes meet."""
     decades = 10.0 ** np.arange(np.ceil(np.log10(low)), 1)
+    ticks = [*([low] if np.log10(decades[0] / low) >= 0.4 else []), *decades]
     for axis in (axes.xaxis, axes.yaxis):
-        axis.set_ticks(decades, labels=[f"{d:g}" for d in decades])
+        axis.set_ticks(ticks, labels=[f"{tick:.2g}" for tick in ticks])
         axis.set_minor_formatter("")
 
 
