@@ -64,10 +64,14 @@ def _defenses() -> pd.DataFrame:
 
 
 def _sweep() -> pd.DataFrame:
+    """The default run's sweep: every reference-calibrated model and LiRA attack over 2 to 20
+    reference models, three query attacks over 1 to 10 queries."""
+    swept = [name for name, attack in ATTACKS.items()
+             if attack.family in ("model", "lira") and "reference" in attack.needs]
+    axes = [(swept, "reference models", (2, 4, 8, 16, 20)),
+            (["query-neighbor", "query-augment", "query-adv"], "queries", (1, 2, 5, 10))]
     rows = [(attack, axis, count, repeat, 0.5 + 0.01 * count ** 0.5 + 0.01 * repeat)
-            for attack in ("lira-online", "model-lira", "rmia-offline", "query-neighbor")
-            for axis, counts in (("reference models", (1, 2, 4, 8, 16, 32, 64)),
-                                 ("queries", (1, 10, 100)))
+            for attacks, axis, counts in axes for attack in attacks
             for count in counts for repeat in range(REPEATS)]
     return pd.DataFrame(rows, columns=["attack", "axis", "count", "repeat", "auroc"])
 
