@@ -108,8 +108,11 @@ def _figures() -> dict[str, Callable[[Path], None]]:
     families = {name: attack.family for name, attack in ATTACKS.items()}
     study = _study()
     return {
-        "roc": lambda p: plots.plot_roc_loglog(roc_table(_scores(_classifier_attacks())), p,
-                                               "digits / cnn"),
+        "roc": lambda p: plots.plot_roc_loglog(
+            roc_table(_scores(_classifier_attacks())), p, "digits / cnn",
+            {a: 0.5 for a in _classifier_attacks()}, families),
+        "roc-without-families": lambda p: plots.plot_roc_loglog(
+            roc_table(_scores(_classifier_attacks())), p, "digits / cnn"),
         "auroc-vs-gap": lambda p: plots.plot_auroc_vs_gap(*_gap_inputs(), families, p),
         "scaling": lambda p: plots.plot_scaling_sweep(_sweep(), p, "digits / cnn"),
         "risk-cdf": lambda p: plots.plot_risk_cdf(
