@@ -225,7 +225,8 @@ def test_selection_table():
 
 def _figures(study: pd.DataFrame) -> dict[str, object]:
     return {
-        "roc": lambda p: hf.plot_study_roc(_roc(study), _bound(), p, SETTING),
+        "roc": lambda p: hf.plot_study_roc(_roc(study), _bound(), p, SETTING,
+                                           hf.lowest_measured_fpr(study)),
         "relative": lambda p: hf.plot_relative_tpr(study, p, SETTING),
         "budget": lambda p: hf.plot_kl_budget(study, p, SETTING),
         "td_vs_ed": lambda p: hf.plot_td_vs_ed(study, p, SETTING),
@@ -243,4 +244,4 @@ def test_plot_study_roc_draws_one_setting(study: pd.DataFrame, tmp_path: Path):
     roc = _roc(study)
     other = roc.assign(setting="digits_s16")
     with pytest.raises(ValueError, match="one setting"):
-        hf.plot_study_roc(pd.concat([roc, other]), _bound(), tmp_path / "x.png", "both")
+        hf.plot_study_roc(pd.concat([roc, other]), _bound(), tmp_path / "x.png", "both", 1e-3)

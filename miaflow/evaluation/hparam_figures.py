@@ -24,7 +24,13 @@ from miaflow.evaluation.hparam_tables import (
     relative_tpr_table,
 )
 from miaflow.evaluation.metrics import clopper_pearson
-from miaflow.evaluation.plots import PANEL_SIZE, plot_mean_band, save_png, small_legend
+from miaflow.evaluation.plots import (
+    PANEL_SIZE,
+    decade_ticks,
+    plot_mean_band,
+    save_png,
+    small_legend,
+)
 
 ATTACK_COLOURS = {"lira": "tab:blue", "acc-lira": "tab:orange", "kl-lira": "tab:green"}
 HPO_STYLES = {"td": "-", "ed": "--"}
@@ -33,10 +39,15 @@ HPO_STYLES = {"td": "-", "ed": "--"}
 P_FLOOR = 1e-12
 
 
-def plot_study_roc(roc: pd.DataFrame, bound: pd.DataFrame, path: str | Path, title: str) -> None:
+def plot_study_roc(roc: pd.DataFrame, bound: pd.DataFrame, path: str | Path, title: str,
+                   lowest_fpr: float) -> None:
     """The paper's Figs. 3, 7 and 8: log-log ROC of one setting, one panel per ε. Per (attack, hpo)
     the mean over runs with a min–max band; TD-HPO targets solid, ED-HPO dashed; for finite ε the
-    DP upper bound on TPR (black dotted) shows how much room the attacks leave."""
+    DP upper bound on TPR (black dotted) shows how much room the attacks leave.
+
+    The curves come on a fixed FPR grid that reaches below what the pooled targets can measure;
+    they are drawn, and the axes start, from `lowest_fpr` (1 / the non-members pooled, see
+    `lowest_measured_fpr`)."""
     from matplotlib.figure import Figure
 
     if roc["setting"].nunique() > 1:
@@ -44,7 +55,9 @@ def plot_study_roc(roc: pd.DataFrame, bound: pd.DataFrame, path: str | Path, tit
     setting = roc["setting"].iloc[0] if len(roc) else None
     epsilons = sorted(roc["epsilon"].unique(), reverse=True)
     figure = Figure(figsize=(PANEL_SIZE[0] * max(1, len(epsilons)) + 1.5, PANEL_SIZE[1]))
-    low = float(roc.loc[roc["fpr"] > 0, "fpr"].min()) if len(roc) else 1e-4
+    low = lowest_fpr
+    roc = roc[roc["fpr"] >= low]
+    bound = bound[bound["fpr"] >= low]
     for k, epsilon in enumerate(epsilons, start=1):
         axes = figure.add_subplot(1, len(epsilons), k)
         panel = roc[roc["epsilon"] == epsilon]
@@ -72,9 +85,18 @@ def plot_study_roc(roc: pd.DataFrame, bound: pd.DataFrame, path: str | Path, tit
         axes.set(xscale="log", yscale="log", xlim=(low, 1.0), ylim=(low, 1.0),
                  xlabel="False positive rate", ylabel="True positive rate" if k == 1 else None,
                  title=f"ε = {format_epsilon(epsilon)}")
+        decade_ticks(axes, low)
         small_legend(axes, loc="lower right")
     figure.suptitle(title)
     save_png(figure, path)
+
+
+def lowest_measured_fpr(study: pd.DataFrame) -> float:
+    """The lowest FPR the study's pooled ROC curves measure: 1 / the fewest non-members pooled
+    over a run's targets. The study records members (`positives`), not non-members; membership
+    is drawn with probability 1/2 per sample and target (`miaflow.hparams.grid.draw_splits`), so
+    the members stand for the non-members, within a few percent at the study's sizes."""
+    return 1.0 / float(study["positives"].min()) if len(study) else 1e-3
 
 
 def plot_relative_tpr(study: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -109,10 +131,12 @@ def plot_relative_tpr(study: pd.DataFrame, path: str | Path, title: str) -> None
 
 
 def plot_kl_budget(study: pd.DataFrame, path: str | Path, title: str) -> None:
-    """The paper's Fig. 9: KL-LiRA's TPR (mean ± std over runs, TD-HPO) against the number of
-    models trained for the attack, one marker per budget (C candidates × N models), one row of
-    panels per (setting, ε) and one column per FPR level, with LiRA and ACC-LiRA as horizontal
-    reference lines. Filter `study` to a few settings for a readable figure."""
+    """The paper's Fig. 9: KL-LiRA's TPR (mean ± std over runs, TD-HPO; the bars clipped to
+    [0, 1], where a TPR lies) against the number of models trained for the attack, one marker
+    per budget (C candidates × N models, the cost in the legend), one row of panels per
+    (setting, ε) and one column per FPR level, with LiRA and ACC-LiRA as horizontal reference
+    lines. The x ticks are round numbers, not the costs, which may lie too close to label (175
+    and 196 models by default). Filter `study` to a few settings for a readable figure."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
@@ -137,11 +161,13 @@ def plot_kl_budget(study: pd.DataFrame, path: str | Path, title: str) -> None:
                 name = "reduced"
                 if point["attack"] == "kl-lira":
                     colour, name = ATTACK_COLOURS["kl-lira"], "full grid"
-                axes.errorbar([point["cost"]], [point["mean_tpr"]],
-                              yerr=[0.0 if pd.isna(point["std_tpr"]) else point["std_tpr"]],
+                mean = point["mean_tpr"]
+                spread = 0.0 if pd.isna(point["std_tpr"]) else point["std_tpr"]
+                axes.errorbar([point["cost"]], [mean],
+                              yerr=[[min(spread, mean)], [min(spread, 1.0 - mean)]],
                               color=colour, marker=marker, markersize=5, capsize=2,
-                              linestyle="none",
-                              label=f"KL-LiRA {name}, C = {budget[0]}, N = {budget[1]}")
+                              linestyle="none", label=f"KL-LiRA {name}, C = {budget[0]}, "
+                                                      f"N = {budget[1]}: {point['cost']} models")
             for attack, column in (("lira", "lira_tpr"), ("acc-lira", "acc_lira_tpr")):
                 values = cell[column].dropna()
                 if len(values):
@@ -150,15 +176,25 @@ def plot_kl_budget(study: pd.DataFrame, path: str | Path, title: str) -> None:
             axes.set(xscale="log", xlabel="Models trained for the attack",
                      ylabel=f"TPR at {level * 100:g}% FPR",
                      title=f"{setting}, ε = {format_epsilon(epsilon)}")
-            costs = sorted(int(c) for c in cell["cost"].unique())
-            if costs:
-                axes.set_xticks(costs, labels=[str(c) for c in costs])
-                axes.set_xlim(costs[0] / 1.5, costs[-1] * 1.5)
+            if len(cell):
+                low, high = cell["cost"].min() / 1.5, cell["cost"].max() * 1.5
+                axes.set_xlim(low, high)
+                axes.set_xticks(*_round_ticks(low, high))
             axes.minorticks_off()
             if j == n_cols - 1:
                 small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
     save_png(figure, path)
+
+
+def _round_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log axis from `low` to `high` at 1, 2 and 5 times the powers of ten (at the
+    powers of ten alone beyond two decades): at least 0.3 decades apart, so their labels never
+    meet on a panel a few inches wide."""
+    steps = (1, 2, 5) if math.log10(high / low) <= 2 else (1,)
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    ticks = [step * 10.0**d for d in decades for step in steps if low <= step * 10.0**d <= high]
+    return ticks, [f"{tick:g}" for tick in ticks]
 
 
 def plot_td_vs_ed(study: pd.DataFrame, path: str | Path, title: str,

@@ -24,38 +24,96 @@ if TYPE_CHECKING:
 
 ROC_FPR_GRID = np.geomspace(1e-4, 1.0, 200)
 FIGURE_SIZE = (7.5, 4.5)  # inches: a square plot plus the legend on its right
+ROC_PANEL_ATTACKS = 8  # curves per ROC panel at most, so that its legend stays short
+ROC_COLUMNS = 4  # panels per row of a ROC figure
+ROC_PANEL = (3.6, 4.9)  # inches per ROC panel: a square plot over its legend
 FIGURE_DPI = 150
 PANEL_SIZE = (4.2, 3.8)  # inches per panel of a multi-panel figure
 
 
+def measured_from(curves: pd.DataFrame, runs: str = "repeat") -> float:
+    """The lowest FPR at which the mean of `curves` (ROC points of one or more runs) is measured.
+
+    A run's ROC moves off FPR 0 at its first threshold that admits a non-member: FPR 1/(its
+    non-members), or k/(its non-members) where k non-members tie. The ROC tables keep that
+    point (they thin curves above 1% FPR only) but not the counts, so the smallest positive FPR
+    of each run stands for them; below it a curve is interpolation, not measurement. A mean is
+    measured where every run is: the largest of the runs' values."""
+    positive = curves[curves["fpr"] > 0]
+    return float(positive.groupby(runs)["fpr"].min().max()) if len(positive) else 1.0
+
+
 def plot_roc_loglog(
-    roc: pd.DataFrame, path: str | Path, title: str, auroc: Mapping[str, float] | None = None
+    roc: pd.DataFrame, path: str | Path, title: str, auroc: Mapping[str, float] | None = None,
+    families: Mapping[str, str] | None = None,
 ) -> None:
     """Log-log ROC of each attack, averaged over repeats, for one dataset/target model.
 
-    `roc` holds `miaflow.evaluation.metrics.roc_table` rows of a single (dataset, target_model). Each repeat's
-    TPR is interpolated onto a common log-spaced FPR grid (1e-4..1) and averaged, as in LiRA-style
-    plots; `auroc` (attack -> mean AUROC) adds the value to the legend.
+    `roc` holds `miaflow.evaluation.metrics.roc_table` rows of a single (dataset, target_model).
+    One panel per attack family (`families`: attack -> family; others are "other"), split so
+    that no panel holds more than ROC_PANEL_ATTACKS curves, and a first panel with the best
+    attack (by AUROC) of each family, so each legend stays short enough to read. Each repeat's
+    TPR is interpolated onto a log-spaced FPR grid and averaged, as in LiRA-style plots; each
+    curve starts at the lowest FPR its repeats measure (`measured_from`), and every axis at the
+    lowest FPR any curve measures. `auroc` (attack -> mean AUROC) adds the value to the legend
+    and ranks the attacks; without it, the mean area under the repeats' ROC points ranks them.
     """
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
     if len(roc[["dataset", "target_model"]].drop_duplicates()) > 1:
         raise ValueError("plot_roc_loglog draws one dataset/target model; filter `roc` first")
+    means: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    area: dict[str, float] = {}
+    for attack, curves in roc.groupby("attack", sort=True):
+        grid = np.geomspace(measured_from(curves), 1.0, 200)
+        runs = [c.sort_values(["fpr", "tpr"]) for _, c in curves.groupby("repeat")]
+        means[attack] = grid, np.mean([np.interp(grid, c["fpr"], c["tpr"]) for c in runs], axis=0)
+        area[attack] = float(np.mean([np.trapezoid(c["tpr"], c["fpr"]) for c in runs]))
+    score = {a: auroc[a] if auroc and a in auroc else area[a] for a in means}
+    label = {a: f"{a} ({auroc[a]:.3f})" if auroc and a in auroc else a for a in means}
+    family_of = {a: (families or {}).get(a, "other") for a in means}
+    order = sorted(set(family_of.values()), key=lambda f: (f == "other", f))
+    panels: list[tuple[str, list[tuple[str, str]]]] = []  # title, (attack, legend entry) each
+    if len(order) > 1:
+        best = {f: max((a for a in means if family_of[a] == f), key=score.__getitem__)
+                for f in order}
+        panels.append(("best of each family", [(best[f], f"{f}: {label[best[f]]}") for f in order]))
+    for family in order:
+        members = [(a, label[a]) for a in means if family_of[a] == family]
+        parts = -(-len(members) // ROC_PANEL_ATTACKS)
+        panels += [(family if parts == 1 else f"{family} ({k + 1}/{parts})",
+                    members[k * ROC_PANEL_ATTACKS:(k + 1) * ROC_PANEL_ATTACKS])
+                   for k in range(parts)]
+    low = min((grid[0] for grid, _ in means.values()), default=1e-3)
+    n_cols = min(ROC_COLUMNS, max(1, len(panels)))
+    n_rows = max(1, -(-len(panels) // n_cols))
     # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
-    figure = Figure(figsize=FIGURE_SIZE)
-    axes = figure.add_subplot()
-    colours = colormaps["tab20"].colors  # 20 distinct colours: attacks never share one
-    for k, (attack, curves) in enumerate(roc.groupby("attack", sort=True)):
-        tprs = [np.interp(ROC_FPR_GRID, c["fpr"], c["tpr"]) for _, c in curves.groupby("repeat")]
-        label = f"{attack} (AUROC {auroc[attack]:.3f})" if auroc and attack in auroc else str(attack)
-        axes.plot(ROC_FPR_GRID, np.mean(tprs, axis=0), label=label, linewidth=1.2,
-                  color=colours[k % len(colours)], linestyle=("-", "--", ":")[k // len(colours) % 3])
-    axes.plot(ROC_FPR_GRID, ROC_FPR_GRID, "k--", linewidth=0.8, label="chance")
-    axes.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1),
-             xlabel="False positive rate", ylabel="True positive rate", title=title)
-    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+    figure = Figure(figsize=(ROC_PANEL[0] * n_cols, ROC_PANEL[1] * n_rows))
+    colours = colormaps["tab10"].colors
+    for index, (name, entries) in enumerate(panels, start=1):
+        axes = figure.add_subplot(n_rows, n_cols, index)
+        for k, (attack, entry) in enumerate(entries):
+            axes.plot(*means[attack], color=colours[k % len(colours)], linewidth=1.2, label=entry)
+        axes.plot([low, 1.0], [low, 1.0], "k--", linewidth=0.8, label="chance")
+        axes.set(xscale="log", yscale="log", xlim=(low, 1.0), ylim=(low, 1.0),
+                 xlabel="False positive rate", ylabel="True positive rate", title=name)
+        decade_ticks(axes, low)
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize="x-small",
+                    title="attack (AUROC)" if auroc else None, title_fontsize="x-small")
+    figure.suptitle(f"{title}: ROC from FPR {low:.1e}, the lowest the data measure")
     save_png(figure, path)
+
+
+def decade_ticks(axes: Axes, low: float) -> None:
+    """Ticks of both log axes at the powers of ten from `low` to 1, and at `low` itself (where
+    the measured curves start) unless a power of ten lies within 0.4 decades of it; no minor
+    labels. Labels that stay apart, also in the corner where the two axes meet."""
+    decades = 10.0 ** np.arange(np.ceil(np.log10(low)), 1)
+    ticks = [*([low] if np.log10(decades[0] / low) >= 0.4 else []), *decades]
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_ticks(ticks, labels=[f"{tick:.2g}" for tick in ticks])
+        axis.set_minor_formatter("")
 
 
 def save_png(figure: Figure, path: str | Path) -> None:
@@ -64,6 +122,44 @@ def save_png(figure: Figure, path: str | Path) -> None:
     figure.tight_layout()
     write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
                                                 metadata={"Software": None}))
+
+
+def layout_problems(figure: Figure) -> list[str]:
+    """What makes `figure` hard to read whatever its data: a legend, tick label or text (title,
+    axis label, annotation) that leaves the canvas, or a legend or tick label that overlaps
+    another legend, tick label or text. Drawn as `save_png` would; empty when the layout is
+    sound. The tests hold every figure of the report to it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure).draw()
+    renderer = figure.canvas.get_renderer()
+    legends = [*figure.legends, *(a.get_legend() for a in figure.axes if a.get_legend())]
+    ticks, texts = [], []
+    for axes in figure.axes:
+        for axis, side in ((axes.xaxis, 0), (axes.yaxis, 1)):
+            low, high = axes.bbox.extents[side] - 1, axes.bbox.extents[side + 2] + 1
+            for label in axis.get_ticklabels(which="both"):
+                # labels of ticks outside the view limits are kept by matplotlib, not drawn
+                at = label.get_transform().transform(label.get_position())[side]
+                if label.get_text() and low <= at <= high:
+                    ticks.append((f"tick label {label.get_text()!r}", label))
+        texts += [axes.title, axes.xaxis.label, axes.yaxis.label, *axes.texts]
+    texts += [*figure.texts, *([figure._suptitle] if figure._suptitle else [])]
+    boxes = [(f"legend {k}", legend.get_window_extent(renderer))
+             for k, legend in enumerate(legends)]
+    boxes += [(name, label.get_window_extent(renderer)) for name, label in ticks]
+    checked = len(boxes)  # legends and tick labels: none may overlap anything
+    boxes += [(f"text {t.get_text()!r}", t.get_window_extent(renderer))
+              for t in texts if t.get_visible() and t.get_text()]
+    canvas = figure.bbox.padded(1)
+    problems = [f"{name} leaves the canvas" for name, box in boxes
+                if not (canvas.containsx(box.x0) and canvas.containsx(box.x1)
+                        and canvas.containsy(box.y0) and canvas.containsy(box.y1))]
+    for i, (name, box) in enumerate(boxes[:checked]):
+        for other, other_box in boxes[i + 1:]:
+            if box.overlaps(other_box):
+                problems.append(f"{name} overlaps {other}")
+    return problems
 
 
 def small_legend(axes: Axes, **options: Any) -> None:

@@ -91,6 +91,7 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
            auroc_table: Paths, accuracy_table: Paths, tests_table: Paths, roc_figures: Paths,
            experiments: Sequence[Experiment]) -> None:
     """Headline tables (csv, md, tex) and one log-log ROC figure per experiment."""
+    from miaflow.attacks import ATTACKS
     from miaflow.evaluation import tables as build
     from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_roc_loglog
@@ -106,7 +107,8 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
         plot_roc_loglog(_rows_of(curves, experiment),
                         _file_named(roc_figures, experiment.file_name("roc", ".png")),
                         f"{experiment.dataset} / {experiment.label}",
-                        auroc=dict(zip(chosen["attack"], chosen["mean"])))
+                        auroc=dict(zip(chosen["attack"], chosen["mean"])),
+                        families={name: attack.family for name, attack in ATTACKS.items()})
 
 
 def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timings: Paths,
@@ -220,7 +222,8 @@ def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, sele
         _write(table, paths)
     for setting, part in curves.groupby("setting"):
         draw.plot_study_roc(part, limits, _file_named(roc_figures, f"hparam-roc-{setting}.png"),
-                            f"LiRA, ACC-LiRA and KL-LiRA: {setting}")
+                            f"LiRA, ACC-LiRA and KL-LiRA: {setting}",
+                            draw.lowest_measured_fpr(results[results["setting"] == setting]))
     named = {Path(p).stem.removeprefix("hparam-"): p for p in figures}
     draw.plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
     draw.plot_kl_budget(results[results["hpo"] == "td"], named["kl-budget"],
