@@ -8,6 +8,7 @@ from pathlib import Path
 from miaflow.workflow.quiet import TAIL_LINES, Progress, main, run_quietly
 
 DVC_LIKE_OUTPUT = [
+    "WARNING: 'miaflow/__init__.py' is empty.",
     "Stage 'prepare' didn't change, skipping",
     "Running stage 'train':",
     "> snakemake train --cores all",

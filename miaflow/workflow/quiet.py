@@ -24,6 +24,8 @@ STAGE = re.compile(r"^Running stage '(?P<stage>[\w-]+)'")
 SKIPPED = re.compile(r"^Stage '(?P<stage>[\w-]+)' didn't change, skipping")
 STEPS = re.compile(r"^(?P<done>\d+) of (?P<total>\d+) steps \(\d+%\) done")
 TROUBLE = re.compile(r"error|exception|traceback|failed|removed|warning", re.IGNORECASE)
+# DVC's note on every empty file among a stage's deps (the package's empty __init__.py).
+EMPTY_DEP = re.compile(r"^WARNING: '.*' is empty\.$")
 TAIL_LINES = 40  # shown from the log when the command fails
 
 
@@ -48,7 +50,7 @@ class Progress:
                 return None
             self.tenths_shown = tenths
             return f"{self.stage}: {done} of {total} jobs done"
-        return line if TROUBLE.search(line) else None
+        return line if TROUBLE.search(line) and not EMPTY_DEP.match(line) else None
 
 
 def run_quietly(command: Sequence[str], log: Path, echo: Callable[[str], None] = print) -> int:
