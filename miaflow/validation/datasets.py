@@ -32,7 +32,7 @@ def problems(config: Mapping[str, Any]) -> list[str]:
 
     A checksum mismatch stops the run (it is not a warning): results computed on a different or
     corrupted file would be reported under the dataset's name. Files without a published checksum
-    (see the README's dataset table) are only checked to exist.
+    (see the dataset table in docs/datasets.md) are only checked to exist.
     """
     from miaflow.data import DATASETS, checksum_mismatches, dataset_options, source_paths
     from miaflow.workflow.plan import datasets

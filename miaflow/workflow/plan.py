@@ -16,7 +16,7 @@ from miaflow.splits import planned_model_ids
 
 # `training.models_per_job: auto` puts every model of an experiment in one job, split into balanced
 # shards of at most this many: one Python job costs >= 3.5 s of imports, while a batched shard of
-# the default's small models trains in seconds (README, "Speed and benchmarks").
+# the default's small models trains in seconds (docs/speed.md#shard-sizing).
 AUTO_MODELS_PER_JOB = 32
 REFERENCE_SEPARATOR = "_ref_"
 
