@@ -113,7 +113,7 @@ TEST_COLUMNS = [
     "family", "dataset", "target_model", "metric", "attack_a", "attack_b", "attack_family_a",
     "attack_family_b", "n_repeats", "n_samples", "mean_a", "mean_b", "mean_diff", "t_statistic",
     "p_ttest", "p_ttest_by", "reject_ttest", "p_perm", "p_perm_by", "reject_perm", "n_resamples",
-    "min_p_perm_by", "z_delong", "p_delong", "p_delong_by", "reject_delong",
+    "min_p_perm_by", "z_delong", "p_delong", "p_delong_by", "reject_delong", "alpha",
 ]
 BY_FAMILY = ["family", "dataset", "target_model", "metric"]  # one Benjamini–Yekutieli family
 # Swapped scores (resamples x samples) handled at a time in the sample permutation test.
@@ -353,9 +353,10 @@ def paired_tests(metrics: pd.DataFrame, scores: pd.DataFrame | None,
         _adjust_within(tests, test, alpha)
     sizes = tests.groupby(BY_FAMILY)["p_perm"].transform("count")
     tests["min_p_perm_by"] = [min_permutation_p(n_resamples, m) if m else np.nan for m in sizes]
+    tests["alpha"] = alpha
     order = {q: k for k, q in enumerate(QUESTIONS)}
-    tests = tests.sort_values(["dataset", "target_model", "metric", "family", "mean_b"],
-                              ascending=[True, True, True, True, False],
+    tests = tests.sort_values(["dataset", "target_model", "metric", "family", "mean_a", "mean_b"],
+                              ascending=[True, True, True, True, False, False],
                               key=lambda c: c.map(order) if c.name == "family" else c)
     return tests.reindex(columns=TEST_COLUMNS).reset_index(drop=True)
 
