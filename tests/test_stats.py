@@ -10,9 +10,10 @@ from scipy.stats import false_discovery_control, norm, permutation_test, ttest_r
 
 from miaflow.evaluation import stats
 from miaflow.evaluation.metrics import attack_metrics
-from miaflow.evaluation.stats import (TEST_COLUMNS, comparisons, delong_test, min_permutation_p,
-                                     one_sided_tests, paired_tests, permutation_pvalues,
-                                     sample_permutation_pvalues, sign_flips)
+from miaflow.evaluation.multiplicity import min_permutation_p
+from miaflow.evaluation.stats import (TEST_COLUMNS, comparisons, delong_test, one_sided_tests,
+                                      paired_tests, permutation_pvalues,
+                                      sample_permutation_pvalues, sign_flips)
 
 # Per-repeat AUROC of two attacks on one dataset/model: "strong" beats "weak" in every repeat by
 # distinct margins.

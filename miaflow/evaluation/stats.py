@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import false_discovery_control, ttest_rel
 
+from miaflow.evaluation.multiplicity import min_permutation_p
+
 TESTED_METRICS = ("auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr")
 # Null-distribution entries (pairs x sign patterns) computed at a time; bounds memory to ~32 MB.
 _CHUNK_ELEMENTS = 1 << 22
@@ -146,18 +148,6 @@ def comparisons(means: pd.DataFrame, family_of: Mapping[str, str]) -> pd.DataFra
                                         "attack_a", "attack_b"])
     return table.assign(attack_family_a=table["attack_a"].map(family_of),
                         attack_family_b=table["attack_b"].map(family_of))
-
-
-def by_factor(m: int) -> float:
-    """Benjamini–Yekutieli's c(m) = 1 + 1/2 + ... + 1/m: with all m p-values equal to p, every
-    adjusted p-value is c(m)·p, the least a family of m tests can report."""
-    return float(np.sum(1.0 / np.arange(1, m + 1))) if m > 0 else 1.0
-
-
-def min_permutation_p(n_resamples: int, family_size: int) -> float:
-    """The smallest BY-adjusted p-value a family of `family_size` sample permutation tests with
-    `n_resamples` resamples can reach: c(m) / (n_resamples + 1)."""
-    return by_factor(family_size) / (n_resamples + 1)
 
 
 def tpr_level(metric: str) -> float | None:

@@ -1,6 +1,7 @@
 """Sections `metrics` and `stats`, and the repeat counts the statistical tests run over: FPR
-levels named as metrics by `miaflow.evaluation.metrics`, and exact permutation tests that
-`miaflow.evaluation.stats.sign_flips` would have to enumerate."""
+levels named as metrics by `miaflow.evaluation.metrics`, exact permutation tests that
+`miaflow.evaluation.stats.sign_flips` would have to enumerate, and (as warnings) families of
+comparisons whose permutation test cannot reject."""
 
 from __future__ import annotations
 
@@ -53,3 +54,34 @@ def metric_problems(config: Mapping[str, Any]) -> list[str]:
     return [f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
             f"(known with metrics.fpr_levels: {', '.join(known)})"
             for i, metric in enumerate(config["stats"]["metrics"]) if metric not in known]
+
+
+def reach_warnings(config: Mapping[str, Any]) -> list[str]:
+    """Families of attack comparisons (miaflow.evaluation.stats.comparisons) whose sample
+    permutation test cannot reject at stats.alpha: with B = stats.n_resamples its p-value is at
+    least 1/(B + 1), and Benjamini–Yekutieli multiplies that by c(m) >= 1 for a family of m.
+    A warning, not an error: the t-test and DeLong's test of the same rows still can reject."""
+    import math
+
+    from miaflow.attacks import ATTACKS
+    from miaflow.evaluation.multiplicity import by_factor, min_permutation_p
+    from miaflow.workflow.plan import attacks_for, experiments, llm_experiments
+
+    alpha, resamples = config["stats"]["alpha"], config["stats"]["n_resamples"]
+    attacks = {f"{e.dataset}/{e.label}": attacks_for(config, e) for e in experiments(config)}
+    attacks.update({f"{e['dataset']}/{e['label']}": config["llm"]["attacks"]
+                    for e in llm_experiments(config)})
+    messages = []
+    for name, chosen in attacks.items():
+        families = len({ATTACKS[a].family for a in chosen})
+        for question, size in (("vs-best", len(chosen) - 1),
+                               ("family-best", math.comb(families, 2))):
+            reach = min_permutation_p(resamples, size)
+            if size and reach > alpha:
+                needed = math.ceil(by_factor(size) / alpha - 1)
+                messages.append(
+                    f"stats.n_resamples: {resamples} resamples cannot reject at stats.alpha = "
+                    f"{alpha:g} in the {question} family of {name} ({size} comparisons): its "
+                    f"permutation p-values are at least {reach:.3g} after Benjamini–Yekutieli; "
+                    f"{needed} or more can")
+    return messages
