@@ -164,7 +164,7 @@ def _doubled_midranks(scores: np.ndarray) -> np.ndarray:
     """2 x the midranks of `scores` (1-based): integers in [2, 2n], ties sharing their mean."""
     from scipy.stats import rankdata
 
-    return np.rint(2 * rankdata(scores)).astype(np.int64)
+    return np.rint(2 * rankdata(scores)).astype(np.int32)
 
 
 def _rank_metrics(ranks: np.ndarray, n_members: int, levels: Sequence[float | None]) -> np.ndarray:
@@ -224,10 +224,11 @@ def sample_permutation_pvalues(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
         observed += both[0] - both[1]
         step = max(1, _SWAP_ELEMENTS // len(ranks_a))
         for start in range(0, n_resamples, step):
-            swap = rng.random((min(step, n_resamples - start), len(ranks_a))) < 0.5
-            null[start:start + len(swap)] += (
-                _rank_metrics(np.where(swap, ranks_b, ranks_a), n_members, levels)
-                - _rank_metrics(np.where(swap, ranks_a, ranks_b), n_members, levels))
+            swap = rng.integers(0, 2, (min(step, n_resamples - start), len(ranks_a)), dtype=bool)
+            mixed_a = np.where(swap, ranks_b, ranks_a)
+            mixed_b = (ranks_a + ranks_b) - mixed_a  # the rank A did not take
+            null[start:start + len(swap)] += (_rank_metrics(mixed_a, n_members, levels)
+                                              - _rank_metrics(mixed_b, n_members, levels))
     threshold = observed - np.abs(_TIE_TOLERANCE * observed)
     counts = np.count_nonzero(null >= threshold, axis=0)
     return np.where(usable, (counts + 1) / (n_resamples + 1), np.nan)
