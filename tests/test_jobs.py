@@ -95,7 +95,8 @@ def test_paired_tests_read_the_scores_and_the_metrics_of_the_evaluate_stage(tmp_
     _, splits, _, signals = _trained_shard(tmp_path, "lr")
     out = {name: tmp_path / f"{name}.parquet" for name in ("scores", "metrics", "roc")}
     evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
-                           timings=tmp_path / "timings.tsv", experiment=Experiment("toy", "lr", "lr"),
+                           timings=tmp_path / "timings.tsv",
+                           experiment=Experiment("toy", "lr", "lr"),
                            attacks=["metric-loss", "metric-conf", "lira-offline"], options={},
                            seed=0, fpr_levels=[0.1], confidence=0.9, **out)
     report.paired_tests(metrics=out["metrics"], scores=[out["scores"]],

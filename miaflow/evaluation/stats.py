@@ -1,15 +1,16 @@
-"""Paired one-sided tests "attack A beats attack B" (docs/algorithms.md#statistical-tests).
+"""One-sided tests "attack A beats attack B" (docs/algorithms.md#statistical-tests).
 
-The KL-LiRA protocol, reused for attack comparisons: values are paired by repeat (target model)
-within one dataset and target architecture, both a paired t-test and an exact sign-flip
-permutation test are run, and p-values are adjusted with Benjamini–Yekutieli, which is valid
-under the arbitrary dependence between comparisons that share attacks and repeats.
+Attack comparisons (`paired_tests`) ask two questions per experiment and metric: is the best
+attack better than each other one (vs-best), and is one attack family's best better than
+another's (family-best). Each comparison is tested over target models (paired t-test) and over
+samples (a permutation test that swaps the two attacks' score ranks per sample, and DeLong's
+test of AUROC); Benjamini–Yekutieli adjusts within each question on one experiment and metric.
 
-All comparisons are computed at once: the t-test is one `scipy.stats.ttest_rel` call per number
-of pairs, the permutation test one numpy pass that applies a single sign-flip matrix to every
-pair's difference vector. The permutation test reproduces `scipy.stats.permutation_test((a, b),
-mean(a - b), permutation_type="samples", alternative="greater")` bit for bit (see
-`permutation_pvalues`).
+The exact sign-flip permutation test over repeats (`permutation_pvalues`, with the t-test in
+`one_sided_tests`) serves the hyperparameter study's TD- vs ED-HPO tests: one numpy pass applies
+a single sign-flip matrix to every pair's difference vector and reproduces
+`scipy.stats.permutation_test((a, b), mean(a - b), permutation_type="samples",
+alternative="greater")` bit for bit.
 """
 
 from __future__ import annotations
