@@ -25,6 +25,7 @@ import pandas as pd
 from scipy.stats import false_discovery_control, ttest_rel
 
 from miaflow.evaluation.multiplicity import min_permutation_p
+from miaflow.seeding import derive_seed
 
 TESTED_METRICS = ("auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr")
 # Null-distribution entries (pairs x sign patterns) computed at a time; bounds memory to ~32 MB.
@@ -199,7 +200,7 @@ def _rank_metrics(ranks: np.ndarray, n_members: int, levels: Sequence[float | No
 
 def sample_permutation_pvalues(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
                                member: Sequence[np.ndarray], metrics: Sequence[str],
-                               n_resamples: int, seed: int | Sequence[int]) -> np.ndarray:
+                               n_resamples: int, seed: int) -> np.ndarray:
     """One-sided (H1: A > B) p-values of the sample permutation test, one per metric.
 
     a[r], b[r], member[r]: the two attacks' scores and the membership of the samples of repeat
@@ -313,8 +314,8 @@ def paired_tests(metrics: pd.DataFrame, scores: pd.DataFrame | None,
 
     Each test's p-values are Benjamini–Yekutieli adjusted within each family of questions on
     one experiment and metric (`BY_FAMILY`); min_p_perm_by is the least p_perm_by that family
-    can reach (`min_permutation_p`). The permutation draws come from `seed`, one stream per
-    experiment, shared by its comparisons.
+    can reach (`min_permutation_p`). The permutation draws come from `seed` and the experiment's
+    name (`miaflow.seeding.derive_seed`), the same swaps for all its comparisons.
     """
     tested = metrics[metrics["metric"].isin(metrics_tested)]
     keys = ["dataset", "target_model", "metric", "attack"]
@@ -363,8 +364,8 @@ def _sample_tests(tests: pd.DataFrame, scores: pd.DataFrame | None, n_resamples:
     tests["n_resamples"] = n_resamples
     if scores is None or scores.empty:
         return
-    for index, ((dataset, target_model), experiment) in enumerate(
-            scores.groupby(["dataset", "target_model"], sort=True)):
+    for (dataset, target_model), experiment in scores.groupby(["dataset", "target_model"],
+                                                              sort=True):
         mine = tests[(tests["dataset"] == dataset) & (tests["target_model"] == target_model)]
         if mine.empty:
             continue
@@ -389,8 +390,9 @@ def _sample_tests(tests: pd.DataFrame, scores: pd.DataFrame | None, n_resamples:
             if not a:
                 continue
             metrics = list(dict.fromkeys(rows["metric"]))
-            p_perm = sample_permutation_pvalues(a, b, members, metrics, n_resamples,
-                                                seed=(seed, index))
+            p_perm = sample_permutation_pvalues(
+                a, b, members, metrics, n_resamples,
+                seed=derive_seed(seed, "paired_tests", dataset, target_model))
             tests.loc[rows.index, "p_perm"] = rows["metric"].map(dict(zip(metrics, p_perm)))
             tests.loc[rows.index, "n_samples"] = sum(len(x) for x in a)
             auroc = rows.index[rows["metric"] == "auroc"]
