@@ -260,11 +260,13 @@ def delong_test(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
         (a10, a01), (b10, b01) = placements
         difference += float(np.mean(a10) - np.mean(b10))
         variance += float(np.var(a10 - b10, ddof=1) / n1 + np.var(a01 - b01, ddof=1) / n0)
+    if variance == 0 and difference == 0:
+        return 0.0, 1.0  # the same AUROC contributions: no evidence either way
     if variance == 0:
-        z = 0.0 if difference == 0 else math.copysign(math.inf, difference)
+        z = math.copysign(math.inf, difference)
     else:
         z = difference / math.sqrt(variance)
-    return z, float(norm.sf(z)) if difference != 0 or variance != 0 else 1.0
+    return z, float(norm.sf(z))
 
 
 def paired_ttests(a_rows: Sequence[np.ndarray],
