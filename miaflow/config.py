@@ -20,6 +20,7 @@ Snakefile is parsed: heavy libraries are imported inside the checks, never at mo
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Hashable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -29,12 +30,18 @@ import jsonschema
 import yaml
 
 from miaflow.validation import problems as semantic_problems
+from miaflow.validation import warnings as semantic_warnings
 
 DEFAULT_PROFILE = "default"
 
 
 class ConfigError(ValueError):
     """params.yaml is invalid; the message names every offending key."""
+
+
+class ConfigWarning(UserWarning):
+    """params.yaml is valid but some result cannot show what it is for (the message says which
+    key to change)."""
 
 
 def schema() -> dict[str, Any]:
@@ -103,7 +110,7 @@ def validate(params: Any) -> dict[str, Any]:
     """The effective config (`resolve`) if valid; ConfigError naming every bad key otherwise.
 
     With a profile other than `default`, the problems are those of the effective config, and the
-    message says which profile was applied.
+    message says which profile was applied. A valid config can still warn (ConfigWarning).
     """
     problems = _schema_problems(params)  # the top-level settings and the catalogue's shape
     config = dict(params) if isinstance(params, Mapping) else {}
@@ -114,6 +121,8 @@ def validate(params: Any) -> dict[str, Any]:
         profile = config.get("profile", DEFAULT_PROFILE)
         where = "params.yaml" if profile == DEFAULT_PROFILE else f"params.yaml (profile {profile!r})"
         raise ConfigError(f"invalid {where}:\n" + "\n".join(f"  - {p}" for p in problems))
+    for message in semantic_warnings(config):
+        warnings.warn(f"params.yaml: {message}", ConfigWarning, stacklevel=2)
     return config
 
 

@@ -43,6 +43,7 @@ DP_BOUND = "results/dp_bound.parquet"  # the contract: the DP upper bound on any
 HPARAM_ROC_ALL = "results/hparams/roc.parquet"
 HPARAM_SELECTION_ALL = "results/hparams/selection.parquet"
 LLM_ITERATES = "results/llm/iterates/{dataset}/{lm}.parquet"
+LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
 LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
 AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"

@@ -20,7 +20,6 @@ LLM_NEIGHBORS = "results/llm/neighbors/{dataset}/{lm}.parquet"
 LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
 LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
 LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.parquet"
-LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
 LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
 
 

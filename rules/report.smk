@@ -84,15 +84,19 @@ rule collect_models:
 
 
 rule paired_tests:
-    """Paired one-sided t- and permutation tests between attacks, Benjamini-Yekutieli adjusted."""
+    """One-sided tests of each experiment's best attack against the others and of the attack
+    families' bests: over target models (t-test) and over samples (permutation, DeLong)."""
     input:
         metrics=METRICS,
+        scores=per_experiment(SCORES) + per_llm_experiment(LLM_SCORES) + per_audit(AUDIT_SCORES),
         code=code("report"),
     output:
         tests=TESTS,
     params:
         tested_metrics=config["stats"]["metrics"],
         alpha=config["stats"]["alpha"],
+        n_resamples=config["stats"]["n_resamples"],
+        seed=config["seed"],
     conda:
         SOFTWARE
     log:

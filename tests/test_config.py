@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import re
+import warnings
 
 import pytest
 import yaml
@@ -159,3 +161,20 @@ def test_only_the_config_imports_validation(repo):
     library = [m for m in modules
                if m != "miaflow.config" and not m.startswith("miaflow.validation")]
     assert [m for m in library if "miaflow.validation" in imported_modules(m, repo)] == []
+
+
+def test_a_permutation_test_that_cannot_reject_warns(params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", config.ConfigWarning)
+        for name in ["default", *params.get("profiles", {})]:
+            config.validate(dict(params, profile=name))  # no shipped setting warns
+    few = copy.deepcopy(params)
+    few["stats"]["n_resamples"] = 50
+    expected = (r"stats.n_resamples: 50 resamples cannot reject at stats.alpha = 0.05 in the "
+                r"vs-best family of purchase/mlp \(34 comparisons\).* 82 or more can")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert config.validate(few)["stats"]["n_resamples"] == 50  # valid all the same
+    # vs-best and family-best of 4 experiments, vs-best of the one language-model experiment
+    messages = [str(w.message) for w in caught if w.category is config.ConfigWarning]
+    assert len(messages) == 9 and any(re.search(expected, m) for m in messages)

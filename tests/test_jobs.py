@@ -11,7 +11,7 @@ import pytest
 
 from miaflow import io
 from miaflow.data import read_dataset, write_dataset
-from miaflow.jobs import adapter, evaluate, prepare, train
+from miaflow.jobs import adapter, evaluate, prepare, report, train
 from miaflow.splits import make_splits
 from miaflow.workflow.plan import Experiment
 from test_training import ARCHS, toy_dataset
@@ -89,6 +89,25 @@ def test_score_attacks_writes_the_metrics_of_its_scores(tmp_path):
                              metrics=tmp_path / "metrics-2.parquet", roc=tmp_path / "roc-2.parquet")
     assert out["metrics"].read_bytes() == (tmp_path / "metrics-2.parquet").read_bytes()
     assert out["roc"].read_bytes() == (tmp_path / "roc-2.parquet").read_bytes()
+
+
+def test_paired_tests_read_the_scores_and_the_metrics_of_the_evaluate_stage(tmp_path):
+    _, splits, _, signals = _trained_shard(tmp_path, "lr")
+    out = {name: tmp_path / f"{name}.parquet" for name in ("scores", "metrics", "roc")}
+    evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
+                           timings=tmp_path / "timings.tsv",
+                           experiment=Experiment("toy", "lr", "lr"),
+                           attacks=["metric-loss", "metric-conf", "lira-offline"], options={},
+                           seed=0, fpr_levels=[0.1], confidence=0.9, **out)
+    report.paired_tests(metrics=out["metrics"], scores=[out["scores"]],
+                        tests=tmp_path / "tests.parquet", tested_metrics=["auroc"], alpha=0.05,
+                        n_resamples=19, seed=0)
+    tests = io.read_parquet(tmp_path / "tests.parquet")
+    # 2 vs-best rows, 1 family-best row (lira against metric), all tested over samples.
+    assert sorted(tests["family"]) == ["family-best", "vs-best", "vs-best"]
+    assert {"attack_a", "attack_b", "p_ttest_by", "p_perm_by"} <= set(tests.columns)
+    assert tests["p_perm"].between(1 / 20, 1).all() and tests["p_delong"].notna().all()
+    assert (tests["n_samples"] > 0).all()
 
 
 def test_score_attacks_names_an_artifact_the_rule_does_not_give(tmp_path):

@@ -6,112 +6,46 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import false_discovery_control, permutation_test, ttest_rel
+from scipy.stats import false_discovery_control, norm, permutation_test, ttest_rel
 
 from miaflow.evaluation import stats
-from miaflow.evaluation.stats import TEST_COLUMNS, paired_tests, permutation_pvalues, sign_flips
+from miaflow.evaluation.metrics import attack_metrics
+from miaflow.evaluation.multiplicity import min_permutation_p
+from miaflow.evaluation.stats import (TEST_COLUMNS, comparisons, delong_test, one_sided_tests,
+                                      paired_tests, permutation_pvalues,
+                                      sample_permutation_pvalues, sign_flips)
 
-# Per-repeat AUROC of three attacks on one dataset/model: "strong" beats "weak" in every repeat by
-# distinct margins; "copy" equals "weak" exactly.
+# Per-repeat AUROC of two attacks on one dataset/model: "strong" beats "weak" in every repeat by
+# distinct margins.
 WEAK = np.array([0.60, 0.62, 0.58, 0.61, 0.59])
 STRONG = WEAK + np.array([0.10, 0.12, 0.08, 0.11, 0.09])
+FAMILIES = {"strong": "lira", "weak": "metric", "copy": "metric", "noise": "model",
+            "noise2": "model"}
 
 
-def _metrics(values: dict[str, np.ndarray], dataset: str = "toy", metric: str = "auroc") -> pd.DataFrame:
-    return pd.DataFrame([
-        {"dataset": dataset, "target_model": "mlp", "attack": attack, "repeat": repeat,
-         "metric": metric, "value": value}
-        for attack, per_repeat in values.items()
-        for repeat, value in enumerate(per_repeat)
-    ])
-
-
-def _row(tests: pd.DataFrame, a: str, b: str) -> pd.Series:
-    match = tests[(tests.attack_a == a) & (tests.attack_b == b)]
-    assert len(match) == 1
-    return match.iloc[0]
-
-
-def test_direction_and_exact_permutation_p():
-    tests = paired_tests(_metrics({"strong": STRONG, "weak": WEAK}))
-    assert list(tests.columns) == TEST_COLUMNS
-    assert len(tests) == 2  # both ordered pairs
-
-    better = _row(tests, "strong", "weak")
-    assert better.n_pairs == 5
-    assert better.mean_diff == pytest.approx(0.1)
-    assert better.t_statistic > 0
-    assert better.p_ttest < 1e-4
+def test_one_sided_tests_direction_and_exact_permutation_p():
+    t, p_ttest, p_perm = one_sided_tests([STRONG, WEAK], [WEAK, STRONG])
+    assert t[0] > 0 and p_ttest[0] < 1e-4 and p_ttest[1] > 0.9999
     # All 5 differences positive and distinct: only the identity of 2^5 sign flips is as extreme.
-    assert better.p_perm == pytest.approx(1 / 2**5)
-
-    worse = _row(tests, "weak", "strong")
-    assert worse.mean_diff == pytest.approx(-0.1)
-    assert worse.p_ttest > 0.9999
-    assert worse.p_perm == 1.0
-    assert not worse.reject_ttest and not worse.reject_perm
+    assert p_perm[0] == pytest.approx(1 / 2**5) and p_perm[1] == 1.0
+    t, p_ttest, p_perm = one_sided_tests([WEAK, np.full(4, 0.7)], [WEAK.copy(), np.full(4, 0.6)])
+    assert np.isnan(t[0]) and p_ttest[0] == 1.0 and p_perm[0] == 1.0  # all differences zero
+    assert t[1] == np.inf and p_ttest[1] == 0.0  # zero variance: t = +inf, no NaN, no crash
 
 
-def test_zero_differences_give_p_one():
-    tests = paired_tests(_metrics({"weak": WEAK, "copy": WEAK.copy()}))
-    for a, b in [("weak", "copy"), ("copy", "weak")]:
-        row = _row(tests, a, b)
-        assert row.mean_diff == 0.0
-        assert np.isnan(row.t_statistic)
-        assert row.p_ttest == 1.0 and row.p_perm == 1.0
-        assert row.p_ttest_by == 1.0 and row.p_perm_by == 1.0
-
-
-def test_constant_nonzero_difference():
-    # Zero variance of the differences: t = +inf, p = 0 (no NaN, no crash).
-    tests = paired_tests(_metrics({"a": np.full(4, 0.7), "b": np.full(4, 0.6)}))
-    row = _row(tests, "a", "b")
-    assert row.t_statistic == np.inf and row.p_ttest == 0.0
-    assert row.p_perm == pytest.approx(1 / 2**4)
-
-
-def test_by_adjustment_over_whole_family():
-    gen = np.random.default_rng(0)
-    metrics = pd.concat([
-        _metrics({"strong": STRONG, "weak": WEAK, "noise": WEAK + gen.normal(0, 0.02, 5)}),
-        _metrics({"strong": STRONG, "weak": WEAK}, metric="tpr_at_1pct_fpr"),
-        _metrics({"strong": STRONG, "weak": WEAK}, dataset="other"),
-        _metrics({"strong": STRONG, "weak": WEAK}, metric="precision"),  # not tested
-    ])
-    tests = paired_tests(metrics)
-    assert len(tests) == 6 + 2 + 2
-    assert set(tests.metric) == {"auroc", "tpr_at_1pct_fpr"}
-    for test in ("ttest", "perm"):
-        assert (tests[f"p_{test}_by"] >= tests[f"p_{test}"] - 1e-15).all()
-        np.testing.assert_allclose(
-            tests[f"p_{test}_by"], false_discovery_control(tests[f"p_{test}"], method="by"))
-        assert tests[f"reject_{test}"].equals(tests[f"p_{test}_by"] <= 0.05)
-    # the strong > weak comparisons survive the adjustment, their reverses do not
-    assert tests[(tests.attack_a == "strong") & (tests.attack_b == "weak")].reject_ttest.all()
-    assert not tests[(tests.attack_a == "weak") & (tests.attack_b == "strong")].reject_ttest.any()
-
-
-def test_pairs_by_repeat_and_skips_fewer_than_two():
-    metrics = _metrics({"strong": STRONG, "weak": WEAK})
-    # Drop two repeats of "weak": only the 3 repeats both attacks have are paired.
-    metrics = metrics[~((metrics.attack == "weak") & metrics.repeat.isin([0, 4]))]
-    assert (paired_tests(metrics).n_pairs == 3).all()
-
-    single = _metrics({"strong": STRONG[:1], "weak": WEAK[:1]})
-    tests = paired_tests(single)
-    assert tests.empty and list(tests.columns) == TEST_COLUMNS
-
-
-def test_random_permutations_are_seeded():
-    # 12 repeats: 4096 sign patterns > 999 resamples, so scipy samples instead of enumerating.
-    gen = np.random.default_rng(0)
-    weak = gen.uniform(0.5, 0.7, 12)
-    metrics = _metrics({"strong": weak + gen.uniform(0.05, 0.15, 12), "weak": weak})
-    first = paired_tests(metrics, n_resamples=999, seed=7)
-    pd.testing.assert_frame_equal(first, paired_tests(metrics, n_resamples=999, seed=7))
-    # Randomised p-values count the observed statistic: (0 + 1) / (999 + 1) at best.
-    assert _row(first, "strong", "weak").p_perm == pytest.approx(1 / 1000)
-    assert _row(paired_tests(metrics), "strong", "weak").p_perm == pytest.approx(1 / 2**12)
+def test_one_sided_tests_equal_scipy_pair_by_pair():
+    gen = np.random.default_rng(8)
+    a_rows = [np.round(gen.uniform(0.5, 0.8, n) * 20) / 20 for n in (5, 5, 9, 9, 3)]
+    b_rows = [np.round(gen.uniform(0.5, 0.8, len(a)) * 20) / 20 for a in a_rows]
+    for n_resamples in (None, 99):
+        t, p_ttest, p_perm = one_sided_tests(a_rows, b_rows, n_resamples, seed=4)
+        for k, (a, b) in enumerate(zip(a_rows, b_rows)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ttest = ttest_rel(a, b, alternative="greater")
+            assert t[k] == ttest.statistic or np.isnan(t[k])
+            assert p_ttest[k] == (1.0 if np.isnan(ttest.pvalue) else ttest.pvalue)
+            assert p_perm[k] == _scipy_p(a, b, n_resamples, 4)
 
 
 # --- the vectorised permutation test against scipy.stats.permutation_test, pair by pair ---------
@@ -197,30 +131,138 @@ def test_chunks_do_not_change_p(monkeypatch):
     assert np.array_equal(stats.permutation_pvalues(a - b), whole)
 
 
-def test_table_equals_pair_by_pair_scipy():
-    """Every row equals scipy's ttest_rel and permutation_test on that pair's values alone."""
-    gen = np.random.default_rng(8)
-    frames = []
-    for dataset, repeats in [("five", 5), ("nine", 9)]:
-        values = {f"att{k}": np.round(gen.uniform(0.5, 0.8, repeats) * 20) / 20 for k in range(4)}
-        values["att0"][1] = np.nan  # att0 misses a repeat: its pairs have one pair less
-        frames.append(_metrics(values, dataset=dataset).dropna())
-        frames.append(_metrics(values, dataset=dataset, metric="tpr_at_1pct_fpr").dropna())
-    metrics = pd.concat(frames)
-    for n_resamples in (None, 99):
-        tests = paired_tests(metrics, n_resamples=n_resamples, seed=4)
-        assert len(tests) == 2 * 2 * 4 * 3
-        assert tests[["dataset", "metric", "attack_a", "attack_b"]].apply(tuple, axis=1).is_monotonic_increasing
-        for row in tests.itertuples():
-            group = metrics[(metrics.dataset == row.dataset) & (metrics.metric == row.metric)]
-            pairs = group.pivot(index="repeat", columns="attack", values="value")[
-                [row.attack_a, row.attack_b]].dropna()
-            a, b = pairs[row.attack_a].to_numpy(), pairs[row.attack_b].to_numpy()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                ttest = ttest_rel(a, b, alternative="greater")
-            assert row.n_pairs == len(a)
-            assert row.mean_diff == np.mean(a - b)
-            assert row.t_statistic == ttest.statistic or np.isnan(row.t_statistic)
-            assert row.p_ttest == (1.0 if np.isnan(ttest.pvalue) else ttest.pvalue)
-            assert row.p_perm == _scipy_p(a, b, n_resamples, 4)
+# --- questions, sample-level tests and the table ----------------------------------------------
+
+def test_comparisons_ask_the_best_and_the_families_bests():
+    means = pd.DataFrame({"dataset": "toy", "target_model": "mlp", "metric": "auroc",
+                          "attack": ["weak", "strong", "copy", "noise"],
+                          "mean": [0.6, 0.7, 0.6, 0.5]})
+    table = comparisons(means, FAMILIES)
+    best = table[table.family == "vs-best"]
+    assert set(best.attack_a) == {"strong"} and set(best.attack_b) == {"weak", "copy", "noise"}
+    # Families' bests: lira (strong), metric (copy before weak: ties go by name), model (noise).
+    pairs = table.loc[table.family == "family-best", ["attack_a", "attack_b"]]
+    assert [tuple(p) for p in pairs.to_numpy()] == [
+        ("strong", "copy"), ("strong", "noise"), ("copy", "noise")]
+    assert table.attack_family_a.tolist()[:1] == ["lira"]
+
+
+def test_rank_metrics_equal_the_library_metrics():
+    gen = np.random.default_rng(1)
+    for n in (20, 57, 400):
+        member = gen.random(n) < 0.4
+        scores = np.round(gen.normal(member * 0.5, 1), 1)  # ties
+        expected = attack_metrics(member, scores, [0.001, 0.01, 0.1, 0.3])
+        ranks = stats._doubled_midranks(scores)[np.argsort(~member, kind="stable")]
+        got = stats._rank_metrics(ranks[None], int(member.sum()), [None, 0.001, 0.01, 0.1, 0.3])
+        np.testing.assert_allclose(got[0], [expected[m] for m in (
+            "auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr",
+            "tpr_at_30pct_fpr")])
+
+
+def _samples(gen: np.random.Generator, repeats: int = 3, n: int = 200,
+             ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
+    """Membership and scores per repeat: "strong" separates members, "weak" a little, "copy"
+    is "weak" exactly, "noise" and "noise2" are independent noise."""
+    member = [gen.random(n) < 0.5 for _ in range(repeats)]
+    scores = {"strong": [gen.normal(1.5 * m, 1) for m in member],
+              "weak": [gen.normal(0.2 * m, 1) for m in member]}
+    scores["copy"] = [s.copy() for s in scores["weak"]]
+    scores["noise"] = [gen.normal(0, 1, n) for _ in range(repeats)]
+    scores["noise2"] = [gen.normal(0, 1, n) for _ in range(repeats)]
+    return member, scores
+
+
+def test_sample_tests_reject_a_large_difference_and_not_equal_attacks():
+    member, scores = _samples(np.random.default_rng(3))
+    metrics = ["auroc", "tpr_at_10pct_fpr", "precision"]
+    strong = sample_permutation_pvalues(scores["strong"], scores["weak"], member, metrics, 199, 0)
+    assert strong[:2].tolist() == [1 / 200, 1 / 200] and np.isnan(strong[2])
+    assert delong_test(scores["strong"], scores["weak"], member)[1] < 1e-10
+    same = sample_permutation_pvalues(scores["weak"], scores["copy"], member, metrics, 199, 0)
+    assert same[:2].tolist() == [1.0, 1.0]  # every swap leaves the statistic at 0
+    assert delong_test(scores["weak"], scores["copy"], member) == (0.0, 1.0)
+    reverse = sample_permutation_pvalues(scores["weak"], scores["strong"], member, metrics, 199, 0)
+    assert (reverse[:2] == 1.0).all()
+
+
+def test_sample_permutation_p_is_valid_under_h0():
+    # Two equally (un)informative attacks: P(p <= 0.1) is about 0.1, not more.
+    gen = np.random.default_rng(4)
+    p = []
+    for trial in range(200):
+        member, scores = _samples(gen, repeats=2, n=40)
+        p.append(sample_permutation_pvalues(scores["noise"], scores["noise2"], member,
+                                            ["auroc", "tpr_at_10pct_fpr"], 99, trial))
+    p = np.array(p)
+    assert (np.mean(p <= 0.1, axis=0) < 0.1 + 4 * np.sqrt(0.09 / 200)).all()
+    assert (np.mean(p <= 0.5, axis=0) > 0.3).all()  # not degenerate
+
+
+def test_delong_equals_the_pairwise_definition():
+    gen = np.random.default_rng(6)
+    member, scores = _samples(gen, repeats=2, n=60)
+    a, b = scores["strong"], scores["weak"]
+    total_d = total_v = 0.0
+    for x, y, m in zip(a, b, member):
+        def placements(s):
+            kernel = (s[m][:, None] > s[~m][None]) + 0.5 * (s[m][:, None] == s[~m][None])
+            return kernel.mean(axis=1), kernel.mean(axis=0)
+        (x10, x01), (y10, y01) = placements(x), placements(y)
+        total_d += x10.mean() - y10.mean()
+        total_v += np.var(x10 - y10, ddof=1) / m.sum() + np.var(x01 - y01, ddof=1) / (~m).sum()
+    z, p = delong_test(a, b, member)
+    assert z == pytest.approx(total_d / np.sqrt(total_v))
+    assert p == pytest.approx(norm.sf(total_d / np.sqrt(total_v)))
+
+
+def _scores_and_metrics(gen: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    member, scores = _samples(gen, repeats=4)
+    score_rows, metric_rows = [], []
+    for attack, per_repeat in scores.items():
+        for repeat, (s, m) in enumerate(zip(per_repeat, member)):
+            score_rows.append(pd.DataFrame({
+                "dataset": "toy", "target_model": "mlp", "attack": attack, "repeat": repeat,
+                "sample_id": np.arange(len(s)), "score": s, "is_member": m}))
+            metric_rows += [{"dataset": "toy", "target_model": "mlp", "attack": attack,
+                             "repeat": repeat, "metric": name, "value": value}
+                            for name, value in attack_metrics(m, s).items()]
+    return pd.concat(score_rows, ignore_index=True), pd.DataFrame(metric_rows)
+
+
+def test_paired_tests_families_and_adjustment():
+    scores, metrics = _scores_and_metrics(np.random.default_rng(7))
+    tests = paired_tests(metrics, scores, FAMILIES, ("auroc", "tpr_at_10pct_fpr"),
+                         n_resamples=99, seed=1)
+    assert list(tests.columns) == TEST_COLUMNS
+    assert set(tests.metric) == {"auroc", "tpr_at_10pct_fpr"}
+    assert (tests.mean_diff >= 0).all() and (tests.n_repeats == 4).all()
+    for _, family in tests.groupby(["family", "metric"]):
+        for test in ("ttest", "perm"):
+            np.testing.assert_allclose(family[f"p_{test}_by"], false_discovery_control(
+                family[f"p_{test}"], method="by"))
+            assert family[f"reject_{test}"].equals(family[f"p_{test}_by"] <= 0.05)
+        assert (family.min_p_perm_by == min_permutation_p(99, len(family))).all()
+    auroc = tests[(tests.metric == "auroc") & (tests.family == "vs-best")].set_index("attack_b")
+    assert set(auroc.attack_a) == {"strong"}
+    assert auroc.loc["noise", ["reject_ttest", "reject_perm", "reject_delong"]].all()
+    assert tests.loc[tests.metric != "auroc", "p_delong"].isna().all()
+    same = tests[(tests.attack_a == "copy") | (tests.attack_b == "copy")]
+    assert not same.query("attack_a == 'weak' or attack_b == 'weak'")[
+        ["reject_ttest", "reject_perm", "reject_delong"]].any(axis=None)
+    again = paired_tests(metrics, scores, FAMILIES, ("auroc", "tpr_at_10pct_fpr"),
+                         n_resamples=99, seed=1)
+    pd.testing.assert_frame_equal(tests, again)
+
+
+def test_paired_tests_without_scores_test_over_repeats_only():
+    metrics = pd.DataFrame([
+        {"dataset": "toy", "target_model": "mlp", "attack": attack, "repeat": repeat,
+         "metric": "auroc", "value": value}
+        for attack, values in {"strong": STRONG, "weak": WEAK}.items()
+        for repeat, value in enumerate(values)])
+    tests = paired_tests(metrics, None, FAMILIES)
+    assert len(tests) == 2 and set(tests.family) == {"vs-best", "family-best"}
+    assert tests.reject_ttest.all() and tests.p_perm.isna().all() and tests.p_delong.isna().all()
+    single = paired_tests(metrics[metrics.repeat == 0], None, FAMILIES)
+    assert single.p_ttest.isna().all() and not single.reject_ttest.any()

@@ -86,21 +86,42 @@ def test_accuracy_table():
     }]
 
 
-def test_tests_table():
-    tests = pd.DataFrame({
-        "dataset": "toy", "target_model": "mlp", "metric": ["auroc", "auroc", "tpr_at_1pct_fpr"],
-        "attack_a": ["a", "b", "a"], "attack_b": ["b", "a", "b"], "n_pairs": 5,
-        "mean_diff": [0.1, -0.1, 0.0], "t_statistic": [9.0, -9.0, 0.0],
-        "p_ttest": [0.001, 0.999, 0.5], "p_ttest_by": [0.004, 1.0, 1.0],
-        "reject_ttest": [True, False, False], "p_perm": [0.03, 1.0, 0.5],
-        "p_perm_by": [0.12, 1.0, 1.0], "reject_perm": [False, False, False],
+def _tests(min_p_perm_by: float) -> pd.DataFrame:
+    """Rows as `miaflow.evaluation.stats.paired_tests` writes them: two questions on toy/mlp."""
+    return pd.DataFrame({
+        "family": ["family-best", "vs-best", "vs-best"], "dataset": "toy", "target_model": "mlp",
+        "metric": "auroc", "attack_a": ["a", "a", "a"], "attack_b": ["b", "b", "c"],
+        "attack_family_a": "lira", "attack_family_b": ["metric", "metric", "lira"],
+        "n_repeats": 5, "n_samples": 1000, "mean_a": 0.7, "mean_b": [0.6, 0.6, 0.69],
+        "mean_diff": [0.1, 0.1, 0.01], "p_ttest_by": [0.004, 0.008, 0.5],
+        "reject_ttest": [True, True, False], "p_perm_by": [0.01, 0.02, 0.6],
+        "reject_perm": [True, True, False], "p_delong_by": [1e-9, 2e-9, 0.3],
+        "reject_delong": [True, True, False], "n_resamples": 199,
+        "min_p_perm_by": min_p_perm_by, "alpha": 0.05,
     })
-    table = tables.tests_table(tests)  # not imported by name: pytest would collect "tests_*"
-    assert list(table.columns) == ["attack_a", "attack_b", "dataset/model", "mean_diff",
-                                   "p_ttest_by", "p_perm_by", "sig"]
-    assert table["sig"].tolist() == ["*", ""]
-    assert table["dataset/model"].tolist() == ["toy/mlp", "toy/mlp"]
-    assert "auroc" in table.attrs["caption"]
+
+
+def test_tests_table():
+    table = tables.tests_table(_tests(0.01))  # not imported by name: pytest would collect it
+    assert list(table.columns) == tables.TESTS_COLUMNS
+    assert {"attack_a", "attack_b", "p_ttest_by", "p_perm_by"} <= set(table.columns)
+    assert table["sig"].tolist() == ["*†‡", "*†‡", ""]
+    assert "5 target models" in table.attrs["caption"]
+    assert "Warning" not in table.attrs["caption"]
+    markdown = tables.tests_markdown(table)
+    # A section per experiment, and per metric and question with its size and reach.
+    assert markdown.count("## toy / mlp") == 1
+    assert "**auroc, family-best**" in markdown and "**auroc, vs-best**" in markdown
+    assert "2 comparisons, BY over these; p_perm_by ≥ 0.01." in markdown
+    assert "cannot reject" not in markdown
+
+
+def test_tests_table_warns_where_a_family_cannot_reject(tmp_path):
+    tables.write_tests_table(_tests(0.08), tmp_path / "tests")
+    markdown = (tmp_path / "tests.md").read_text()
+    assert "Warning: 2 families cannot reject" in markdown
+    assert markdown.count("the permutation test cannot reject here") == 2
+    assert len(pd.read_csv(tmp_path / "tests.csv")) == 3
 
 
 def _write_benchmark(path: Path, *records: str) -> Path:

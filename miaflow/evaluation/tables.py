@@ -27,10 +27,12 @@ _LATEX_SPECIALS = str.maketrans(
 )
 
 
-def write_table(df: pd.DataFrame, stem: str | Path, caption: str) -> None:
-    """Write `stem.csv` (data), `stem.md` (caption line, then the table) and `stem.tex`."""
+def write_table(df: pd.DataFrame, stem: str | Path, caption: str,
+                markdown: str | None = None) -> None:
+    """Write `stem.csv` (data), `stem.md` (`markdown`, by default the caption line, then the
+    table) and `stem.tex`."""
     write_text(f"{stem}.csv", df.to_csv(index=False, lineterminator="\n"))
-    write_text(f"{stem}.md", f"{caption}\n\n{df.to_markdown(index=False)}\n")
+    write_text(f"{stem}.md", markdown or f"{caption}\n\n{df.to_markdown(index=False)}\n")
     # to_latex escapes the cells but not the caption, which often names metrics like tpr_at_1pct.
     latex = df.to_latex(index=False, escape=True, caption=caption.translate(_LATEX_SPECIALS))
     write_text(f"{stem}.tex", latex)
@@ -112,32 +114,86 @@ def accuracy_table(models: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def tests_table(tests: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
-    """Compact view of `miaflow.evaluation.stats.paired_tests` for one metric.
+# The questions of `miaflow.evaluation.stats.comparisons`, as the tests table introduces them.
+QUESTIONS = {
+    "family-best": "each attack family's best attack against the other families' bests",
+    "vs-best": "the best attack against every other attack",
+}
+BY_GROUP = ["family", "dataset", "target_model", "metric"]  # one BY family of the tests table
+TESTS_COLUMNS = ["family", "dataset", "target_model", "metric", "attack_a", "attack_b",
+                 "attack_family_a", "attack_family_b", "n_repeats", "n_samples", "mean_a",
+                 "mean_b", "mean_diff", "p_ttest_by", "p_perm_by", "p_delong_by",
+                 "min_p_perm_by", "sig"]
 
-    `sig` is "*" where the BY-adjusted t-test rejects H0 and "†" where the BY-adjusted
-    permutation test does.
+
+def tests_table(tests: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `miaflow.evaluation.stats.paired_tests` with the adjusted p-values, in its
+    order (experiment, metric, question, attack B by decreasing mean).
+
+    `sig` marks the BY-adjusted rejections: "*" t-test, "†" permutation test, "‡" DeLong test.
+    The caption says which families cannot reject at all (`min_p_perm_by` above alpha).
     """
-    rows = tests[tests["metric"] == metric]
-    table = pd.DataFrame({
-        "attack_a": rows["attack_a"],
-        "attack_b": rows["attack_b"],
-        "dataset/model": rows["dataset"] + "/" + rows["target_model"],
-        "mean_diff": rows["mean_diff"],
-        "p_ttest_by": rows["p_ttest_by"],
-        "p_perm_by": rows["p_perm_by"],
-        "sig": [("*" if t else "") + ("†" if p else "")
-                for t, p in zip(rows["reject_ttest"], rows["reject_perm"])],
-    }).reset_index(drop=True)
-    pairs = int(rows["n_pairs"].min()) if len(rows) else 0
-    table.attrs["caption"] = (
-        f"One-sided paired tests of H1: attack A > attack B on {metric}, paired over target models; "
-        f"p-values Benjamini–Yekutieli-adjusted over all {len(tests)} comparisons; "
-        "* t-test rejects H0, † permutation test rejects H0. "
-        f"With {pairs} paired repeats the exact permutation p-value is at least 1/2^{pairs}"
-        f" = {2.0 ** -pairs:.3g} before adjustment."
+    marks = [("*" if t else "") + ("†" if p else "") + ("‡" if d else "") for t, p, d in
+             zip(tests["reject_ttest"], tests["reject_perm"], tests["reject_delong"])]
+    table = tests.assign(sig=marks).reindex(columns=TESTS_COLUMNS).reset_index(drop=True)
+    alpha = float(tests["alpha"].iloc[0]) if len(tests) else math.nan
+    powerless = tests.loc[tests["min_p_perm_by"] > alpha, BY_GROUP].drop_duplicates()
+    caption = (
+        "One-sided tests of H1: attack A > attack B, A the attack with the higher mean over "
+        "target models. Per experiment and metric, two families of questions: "
+        + "; ".join(f"{name}: {text}" for name, text in QUESTIONS.items())
+        + ". Benjamini–Yekutieli adjusts each test's p-values within one family on one "
+        f"experiment and metric (α = {alpha:g}). p_ttest_by: paired t-test over "
+        f"{count_range(tests['n_repeats'])} target models; p_perm_by: permutation test that "
+        "swaps the two attacks' score ranks per sample within each target model "
+        f"({count_range(tests['n_resamples'])} resamples; its least reachable value is "
+        "min_p_perm_by); p_delong_by: DeLong's test of AUROC summed over target models. "
+        "sig: * t-test, † permutation test, ‡ DeLong test rejects H0. The best attack is "
+        "chosen on the same data (winner's curse): read its p-values as optimistic."
     )
+    if len(powerless):
+        caption += (f" Warning: {len(powerless)} families cannot reject by the permutation "
+                    f"test at α = {alpha:g} (min_p_perm_by > α): raise stats.n_resamples.")
+    table.attrs["caption"] = caption
+    table.attrs["alpha"] = alpha
     return table
+
+
+def _p_cell(p: float) -> str:
+    return MISSING if math.isnan(p) else f"{p:.3g}"
+
+
+def tests_markdown(table: pd.DataFrame) -> str:
+    """`tests_table` as Markdown: a section per experiment, metric and family of questions,
+    each saying its size and the least p-value its permutation test can reach."""
+    lines = [table.attrs["caption"], ""]
+    shown = ["attack_a", "attack_b", "mean_a", "mean_b", "mean_diff", "p_ttest_by",
+             "p_perm_by", "p_delong_by", "sig"]
+    for (dataset, target_model), experiment in table.groupby(["dataset", "target_model"],
+                                                             sort=False):
+        lines += [f"## {dataset} / {target_model}", ""]
+        for (metric, family), rows in experiment.groupby(["metric", "family"], sort=False):
+            reach = float(rows["min_p_perm_by"].iloc[0])
+            note = (f"**{metric}, {family}**: {QUESTIONS.get(family, family)}; "
+                    f"{len(rows)} comparisons, BY over these; p_perm_by ≥ {_p_cell(reach)}")
+            if reach > table.attrs["alpha"]:
+                note += (f" > α = {table.attrs['alpha']:g}: the permutation test cannot reject "
+                         "here (raise stats.n_resamples)")
+            lines += [note + ".", ""]
+            cells = rows[shown].copy()
+            for column in ("mean_a", "mean_b", "mean_diff"):
+                cells[column] = [f"{v:.3f}" for v in cells[column]]
+            for column in ("p_ttest_by", "p_perm_by", "p_delong_by"):
+                cells[column] = [_p_cell(v) for v in cells[column]]
+            lines += [cells.to_markdown(index=False), ""]
+    return "\n".join(lines)
+
+
+def write_tests_table(tests: pd.DataFrame, stem: str | Path) -> None:
+    """`stem.csv` and `stem.tex` with every row of `tests_table`, `stem.md` in sections
+    (`tests_markdown`), so that a reader finds "does A beat B here" by its headings."""
+    table = tests_table(tests)
+    write_table(table, stem, table.attrs["caption"], markdown=tests_markdown(table))
 
 
 def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:

@@ -80,11 +80,17 @@ def collect_models(*, records: Paths, models: str | Path) -> None:
     io.write_parquet(models, pd.DataFrame([row for path in records for row in io.read_json(path)]))
 
 
-def paired_tests(*, metrics: str | Path, tests: str | Path, tested_metrics: Sequence[str],
-                 alpha: float) -> None:
+def paired_tests(*, metrics: str | Path, scores: Paths, tests: str | Path,
+                 tested_metrics: Sequence[str], alpha: float, n_resamples: int,
+                 seed: int) -> None:
+    """Each experiment's best attack against the others and the attack families' bests against
+    each other, tested over target models and over samples (miaflow.evaluation.stats)."""
+    from miaflow.attacks import ATTACKS
     from miaflow.evaluation.stats import paired_tests as run_tests
 
-    io.write_parquet(tests, run_tests(io.read_parquet(metrics), tuple(tested_metrics), alpha))
+    family_of = {name: attack.family for name, attack in ATTACKS.items()}
+    io.write_parquet(tests, run_tests(io.read_parquet(metrics), _concat(scores), family_of,
+                                      tuple(tested_metrics), alpha, n_resamples, seed))
 
 
 def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: Paths,
@@ -99,7 +105,7 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
     means = summary(_classifier_metrics(metrics))
     _write(build.auroc_table(means), auroc_table)
     _write(build.accuracy_table(io.read_parquet(models)), accuracy_table)
-    _write(build.tests_table(io.read_parquet(tests)), tests_table)
+    build.write_tests_table(io.read_parquet(tests), _stem(tests_table))
     curves = _concat(roc)
     auroc = means[means["metric"] == "auroc"]
     for experiment in experiments:

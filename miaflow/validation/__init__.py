@@ -24,3 +24,8 @@ def problems(config: Mapping[str, Any]) -> list[str]:
             *hparam_study.problems(config), *llm.problems(config),
             *statistics.fpr_level_problems(config), *statistics.metric_problems(config),
             *datasets.problems(config)]
+
+
+def warnings(config: Mapping[str, Any]) -> list[str]:
+    """What a valid config runs but cannot show, e.g. tests that cannot reject at stats.alpha."""
+    return statistics.reach_warnings(config)

@@ -1,29 +1,29 @@
 """Sections `metrics` and `stats`, and the repeat counts the statistical tests run over: FPR
-levels named as metrics by `miaflow.evaluation.metrics`, and exact permutation tests that
-`miaflow.evaluation.stats.sign_flips` would have to enumerate."""
+levels named as metrics by `miaflow.evaluation.metrics`, exact permutation tests that
+`miaflow.evaluation.stats.sign_flips` would have to enumerate, and (as warnings) families of
+comparisons whose permutation test cannot reject."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-# Most repeats a paired permutation test may enumerate exactly: it takes all 2^R sign flips for
-# every pair of attacks (miaflow.evaluation.stats.sign_flips), "fine up to R = 16 or so".
+# Most runs the study's exact paired permutation test may enumerate: it takes all 2^R sign flips
+# for every cell (miaflow.evaluation.stats.sign_flips), "fine up to R = 16 or so". The tests
+# between attacks permute samples instead, so splits.repeats and llm.repeats have no such bound.
 MAX_EXACT_TEST_REPEATS = 16
 
 
 def exact_test_problems(config: Mapping[str, Any]) -> list[str]:
-    """Repeat counts whose exact paired permutation tests would not finish: the tests between
-    attacks (over splits.repeats or llm.repeats) and the study's TD-vs-ED tests over its runs
-    unless it samples sign flips (permutation_resamples)."""
-    counts = [("splits.repeats", config["splits"]["repeats"], ""),
-              ("llm.repeats", config["llm"]["repeats"], "")]
-    if config["hparam_study"]["permutation_resamples"] is None:
-        counts.append(("hparam_study.runs", config["hparam_study"]["runs"],
-                       " (or set hparam_study.permutation_resamples to sample them)"))
-    return [f"{key}: {count} is more than {MAX_EXACT_TEST_REPEATS}: the exact paired permutation "
-            f"tests would enumerate all 2^{count} sign flips{alternative}"
-            for key, count, alternative in counts if count > MAX_EXACT_TEST_REPEATS]
+    """Run counts whose exact paired permutation tests would not finish: the study's TD-vs-ED
+    tests over its runs unless it samples sign flips (permutation_resamples)."""
+    runs = config["hparam_study"]["runs"]
+    sampled = config["hparam_study"]["permutation_resamples"] is not None
+    if sampled or runs <= MAX_EXACT_TEST_REPEATS:
+        return []
+    return [f"hparam_study.runs: {runs} is more than {MAX_EXACT_TEST_REPEATS}: the exact paired "
+            f"permutation tests would enumerate all 2^{runs} sign flips (or set "
+            "hparam_study.permutation_resamples to sample them)"]
 
 
 def fpr_level_problems(config: Mapping[str, Any]) -> list[str]:
@@ -53,3 +53,34 @@ def metric_problems(config: Mapping[str, Any]) -> list[str]:
     return [f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
             f"(known with metrics.fpr_levels: {', '.join(known)})"
             for i, metric in enumerate(config["stats"]["metrics"]) if metric not in known]
+
+
+def reach_warnings(config: Mapping[str, Any]) -> list[str]:
+    """Families of attack comparisons (miaflow.evaluation.stats.comparisons) whose sample
+    permutation test cannot reject at stats.alpha: with B = stats.n_resamples its p-value is at
+    least 1/(B + 1), and Benjamini–Yekutieli multiplies that by c(m) >= 1 for a family of m.
+    A warning, not an error: the t-test and DeLong's test of the same rows still can reject."""
+    import math
+
+    from miaflow.attacks import ATTACKS
+    from miaflow.evaluation.multiplicity import by_factor, min_permutation_p
+    from miaflow.workflow.plan import attacks_for, experiments, llm_experiments
+
+    alpha, resamples = config["stats"]["alpha"], config["stats"]["n_resamples"]
+    attacks = {f"{e.dataset}/{e.label}": attacks_for(config, e) for e in experiments(config)}
+    attacks.update({f"{e['dataset']}/{e['label']}": config["llm"]["attacks"]
+                    for e in llm_experiments(config)})
+    messages = []
+    for name, chosen in attacks.items():
+        families = len({ATTACKS[a].family for a in chosen})
+        for question, size in (("vs-best", len(chosen) - 1),
+                               ("family-best", math.comb(families, 2))):
+            reach = min_permutation_p(resamples, size)
+            if size and reach > alpha:
+                needed = math.ceil(by_factor(size) / alpha - 1)
+                messages.append(
+                    f"stats.n_resamples: {resamples} resamples cannot reject at stats.alpha = "
+                    f"{alpha:g} in the {question} family of {name} ({size} comparisons): its "
+                    f"permutation p-values are at least {reach:.3g} after Benjamini–Yekutieli; "
+                    f"{needed} or more can")
+    return messages
