@@ -121,7 +121,7 @@ rule tables:
         accuracy_table=REPORT_TABLE("results/tables/accuracy", "accuracy", "Headline",
                                     "Target models", "Train and test accuracy of the models"),
         tests_table=REPORT_TABLE("results/tables/tests", "tests", "Headline", "Paired tests",
-                                 "Paired tests between attacks (AUROC, BY-adjusted)"),
+                                 "Attack comparisons by question: the best attack and the families' bests (BY per family)"),
         roc_figures=REPORT_PER_EXPERIMENT("roc", ".png", "results/figures", "roc",
                                           "ROC curves of every attack (log-log)")
                     # audits of models trained elsewhere (stage audit), reported beside experiments
