@@ -8,7 +8,11 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
 STAMP := $(VENV)/.installed-$(DEVICE)
 
-.PHONY: setup run test report verify clean
+.PHONY: setup run test lint format report verify clean
+
+# What the linters and formatters read (settings: pyproject.toml).
+PYTHON_SOURCES := miaflow scripts tests bench
+WORKFLOW_SOURCES := Snakefile rules
 
 setup: $(STAMP)
 
@@ -20,12 +24,25 @@ $(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The terminal shows each stage's progress and the summary; the full log is records/make-run.log.
 run: setup
 	@started=$$(date +%s); \
-	dvc repro && echo && python -m miaflow.workflow.summary --started $$started
+	python -m miaflow.workflow.quiet records/make-run.log -- dvc repro && echo && \
+	python -m miaflow.workflow.summary --started $$started
 
-test: setup
+test: lint
 	python -m pytest -p no:cacheprovider --durations=10
+
+# ruff (lint and format) and snakefmt: fails on any finding; `make format` fixes what it can.
+lint: setup
+	ruff check $(PYTHON_SOURCES)
+	ruff format --check $(PYTHON_SOURCES)
+	snakefmt --check $(WORKFLOW_SOURCES)
+
+format: setup
+	ruff check --fix $(PYTHON_SOURCES)
+	ruff format $(PYTHON_SOURCES)
+	snakefmt $(WORKFLOW_SOURCES)
 
 # The HTML report of a finished run (`make run` first): report.html at the repository root.
 report: setup
