@@ -20,9 +20,12 @@ $(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Damaged artifacts are removed once, before `dvc repro`, whose stages then skip that sweep
+# (miaflow.workflow.start).
 run: setup
 	@started=$$(date +%s); \
-	dvc repro && echo && python -m miaflow.workflow.summary --started $$started
+	python -m miaflow.workflow.start && MIAFLOW_SWEPT=1 dvc repro && echo && \
+	python -m miaflow.workflow.summary --started $$started
 
 test: setup
 	python -m pytest -p no:cacheprovider --durations=10
