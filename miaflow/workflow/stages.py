@@ -22,14 +22,16 @@ from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
+from miaflow.validation import audits as audit_files
 from miaflow.workflow.code import ADAPTER, ROOT, closure, files, imports_in
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
 # Where the workflow writes: artifacts under results/, run records (logs, timings) under records/.
 OUTPUT_ROOTS = ("results/", "records/")
-# What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit.
-USER_INPUTS = ("audit",)
+# What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit
+# (validation rejects a file there that no audit names: miaflow.validation.audits).
+USER_INPUTS = (str(audit_files.FOLDER),)
 # The params that select the effective config (the Snakefile applies the profile): a stage that
 # reads any section depends on them.
 SELECTORS = ("profile", "profiles")
