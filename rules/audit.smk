@@ -114,4 +114,4 @@ rule audit:
     log:
         "records/audit/logs/audit.log",
     script:
-        "../scripts/audit_report.py"
+        "../scripts/audit.py"

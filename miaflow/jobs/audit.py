@@ -103,10 +103,10 @@ def score_audit(*, splits: str | Path, signals: Paths, reference_signals: Paths,
                   options=options, seed=seed, fpr_levels=fpr_levels, confidence=confidence)
 
 
-def report_audits(*, metrics: Paths) -> None:
-    """Print each audit's best attacks (BEST of them) when the audit stage ends, as `make run`'s
-    summary prints each experiment's best: `snakemake audit` shows its result without a file
-    opened. Logged too, for the run records."""
+def audit(*, metrics: Paths) -> None:
+    """The stage's target (rule audit): print each audit's best attacks (BEST of them), as
+    `make run`'s summary prints each experiment's best, so that `snakemake audit` ends with its
+    result. Logged too, for the run records."""
     if not metrics:
         lines = ["No audits configured: see docs/audit.md (params.yaml, `audits`)."]
     else:

@@ -2,4 +2,4 @@
 from miaflow.jobs import audit
 from miaflow.jobs.adapter import run
 
-run(audit.report_audits, snakemake)
+run(audit.audit, snakemake)
