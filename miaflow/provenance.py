@@ -12,6 +12,13 @@ again rebuilds it and everything computed from it. `make verify` checks every re
 way, and also that the recorded inputs still hash as they did (an artifact not recomputed after
 its input changed is stale).
 
+Who checks what: the job checks what it reads, always (`check_inputs`); a run sweeps every
+artifact once before it starts (`remove_damaged`, called by miaflow.workflow.start for a
+Snakemake command that runs jobs, and by `make run` once before `dvc repro`, whose eight stage
+commands then skip it), so that damage is rebuilt in the same run even where no job reads it and
+where DVC, keying its hashes by size and modification time, sees no change; a command that runs
+no jobs (`snakemake -n`, `--summary`, ...) only names the damage (`damaged`) and changes nothing.
+
 The records live under `records/`, apart from the artifacts, so that they never change an
 artifact's hash; DVC versions them with the stage's other run records.
 """
