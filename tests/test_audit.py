@@ -322,7 +322,10 @@ def test_a_file_in_audit_that_no_audit_names_is_rejected_by_name(repo, tmp_path,
     import yaml
 
     from miaflow import config
+    from miaflow.validation.audits import FOLDER
+    from miaflow.workflow.stages import USER_INPUTS
 
+    assert USER_INPUTS == (str(FOLDER),)  # the folder validation checks is the stage's dep
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["datasets"] = {k: v for k, v in params["datasets"].items() if "path" not in v}
     monkeypatch.chdir(tmp_path)

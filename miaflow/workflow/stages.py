@@ -22,7 +22,6 @@ from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from miaflow.validation import audits as audit_files
 from miaflow.workflow.code import ADAPTER, ROOT, closure, files, imports_in
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
@@ -31,7 +30,7 @@ WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/mia
 OUTPUT_ROOTS = ("results/", "records/")
 # What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit
 # (validation rejects a file there that no audit names: miaflow.validation.audits).
-USER_INPUTS = (str(audit_files.FOLDER),)
+USER_INPUTS = ("audit",)
 # The params that select the effective config (the Snakefile applies the profile): a stage that
 # reads any section depends on them.
 SELECTORS = ("profile", "profiles")
