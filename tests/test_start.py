@@ -8,6 +8,8 @@ import ast
 import fcntl
 import inspect
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from test_workflow_e2e import run
 
 from miaflow import io
 from miaflow.workflow import resume, verify
-from miaflow.workflow.start import NON_EXECUTING, executes, start
+from miaflow.workflow.start import NON_EXECUTING, SWEPT, executes, start
 
 
 def test_every_branch_of_snakemakes_command_line_that_runs_no_jobs_is_known():
@@ -35,8 +37,9 @@ def test_every_branch_of_snakemakes_command_line_that_runs_no_jobs_is_known():
                   and isinstance(node.func.value, ast.Name)
                   and node.func.value.id in ("dag_api", "workflow_api")}
         if called and "execute_workflow" not in called:
-            tested |= {node.attr for node in ast.walk(branch.test) if isinstance(node, ast.Attribute)
-                       and isinstance(node.value, ast.Name) and node.value.id == "args"}
+            tested |= {node.attr for node in ast.walk(branch.test)
+                       if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                       and node.value.id == "args"}
     assert tested - {"report_after_run"} <= set(NON_EXECUTING)
     assert {"summary", "dag", "lint", "list_rules", "unlock"} <= tested  # the walk finds them
 
@@ -139,3 +142,14 @@ def test_commands_that_run_no_jobs_leave_a_damaged_run_as_it_is_and_a_run_rebuil
     for name in damaged:
         assert f"removed {name}, to be rebuilt" in said
     assert {name: io.file_hash(root / name) for name in damaged} == written
+
+
+def test_make_run_sweeps_once_then_tells_the_stage_commands(damaged: Path):
+    """`make run` runs this module, which removes the damage, then `dvc repro` with SWEPT."""
+    repo = Path(__file__).resolve().parents[1]
+    recipe = (repo / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert f"python -m miaflow.workflow.start && {SWEPT}=1 dvc repro" in recipe
+    result = subprocess.run([sys.executable, "-m", "miaflow.workflow.start"], capture_output=True,
+                            text=True, check=True, env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert result.stderr.startswith("removed results/first.bin, to be rebuilt")
+    assert not Path("results/first.bin").exists()
