@@ -24,10 +24,13 @@ $(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# The terminal shows each stage's progress and the summary; the full log is records/make-run.log.
+# Damaged artifacts are removed once, before `dvc repro`, whose stages then skip that sweep
+# (miaflow.workflow.start). The terminal shows each stage's progress and the summary; the full
+# log is records/make-run.log.
 run: setup
 	@started=$$(date +%s); \
-	python -m miaflow.workflow.quiet records/make-run.log -- dvc repro && echo && \
+	python -m miaflow.workflow.start && \
+	MIAFLOW_SWEPT=1 python -m miaflow.workflow.quiet records/make-run.log -- dvc repro && echo && \
 	python -m miaflow.workflow.summary --started $$started
 
 test: lint

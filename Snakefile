@@ -16,13 +16,13 @@ params.yaml is the config; it is validated here, before any job starts. Logic li
 `miaflow` package; rules stay thin.
 """
 
+import os
 import sys
 
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
-from miaflow.provenance import remove_damaged
-from miaflow.workflow.resume import claim_working_directory
+from miaflow.workflow.start import SWEPT, runs_jobs, start
 
 
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
@@ -35,13 +35,12 @@ report: "report/workflow.rst"
 # After a crash, the same command resumes: stale locks and temp files of dead runs are removed,
 # by the run's main process only (a cluster job parses this file again, beside the live run).
 # Artifacts that differ from their provenance records (bit rot, a truncated copy) are removed
-# too, so that this run rebuilds them and what was computed from them.
-if workflow.is_main_process and (leftovers := claim_working_directory()) is not None:
-    for leftover in leftovers:
-        print(f"removed what a dead run left: {leftover}", file=sys.stderr)
-    for damage in remove_damaged():
-        print(f"removed {damage.artifact}, to be rebuilt: {damage.path} {damage.reason}",
-              file=sys.stderr)
+# too, so that this run rebuilds them and what was computed from them; unless `make run` did so
+# before `dvc repro` (SWEPT). A command that runs no jobs (-n, --summary, --dag, --report, ...)
+# changes nothing: it only names the damage (miaflow.workflow.start).
+if workflow.is_main_process:
+    for said in start(runs_jobs(workflow), sweep=os.environ.get(SWEPT) != "1"):
+        print(said, file=sys.stderr)
 
 
 try:

@@ -12,6 +12,13 @@ again rebuilds it and everything computed from it. `make verify` checks every re
 way, and also that the recorded inputs still hash as they did (an artifact not recomputed after
 its input changed is stale).
 
+Who checks what: the job checks what it reads, always (`check_inputs`); a run sweeps every
+artifact once before it starts (`remove_damaged`, called by miaflow.workflow.start for a
+Snakemake command that runs jobs, and by `make run` once before `dvc repro`, whose eight stage
+commands then skip it), so that damage is rebuilt in the same run even where no job reads it and
+where DVC, keying its hashes by size and modification time, sees no change; a command that runs
+no jobs (`snakemake -n`, `--summary`, ...) only names the damage (`damaged`) and changes nothing.
+
 The records live under `records/`, apart from the artifacts, so that they never change an
 artifact's hash; DVC versions them with the stage's other run records.
 """
@@ -137,20 +144,17 @@ def scan(root: Path = Path(".")) -> tuple[dict[str, dict[str, Any]], list[Damage
     return records, damage
 
 
-def remove_damaged(root: Path = Path(".")) -> list[Damage]:
-    """Remove every artifact whose content differs from its record (an unreadable record goes
-    with its artifact), and every artifact computed from one of them, directly or not (their
-    records name their inputs), so that Snakemake, which rebuilds what its targets miss but not an
-    intermediate file whose consumers are present, rebuilds the whole chain in one run. Called by
-    the run's main process at start (Snakefile); it also catches bit rot that keeps sizes and
-    modification times, which Snakemake cannot see. Returns the damage, then the consumers."""
+def damaged(root: Path = Path(".")) -> list[Damage]:
+    """Every artifact whose content differs from its record (an unreadable record condemns its
+    artifact), then every artifact computed from one of them, directly or not (their records name
+    their inputs): what `remove_damaged` removes. Reads only."""
     records, damage = scan(root)
     consumers: dict[str, list[str]] = {}
     for artifact, record in records.items():
         for name in record["inputs"]:
             consumers.setdefault(name, []).append(artifact)
-    removed = list(damage)
-    todo = [found.artifact for found in damage]
+    found = list(damage)
+    todo = [bad.artifact for bad in damage]
     seen = set(todo)
     while todo:
         source = todo.pop()
@@ -158,7 +162,17 @@ def remove_damaged(root: Path = Path(".")) -> list[Damage]:
             if artifact not in seen:
                 seen.add(artifact)
                 todo.append(artifact)
-                removed.append(Damage(artifact, root / artifact, f"computed from {source}"))
+                found.append(Damage(artifact, root / artifact, f"computed from {source}"))
+    return found
+
+
+def remove_damaged(root: Path = Path(".")) -> list[Damage]:
+    """Remove what `damaged` finds, so that Snakemake, which rebuilds what its targets miss but
+    not an intermediate file whose consumers are present, rebuilds the whole chain in one run.
+    It also catches bit rot that keeps sizes and modification times, which Snakemake cannot see.
+    Called once before a run that executes jobs (miaflow.workflow.start). Returns the damage,
+    then the consumers."""
+    removed = damaged(root)
     for found in removed:
         if found.path.suffix == ".json" and found.path.is_relative_to(root / RECORDS):
             found.path.unlink(missing_ok=True)  # an unreadable record

@@ -101,10 +101,17 @@ rule score_audit:
 
 
 rule audit:
-    """Target of the audit stage (DVC stage `audit`)."""
+    """Target of the audit stage (DVC stage `audit`): prints each audit's best attacks. It has no
+    output, so it runs whenever it is asked for."""
     input:
         per_audit(AUDIT_SCORES),
-        per_audit(AUDIT_METRICS),
         per_audit(AUDIT_ROC),
         per_audit(AUDIT_RECORDS),
+        metrics=per_audit(AUDIT_METRICS),
     localrule: True
+    conda:
+        SOFTWARE
+    log:
+        "records/audit/logs/audit.log",
+    script:
+        "../scripts/audit.py"

@@ -314,3 +314,33 @@ def test_a_valid_audit_passes_validation(repo, tmp_path, monkeypatch):
     effective = config.validate(params)
     assert [a["experiment"].name for a in plan.audits(effective)] == ["mine/mine", "digits/mine_mlp"]
     assert ("digits", "mlp") in plan.trained(effective)  # its reference models are trained
+
+
+def test_a_file_in_audit_that_no_audit_names_is_rejected_by_name(repo, tmp_path, monkeypatch):
+    """DVC's stage audit depends on the folder audit/: a stray file would change dvc.lock. The
+    named files, their DVC pointer files, the folder's README and `dvc add`'s .gitignore pass."""
+    import yaml
+
+    from miaflow import config
+    from miaflow.validation.audits import FOLDER
+    from miaflow.workflow.stages import USER_INPUTS
+
+    assert USER_INPUTS == (str(FOLDER),)  # the folder validation checks is the stage's dep
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["datasets"] = {k: v for k, v in params["datasets"].items() if "path" not in v}
+    monkeypatch.chdir(tmp_path)
+    for name in ("outputs.parquet", "outputs.parquet.dvc", "membership.parquet",
+                 "membership.parquet.dvc", "README.md", ".gitignore", "scratch.csv",
+                 "old/outputs.parquet"):
+        (tmp_path / "audit" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "audit" / name).write_bytes(b"")
+    params["audits"] = [{"name": "mine", "outputs": "audit/outputs.parquet",
+                         "membership": "./audit/membership.parquet"}]
+    with pytest.raises(config.ConfigError) as caught:
+        config.validate(params)
+    named = [line.split(":")[0].strip(" -") for line in str(caught.value).splitlines()
+             if "no audit names this file" in line]
+    assert named == ["audit/old/outputs.parquet", "audit/scratch.csv"]
+    (tmp_path / "audit/scratch.csv").unlink()
+    (tmp_path / "audit/old/outputs.parquet").unlink()
+    config.validate(params)

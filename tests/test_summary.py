@@ -150,3 +150,35 @@ def test_an_unfinished_project_gets_a_summary_too(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"{tmp_path / 'results/metrics.parquet'} not found" in out
     assert "no run records" in out
+
+
+def test_the_top_attacks_of_each_experiment_best_first():
+    best = best_attacks(synthetic_metrics(), top=2)
+    assert [(row.target_model, row.attack) for row in best.itertuples()] == [
+        ("catboost", "rmia"), ("catboost", "loss"), ("mlp", "loss"), ("mlp", "rmia"),
+        ("cnn", "lira"), ("cnn", "loss"), ("gpt2", "mink")]  # an undefined AUROC is no rank
+
+
+def test_the_audit_stage_prints_each_audits_best_attacks(tmp_path: Path, capsys):
+    """`snakemake audit` ends with its result: each audit's best attacks, in the summary's
+    format, read from the audits' metrics files."""
+    from miaflow.jobs.audit import BEST, audit
+
+    metrics = pd.DataFrame(
+        metric_rows("sklearn_digits", "forest", "lira", [0.9]) +
+        [row for k, attack in enumerate(["loss", "entropy", "zlib"])
+         for row in metric_rows("sklearn_digits", "forest", attack, [0.6 + k / 100])] +
+        metric_rows("purchase", "mine", "loss", [0.55], tpr=0.02))
+    paths = []
+    for (dataset, name), table in metrics.groupby(["dataset", "target_model"]):
+        paths.append(tmp_path / f"results/audit/metrics/{dataset}/{name}.parquet")
+        io.write_parquet(paths[-1], table)
+    audit(metrics=[str(path) for path in paths])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("Best attacks of each audit")
+    assert [line.split()[:2] for line in printed[1:]] == [
+        ["purchase/mine", "loss"], ["sklearn_digits/forest", "lira"],
+        ["sklearn_digits/forest", "zlib"], ["sklearn_digits/forest", "entropy"]]
+    assert BEST == 3 and "AUROC 0.900, TPR@1%FPR 0.050  (over 1 target model)" in printed[2]
+    audit(metrics=[])
+    assert capsys.readouterr().out.startswith("No audits configured")

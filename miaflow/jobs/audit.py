@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, compute_session, read_splits
 from miaflow.splits import Splits, role_of
+from miaflow.workflow.summary import best_lines
 from miaflow.workflow.plan import Experiment
 
 log = logging.getLogger(__name__)
+BEST = 3  # the attacks `snakemake audit` prints for each audit
 
 
 def _accuracy_records(audit: Experiment, splits: Splits, labels: np.ndarray,
@@ -98,3 +101,19 @@ def score_audit(*, splits: str | Path, signals: Paths, reference_signals: Paths,
     score_attacks(splits=splits, signals=signals, reference_signals=reference_signals, scores=scores,
                   timings=timings, metrics=metrics, roc=roc, experiment=audit, attacks=runnable,
                   options=options, seed=seed, fpr_levels=fpr_levels, confidence=confidence)
+
+
+def audit(*, metrics: Paths) -> None:
+    """The stage's target (rule audit): print each audit's best attacks (BEST of them), as
+    `make run`'s summary prints each experiment's best, so that `snakemake audit` ends with its
+    result. Logged too, for the run records."""
+    if not metrics:
+        lines = ["No audits configured: see docs/audit.md (params.yaml, `audits`)."]
+    else:
+        table = pd.concat([io.read_parquet(path) for path in metrics], ignore_index=True)
+        lines = [f"Best attacks of each audit (mean AUROC ± std over its target models; every "
+                 f"attack: {Path(metrics[0]).parents[1]}/):",
+                 *best_lines(table, top=BEST)]
+    for line in lines:
+        log.info("%s", line)
+    print("\n".join(lines), flush=True)

@@ -1,5 +1,11 @@
 """Section `audits`: audits of models trained elsewhere (`miaflow.audit`), each with one kind of
-input whose files exist, as `miaflow.workflow.plan.audits` reads them."""
+input whose files exist, as `miaflow.workflow.plan.audits` reads them; and no file in audit/ that
+no audit names.
+
+DVC's stage `audit` depends on the folder audit/ as a whole (miaflow.workflow.stages), so that
+adding, editing or removing an audit's file reruns it. A stray file there (a scratch copy, an
+editor's backup) would change the folder's hash in dvc.lock, and a reviewer's clone, which lacks
+it, would report changed deps; so validation names it and stops the run."""
 
 from __future__ import annotations
 
@@ -9,6 +15,10 @@ from typing import Any
 
 from miaflow.models.kinds import KINDS
 
+FOLDER = Path("audit")  # the users' audit files (docs/audit.md)
+# The folder's own files: its guide, and the ignore list that `dvc add` writes there.
+KEPT = ("README.md", ".gitignore")
+FILE_KEYS = ("outputs", "membership", "checkpoint", "members")  # the keys that name a file
 # The keys of each kind of input; an audit gives the first key of exactly one kind.
 AUDIT_KINDS = {"outputs": ("outputs", "membership"),
                "checkpoint": ("checkpoint", "arch", "dataset", "members")}
@@ -37,7 +47,7 @@ def problems(config: Mapping[str, Any]) -> list[str]:
                      for key in keys if key not in audit]
         problems += [f"{where}.{key}: only an audit of a checkpoint takes it"
                      for key in sorted(other) if key in audit]
-        for key in ("outputs", "membership", "checkpoint", "members"):
+        for key in FILE_KEYS:
             if key in audit and not Path(audit[key]).is_file():
                 problems.append(f"{where}.{key}: {audit[key]} not found (working directory "
                                 f"{Path.cwd()})")
@@ -56,4 +66,18 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         elif not KINDS[arch["kind"]].torch:
             problems.append(f"{where}.arch: checkpoints of kind {arch['kind']!r} are not supported "
                             "(a torch state dict is); bring the model's outputs instead")
+    problems += [f"{path}: no audit names this file, but DVC's stage audit depends on every file "
+                 f"in {FOLDER}/ (dvc.lock would change, and a clone without it reports changed "
+                 f"deps): delete it, move it out of {FOLDER}/ or name it in an audit"
+                 for path in strays(audits(config))]
     return problems
+
+
+def strays(audits: list[dict[str, Any]]) -> list[Path]:
+    """The files in FOLDER that no audit names: neither a named file, nor its DVC pointer file
+    (`<file>.dvc`), nor one of KEPT."""
+    named = {Path(audit[key]).resolve() for audit in audits for key in FILE_KEYS if key in audit}
+    expected = {*named, *(path.with_name(f"{path.name}.dvc") for path in named),
+                *((FOLDER / name).resolve() for name in KEPT)}
+    return [path for path in sorted(FOLDER.rglob("*"))
+            if path.is_file() and path.resolve() not in expected]

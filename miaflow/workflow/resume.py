@@ -49,6 +49,22 @@ def claim_working_directory(root: str | os.PathLike = ".") -> list[Path] | None:
     return stale_leftovers(root, remove=True)
 
 
+def no_run_alive(root: str | os.PathLike = ".") -> bool:
+    """Whether no live process holds the run lock of `root` (this one included), checked by taking
+    and releasing it: for a command that reads the working directory but must not claim it."""
+    lock = Path(root) / RUN_LOCK
+    if not lock.exists():
+        return True
+    descriptor = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(descriptor)  # closing releases the lock
+    return True
+
+
 def stale_leftovers(root: str | os.PathLike = ".", *, remove: bool = False) -> list[Path]:
     """Snakemake lock files and atomic writers' temporary files under `root`; removed if asked
     (only the holder of the run lock may ask)."""

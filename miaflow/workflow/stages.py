@@ -28,7 +28,8 @@ STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", 
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
 # Where the workflow writes: artifacts under results/, run records (logs, timings) under records/.
 OUTPUT_ROOTS = ("results/", "records/")
-# What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit.
+# What users bring: the files of audits of their own models (docs/audit.md), a dep of stage audit
+# (validation rejects a file there that no audit names: miaflow.validation.audits).
 USER_INPUTS = ("audit",)
 # The params that select the effective config (the Snakefile applies the profile): a stage that
 # reads any section depends on them.

@@ -48,12 +48,13 @@ def tpr_label(name: str) -> str:
     return f"TPR@{TPR_NAME.fullmatch(name)[1]}%FPR"
 
 
-def best_attacks(metrics: pd.DataFrame) -> pd.DataFrame:
+def best_attacks(metrics: pd.DataFrame, top: int = 1) -> pd.DataFrame:
     """Per experiment (dataset and target model, as the tables name it: `catboost` and
-    `catboost_ref_lr` are two experiments), the attack with the highest mean AUROC over its
-    target models (repeats); ties to the first name. Columns dataset, target_model, attack, auroc,
-    auroc_std (ddof 1, NaN for one target model), tpr_metric, tpr (its mean, NaN if absent),
-    target_models. Grouping by dataset alone would average different experiments together."""
+    `catboost_ref_lr` are two experiments), the `top` attacks with the highest mean AUROC over
+    its target models (repeats), best first; ties to the first name. Columns dataset,
+    target_model, attack, auroc, auroc_std (ddof 1, NaN for one target model), tpr_metric, tpr
+    (its mean, NaN if absent), target_models. Grouping by dataset alone would average different
+    experiments together."""
     experiment = ["dataset", "target_model"]
     auroc = metrics[metrics["metric"] == "auroc"]
     per_attack = (auroc.groupby([*experiment, "attack"])
@@ -62,7 +63,7 @@ def best_attacks(metrics: pd.DataFrame) -> pd.DataFrame:
                   .reset_index())
     ranked = per_attack.sort_values([*experiment, "auroc", "attack"],
                                     ascending=[True, True, False, True])
-    best = ranked.dropna(subset=["auroc"]).groupby(experiment, sort=True).head(1)
+    best = ranked.dropna(subset=["auroc"]).groupby(experiment, sort=True).head(top)
     tpr_metric = low_fpr_metric(set(metrics["metric"]))
     if tpr_metric is None:
         return best.assign(tpr_metric=None, tpr=float("nan")).reset_index(drop=True)
@@ -114,12 +115,20 @@ def _best_lines(root: Path) -> list[str]:
     if not (root / METRICS).is_file():
         return [f"Best attacks: {root / METRICS} not found (the report stage has not run)."]
     columns = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
-    best = best_attacks(io.read_parquet(root / METRICS, columns=columns))
+    return ["Best attack per experiment (mean AUROC ± std over its target models, as in "
+            f"{root / HEADLINE_TABLE}):",
+            *best_lines(io.read_parquet(root / METRICS, columns=columns))]
+
+
+def best_lines(metrics: pd.DataFrame, top: int = 1) -> list[str]:
+    """A line for each of the `top` best attacks of every experiment in `metrics` (long format,
+    as results/metrics.parquet): `  <dataset>/<target model>  <attack>  AUROC <mean> ± <std>,
+    TPR@1%FPR <mean>  (over <n> target models)`, in aligned columns."""
+    best = best_attacks(metrics, top)
     names = [f"{row.dataset}/{row.target_model}" for row in best.itertuples()]
-    lines = ["Best attack per experiment (mean AUROC ± std over its target models, as in "
-             f"{root / HEADLINE_TABLE}):"]
     width = {"name": max(map(len, names), default=0),
              "attack": max(map(len, best["attack"]), default=0)}
+    lines = []
     for name, row in zip(names, best.itertuples()):
         spread = "" if pd.isna(row.auroc_std) else f" ± {row.auroc_std:.3f}"
         tpr = "" if pd.isna(row.tpr) else f", {tpr_label(row.tpr_metric)} {row.tpr:.3f}"

@@ -1,0 +1,109 @@
+"""What a Snakemake command of this workflow does before it builds its DAG: only a command that
+runs jobs changes the working directory.
+
+Every Snakemake command parses the Snakefile: a run, but also `-n`, `--summary`,
+`--detailed-summary`, `--report`, `--lint`, `--list-*`, `--dag`, `--rulegraph`, ... A command that
+runs jobs first resumes after a crash (miaflow.workflow.resume) and removes every artifact that
+differs from its provenance record, with what was computed from it
+(miaflow.provenance.remove_damaged), so that it rebuilds them. A command that runs none changes
+nothing under results/ or records/: it names the damage it finds, which the next run rebuilds.
+
+Snakemake 9 parses the Snakefile before it picks the executor, so at parse time the `workflow`
+object cannot tell: `workflow.dryrun` (a property of the executor) is always False then, and only
+`-n` shows, in `workflow.output_settings.dryrun`; `--summary`, `--dag` and the like are branches
+of the command line's dispatch (`snakemake.cli.args_to_api`), taken after the parse. So
+`runs_jobs` reads the parsed command line from that function's frame and follows its branches
+(NON_EXECUTING; tests/test_start.py checks it against the installed Snakemake). A workflow parsed
+through Snakemake's Python API, not its command line, counts as running no jobs: it changes
+nothing here, and each job still checks what it reads (miaflow.provenance.check_inputs).
+
+`make run` sweeps once (`python -m miaflow.workflow.start`), before `dvc repro`, then sets SWEPT
+for the stages' commands (one Snakemake command per stage), which then skip the sweep: the
+artifacts are hashed once per run, not once per stage. The sweep before `dvc repro` is also what
+makes `make run` see damage that keeps a file's size and modification time: DVC, which keys its
+hashes by them, would run no stage at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from miaflow.provenance import Damage, damaged, remove_damaged
+from miaflow.workflow.resume import claim_working_directory, no_run_alive
+
+# Set (to 1) by `make run` after its sweep: the Snakemake commands of `dvc repro` skip theirs.
+SWEPT = "MIAFLOW_SWEPT"
+# The options of `snakemake` that make it do something other than run jobs, as attributes of
+# its parsed command line: the branches of snakemake.cli.args_to_api, -n and --touch.
+NON_EXECUTING = (
+    "dryrun", "touch", "lint", "list_target_rules", "list_rules", "print_compilation",
+    "containerize", "reporter", "generate_unit_tests", "dag", "rulegraph", "filegraph", "d3dag",
+    "unlock", "cleanup_metadata", "conda_cleanup_envs", "conda_create_envs_only",
+    "list_conda_envs", "cleanup_shadow", "container_cleanup_images", "list_changes",
+    "list_input_changes", "list_params_changes", "list_untracked", "summary",
+    "detailed_summary", "archive", "delete_all_output", "delete_temp_output",
+)
+
+
+def command_line() -> argparse.Namespace | None:
+    """The parsed command line of the `snakemake` command parsing the workflow (its profile
+    applied); None for a workflow parsed through the Python API."""
+    from snakemake import cli
+
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is cli.args_to_api.__code__:
+            return frame.f_locals["args"]
+        frame = frame.f_back
+    return None
+
+
+def executes(args: argparse.Namespace) -> bool:
+    """Whether a `snakemake` command line runs jobs (`--report` after a run does)."""
+    chosen = {name for name in NON_EXECUTING if getattr(args, name) not in (None, False)}
+    if args.report_after_run:
+        chosen.discard("reporter")
+    return not chosen
+
+
+def runs_jobs(workflow: Any) -> bool:
+    """Whether the Snakemake command parsing the workflow is a run's main process that runs jobs
+    (`workflow`: the Snakefile's)."""
+    if not workflow.is_main_process or workflow.output_settings.dryrun:
+        return False
+    args = command_line()
+    return args is not None and executes(args)
+
+
+def start(runs: bool, sweep: bool = True, root: Path = Path(".")) -> list[str]:
+    """Prepare the working directory for a command, and say what was done or found.
+
+    A command that runs jobs claims the working directory (None from the claim: another run is
+    alive, and nothing is touched), removes what dead runs left and, if asked to `sweep`, the
+    damaged artifacts. Any other command, if no run is alive, only names the damage."""
+    if not runs:
+        if not no_run_alive(root):
+            return []  # a live run's records and artifacts are changing under us
+        return [f"warning: {found.artifact} is to be rebuilt (a run removes it; this command "
+                f"changes nothing): {_why(found)}" for found in damaged(root)]
+    leftovers = claim_working_directory(root)
+    if leftovers is None:
+        return []
+    said = [f"removed what a dead run left: {leftover}" for leftover in leftovers]
+    if sweep:
+        said += [f"removed {found.artifact}, to be rebuilt: {_why(found)}"
+                 for found in remove_damaged(root)]
+    return said
+
+
+def _why(found: Damage) -> str:
+    return f"{found.path} {found.reason}"
+
+
+if __name__ == "__main__":  # `make run`, before `dvc repro`
+    for line in start(runs=True):
+        print(line, file=sys.stderr)
