@@ -30,8 +30,11 @@ class Signals(dict):
         confidence = 1 / (1 + np.exp(-phi))
         probs = np.stack([confidence, 1 - confidence], axis=-1).clip(1e-12)
         super().__init__(
-            phi=phi, confidence=confidence, loss=-np.log(confidence.clip(1e-12)),
-            correct=(confidence > 0.5).astype(np.float64), entropy=-(probs * np.log(probs)).sum(-1),
+            phi=phi,
+            confidence=confidence,
+            loss=-np.log(confidence.clip(1e-12)),
+            correct=(confidence > 0.5).astype(np.float64),
+            entropy=-(probs * np.log(probs)).sum(-1),
             mentr=-2 * (1 - confidence) * np.log(confidence.clip(1e-12)),  # binary modified entropy
             margin=2 * phi,
         )
@@ -42,7 +45,9 @@ class Signals(dict):
         return self[name]
 
 
-def synthetic_inputs(n: int, n_models: int, generator: np.random.Generator) -> tuple[AttackInputs, np.ndarray]:
+def synthetic_inputs(
+    n: int, n_models: int, generator: np.random.Generator
+) -> tuple[AttackInputs, np.ndarray]:
     def pool() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         difficulty = generator.normal(size=n)
         draws = generator.random((n_models // 2, n)) < 0.5
@@ -57,9 +62,13 @@ def synthetic_inputs(n: int, n_models: int, generator: np.random.Generator) -> t
     aux_difficulty, aux_keep, aux_phi = pool()
     target_aux = aux_difficulty + generator.normal(scale=0.7, size=n)
     inputs = AttackInputs(
-        target=Signals(target, generator), reference=Signals(phi, generator), reference_keep=keep,
-        target_on_population=Signals(target_aux, generator), population=Signals(aux_phi, generator),
-        population_keep=aux_keep, options={},
+        target=Signals(target, generator),
+        reference=Signals(phi, generator),
+        reference_keep=keep,
+        target_on_population=Signals(target_aux, generator),
+        population=Signals(aux_phi, generator),
+        population_keep=aux_keep,
+        options={},
     )
     return inputs, is_member
 
@@ -69,7 +78,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=50_000)
-    parser.add_argument("--references", type=int, default=16, help="reference (and population) models; even")
+    parser.add_argument(
+        "--references", type=int, default=16, help="reference (and population) models; even"
+    )
     args = parser.parse_args()
     inputs, is_member = synthetic_inputs(args.samples, args.references, np.random.default_rng(0))
 

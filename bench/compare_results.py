@@ -25,7 +25,10 @@ RUN_RECORDS = ("/logs/", "/benchmarks/", "/tables/cost.", "/tables/families.")
 V1_LAYOUT = [
     (r"^results/train/queries/(transfer|qrm|ref)/", r"results/queries/\1/"),
     (r"^results/train/queries/(\w+)/queries\.parquet$", r"results/queries/sets/\1.parquet"),
-    (r"^results/train/queries/(\w+)/(\w+)/outputs\.parquet$", r"results/queries/outputs/\1/\2.parquet"),
+    (
+        r"^results/train/queries/(\w+)/(\w+)/outputs\.parquet$",
+        r"results/queries/outputs/\1/\2.parquet",
+    ),
     (r"^results/train/queries/(\w+)/(\w+)/hsj\.parquet$", r"results/queries/hsj/\1/\2.parquet"),
     (r"^results/evaluate/(models|tests)\.parquet$", r"results/report/\1.parquet"),
 ]
@@ -60,16 +63,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path)
-    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="current",
-                        help="layout of the old run's results")
+    parser.add_argument(
+        "--layout",
+        choices=sorted(LAYOUTS),
+        default="current",
+        help="layout of the old run's results",
+    )
     args = parser.parse_args()
     old = digests(args.old, LAYOUTS[args.layout])
     new = digests(args.new)
     differ = sorted(k for k in old.keys() & new.keys() if old[k] != new[k])
     only_old, only_new = sorted(old.keys() - new.keys()), sorted(new.keys() - old.keys())
     same = len(old.keys() & new.keys()) - len(differ)
-    print(f"{same} of {len(old.keys() | new.keys())} artifacts byte-identical "
-          f"({len(old)} old, {len(new)} new; logs, benchmark files, cost and families tables left out)")
+    print(
+        f"{same} of {len(old.keys() | new.keys())} artifacts byte-identical "
+        f"({len(old)} old, {len(new)} new; logs, benchmark files, cost and families tables left out)"
+    )
     for label, paths in [("differ", differ), ("only in old", only_old), ("only in new", only_new)]:
         for path in paths:
             print(f"{label}: {path}")

@@ -39,13 +39,20 @@ def opacus_head(x: np.ndarray, y: np.ndarray, recipe: HeadRecipe, epochs: int, s
     head = torch.nn.Linear(x.shape[1], int(y.max()) + 1)
     torch.nn.init.zeros_(head.weight)
     torch.nn.init.zeros_(head.bias)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
-                                         batch_size=recipe.batch_size)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+        batch_size=recipe.batch_size,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         module, optimizer, loader = PrivacyEngine().make_private(
-            module=head, optimizer=torch.optim.Adam(head.parameters(), lr=recipe.lr), data_loader=loader,
-            noise_multiplier=recipe.noise_multiplier, max_grad_norm=recipe.clip_norm, poisson_sampling=True)
+            module=head,
+            optimizer=torch.optim.Adam(head.parameters(), lr=recipe.lr),
+            data_loader=loader,
+            noise_multiplier=recipe.noise_multiplier,
+            max_grad_norm=recipe.clip_norm,
+            poisson_sampling=True,
+        )
         for _ in range(epochs):
             for features, labels in loader:
                 if len(labels) == 0:
@@ -56,7 +63,9 @@ def opacus_head(x: np.ndarray, y: np.ndarray, recipe: HeadRecipe, epochs: int, s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--heads", type=int, default=65)
     parser.add_argument("--splits", type=int, default=16)
     parser.add_argument("--trials", type=int, default=20)
@@ -73,27 +82,55 @@ def main() -> None:
     seeds = list(range(args.heads))
 
     plain = HeadRecipe(batch_size=32, lr=1e-3)
-    batched = timed(lambda: fit_heads(x, y, classes, sets, [plain] * args.heads, args.epochs, seeds))
-    alone = timed(lambda: [fit_heads(x, y, classes, [s], [plain], args.epochs, [k]) for k, s in enumerate(sets)])
-    print(f"grid column, {args.heads} heads, {args.epochs} epochs: batched {batched:.2f} s, one by one "
-          f"{alone:.2f} s, speedup {alone / batched:.1f}x")
+    batched = timed(
+        lambda: fit_heads(x, y, classes, sets, [plain] * args.heads, args.epochs, seeds)
+    )
+    alone = timed(
+        lambda: [
+            fit_heads(x, y, classes, [s], [plain], args.epochs, [k]) for k, s in enumerate(sets)
+        ]
+    )
+    print(
+        f"grid column, {args.heads} heads, {args.epochs} epochs: batched {batched:.2f} s, one by one "
+        f"{alone:.2f} s, speedup {alone / batched:.1f}x"
+    )
 
     private = HeadRecipe(batch_size=32, lr=1e-3, clip_norm=1.0, noise_multiplier=1.5)
-    dp_batched = timed(lambda: fit_heads(x, y, classes, sets, [private] * args.heads, args.epochs, seeds))
+    dp_batched = timed(
+        lambda: fit_heads(x, y, classes, sets, [private] * args.heads, args.epochs, seeds)
+    )
     probes = min(4, args.heads)
-    dp_opacus = timed(lambda: [opacus_head(x[s], y[s], private, args.epochs, k)
-                               for k, s in enumerate(sets[:probes])]) / probes
+    dp_opacus = (
+        timed(
+            lambda: [
+                opacus_head(x[s], y[s], private, args.epochs, k)
+                for k, s in enumerate(sets[:probes])
+            ]
+        )
+        / probes
+    )
     per_head = dp_batched / args.heads
-    print(f"DP-Adam ({batches_per_epoch(len(sets[0]), 32)} batches per epoch): batched {per_head:.3f} s per head "
-          f"(column {dp_batched:.2f} s), Opacus {dp_opacus:.3f} s per head, speedup {dp_opacus / per_head:.1f}x")
+    print(
+        f"DP-Adam ({batches_per_epoch(len(sets[0]), 32)} batches per epoch): batched {per_head:.3f} s per head "
+        f"(column {dp_batched:.2f} s), Opacus {dp_opacus:.3f} s per head, speedup {dp_opacus / per_head:.1f}x"
+    )
 
-    space = {"trials": args.trials, "epochs": args.epochs, "sampler": "tpe", "val_ratio": 0.3,
-             "batch_size": [10, 1000], "lr": [1e-7, 1e-2], "clip_norm": [0.2, 10.0]}
-    splits = sets[:args.splits]
+    space = {
+        "trials": args.trials,
+        "epochs": args.epochs,
+        "sampler": "tpe",
+        "val_ratio": 0.3,
+        "batch_size": [10, 1000],
+        "lr": [1e-7, 1e-2],
+        "clip_norm": [0.2, 10.0],
+    }
+    splits = sets[: args.splits]
     together = timed(lambda: tune(x, y, classes, splits, space, list(range(len(splits)))))
     apart = timed(lambda: [tune(x, y, classes, [s], space, [k]) for k, s in enumerate(splits)])
-    print(f"HPO, {len(splits)} splits x {args.trials} trials: batched {together:.2f} s, one split at a time "
-          f"{apart:.2f} s, speedup {apart / together:.1f}x")
+    print(
+        f"HPO, {len(splits)} splits x {args.trials} trials: batched {together:.2f} s, one split at a time "
+        f"{apart:.2f} s, speedup {apart / together:.1f}x"
+    )
 
 
 if __name__ == "__main__":

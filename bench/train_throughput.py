@@ -34,10 +34,24 @@ from miaflow.splits import make_splits  # noqa: E402
 from miaflow.workflow.plan import experiments  # noqa: E402
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
-TDDBENCH_MLP = {"kind": "mlp", "hidden": [512, 256, 128, 64], "activation": "tanh", "optimizer": "adam",
-                "lr": 0.001, "weight_decay": 0.0, "batch_size": 256, "patience": 0}
-TORCH_LR = {"kind": "torch_lr", "optimizer": "adam", "lr": 0.01, "weight_decay": 0.0, "batch_size": 256,
-            "patience": 0}
+TDDBENCH_MLP = {
+    "kind": "mlp",
+    "hidden": [512, 256, 128, 64],
+    "activation": "tanh",
+    "optimizer": "adam",
+    "lr": 0.001,
+    "weight_decay": 0.0,
+    "batch_size": 256,
+    "patience": 0,
+}
+TORCH_LR = {
+    "kind": "torch_lr",
+    "optimizer": "adam",
+    "lr": 0.01,
+    "weight_decay": 0.0,
+    "batch_size": 256,
+    "patience": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -50,8 +64,11 @@ class Problem:
 PROBLEMS = {
     "purchase-mlp": Problem(TDDBENCH_MLP, (600,), 100),  # TDDBench MLP on a Purchase-sized problem
     "lr": Problem(TORCH_LR, (600,), 100),
-    "default-mlp": Problem(PARAMS["architectures"]["mlp"], (PARAMS["datasets"]["purchase"]["n_features"],),
-                           PARAMS["datasets"]["purchase"]["n_classes"]),
+    "default-mlp": Problem(
+        PARAMS["architectures"]["mlp"],
+        (PARAMS["datasets"]["purchase"]["n_features"],),
+        PARAMS["datasets"]["purchase"]["n_classes"],
+    ),
     "default-cnn": Problem(PARAMS["architectures"]["cnn"], (1, 8, 8), 10),  # sklearn digits
 }
 
@@ -65,7 +82,7 @@ def matmul_peak(size: int = 2048, repeats: int = 5) -> tuple[float, float]:
         a @ b
         best = min(best, time.perf_counter() - started)
         best_cpu = min(best_cpu, (time.process_time() - cpu_started) / torch.get_num_threads())
-    return 2 * size ** 3 / best / 1e9, 2 * size ** 3 / best_cpu / 1e9
+    return 2 * size**3 / best / 1e9, 2 * size**3 / best_cpu / 1e9
 
 
 def forward_flops(problem: Problem) -> int:
@@ -79,18 +96,26 @@ def forward_flops(problem: Problem) -> int:
     return counter.get_total_flops()
 
 
-def shard_flops(problem: Problem, arch: dict[str, Any], train: list[np.ndarray], heldout: list[np.ndarray]) -> float:
+def shard_flops(
+    problem: Problem, arch: dict[str, Any], train: list[np.ndarray], heldout: list[np.ndarray]
+) -> float:
     """Training steps (3 forwards) over every epoch, plus the held-out forwards at report epochs."""
     epochs = arch["epochs"]
     every = max(1, epochs // 5)
-    evaluations = sum(1 for e in range(1, epochs + 1) if arch["patience"] or e % every == 0 or e == epochs)
+    evaluations = sum(
+        1 for e in range(1, epochs + 1) if arch["patience"] or e % every == 0 or e == epochs
+    )
     samples = 3 * epochs * sum(map(len, train)) + evaluations * sum(map(len, heldout))
     return forward_flops(problem) * samples
 
 
-def shard_indices(n_samples: int, n_models: int) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
+def shard_indices(
+    n_samples: int, n_models: int
+) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
     """Each model's training and held-out sample indices (the workflow's splits) and its id."""
-    splits = make_splits(n_samples, seed=0, dataset="bench", repeats=n_models, n_reference=0, n_population=0)
+    splits = make_splits(
+        n_samples, seed=0, dataset="bench", repeats=n_models, n_reference=0, n_population=0
+    )
     train = [np.flatnonzero(splits.members(m)) for m in splits.model_ids]
     heldout = [np.flatnonzero(splits.in_target_pool & ~splits.members(m)) for m in splits.model_ids]
     return train, heldout, list(splits.model_ids)
@@ -101,7 +126,9 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run(problem: Problem, n_models: int, n_samples: int, epochs: int, device: str = "cpu") -> dict[str, Any]:
+def run(
+    problem: Problem, n_models: int, n_samples: int, epochs: int, device: str = "cpu"
+) -> dict[str, Any]:
     """The shard trained as one ensemble and one model after another, both on `device` (the
     per-model trainer uses `torch_device()`, so pass that). GFLOP/s by wall time and by
     the process's CPU time (divided by the thread count: a shared machine's waits drop out);
@@ -118,49 +145,87 @@ def run(problem: Problem, n_models: int, n_samples: int, epochs: int, device: st
     peak_before = matmul_peak() if device == "cpu" else (float("nan"),) * 2
     synchronize(device)
     started, cpu_started = time.perf_counter(), time.process_time()
-    fitted = ensemble.fit_ensemble(arch, features, labels, train, heldout, problem.n_classes, seeds,
-                                   model_ids, device=device)
+    fitted = ensemble.fit_ensemble(
+        arch, features, labels, train, heldout, problem.n_classes, seeds, model_ids, device=device
+    )
     synchronize(device)
-    batched, batched_cpu = time.perf_counter() - started, (time.process_time() - cpu_started) / threads
+    batched, batched_cpu = (
+        time.perf_counter() - started,
+        (time.process_time() - cpu_started) / threads,
+    )
     started, cpu_started = time.perf_counter(), time.process_time()
     for m, model_id in enumerate(model_ids):
-        training._fit_torch(arch, features[train[m]], labels[train[m]], features[heldout[m]],
-                            labels[heldout[m]], problem.n_classes, seeds[m], 1, model_id)
+        training._fit_torch(
+            arch,
+            features[train[m]],
+            labels[train[m]],
+            features[heldout[m]],
+            labels[heldout[m]],
+            problem.n_classes,
+            seeds[m],
+            1,
+            model_id,
+        )
     synchronize(device)
     loop, loop_cpu = time.perf_counter() - started, (time.process_time() - cpu_started) / threads
     peak_after = matmul_peak() if device == "cpu" else peak_before
     peak, peak_cpu = max(peak_before[0], peak_after[0]), max(peak_before[1], peak_after[1])
     flops = shard_flops(problem, arch, train, heldout)
-    return {"peak": peak, "peak_cpu": peak_cpu, "batched": flops / batched / 1e9, "loop": flops / loop / 1e9,
-            "batched_cpu": flops / batched_cpu / 1e9, "loop_cpu": flops / loop_cpu / 1e9,
-            "batched_s": batched, "loop_s": loop, "refused": fitted is None}
+    return {
+        "peak": peak,
+        "peak_cpu": peak_cpu,
+        "batched": flops / batched / 1e9,
+        "loop": flops / loop / 1e9,
+        "batched_cpu": flops / batched_cpu / 1e9,
+        "loop_cpu": flops / loop_cpu / 1e9,
+        "batched_s": batched,
+        "loop_s": loop,
+        "refused": fitted is None,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=16, help="models in the shard")
-    parser.add_argument("--samples", type=int, default=4000, help="dataset size (each model trains on ~1/4)")
-    parser.add_argument("--epochs", type=int, default=30,
-                        help="epochs per model: the default's MLP and torch_lr recipes (its CNN's: 40); "
-                             "a shard's fixed set-up weighs on short runs (3 epochs measured 5-10 points of peak lower)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the workflow's training.threads)")
+    parser.add_argument(
+        "--samples", type=int, default=4000, help="dataset size (each model trains on ~1/4)"
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=30,
+        help="epochs per model: the default's MLP and torch_lr recipes (its CNN's: 40); "
+        "a shard's fixed set-up weighs on short runs (3 epochs measured 5-10 points of peak lower)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (the workflow's training.threads)"
+    )
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    print(f"{args.models} models, {args.samples} samples, {args.epochs} epochs, {args.threads} thread(s); "
-          f"default experiments: {experiments(PARAMS)}")
-    print("% peak: by wall time; cpu % peak: training and peak by process CPU time / threads "
-          "(waits for a shared CPU drop out)")
-    print(f"{'problem':<13} {'peak GF/s':>9} {'batched GF/s':>12} {'% peak':>7} {'cpu % peak':>10} "
-          f"{'loop GF/s':>9} {'% peak':>7} {'cpu % peak':>10} {'speedup':>7} {'batched s':>9} {'loop s':>7}")
+    print(
+        f"{args.models} models, {args.samples} samples, {args.epochs} epochs, {args.threads} thread(s); "
+        f"default experiments: {experiments(PARAMS)}"
+    )
+    print(
+        "% peak: by wall time; cpu % peak: training and peak by process CPU time / threads "
+        "(waits for a shared CPU drop out)"
+    )
+    print(
+        f"{'problem':<13} {'peak GF/s':>9} {'batched GF/s':>12} {'% peak':>7} {'cpu % peak':>10} "
+        f"{'loop GF/s':>9} {'% peak':>7} {'cpu % peak':>10} {'speedup':>7} {'batched s':>9} {'loop s':>7}"
+    )
     for name in args.problems:
         r = run(PROBLEMS[name], args.models, args.samples, args.epochs)
-        print(f"{name:<13} {r['peak']:9.1f} {r['batched']:12.1f} {r['batched'] / r['peak']:7.1%} "
-              f"{r['batched_cpu'] / r['peak_cpu']:10.1%} {r['loop']:9.1f} {r['loop'] / r['peak']:7.1%} "
-              f"{r['loop_cpu'] / r['peak_cpu']:10.1%} {r['batched'] / r['loop']:6.1f}x "
-              f"{r['batched_s']:9.2f} {r['loop_s']:7.2f}", flush=True)
+        print(
+            f"{name:<13} {r['peak']:9.1f} {r['batched']:12.1f} {r['batched'] / r['peak']:7.1%} "
+            f"{r['batched_cpu'] / r['peak_cpu']:10.1%} {r['loop']:9.1f} {r['loop'] / r['peak']:7.1%} "
+            f"{r['loop_cpu'] / r['peak_cpu']:10.1%} {r['batched'] / r['loop']:6.1f}x "
+            f"{r['batched_s']:9.2f} {r['loop_s']:7.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -66,14 +66,14 @@ atexit.register(_record)
 
 # Replays one job's imports in a fresh interpreter, in the job's order; modules that cannot be
 # imported by name (made at run time, or gone by exit) are skipped.
-FLOOR_SCRIPT = '''\
+FLOOR_SCRIPT = """\
 import importlib
 for name in {modules!r}:
     try:
         importlib.import_module(name)
     except BaseException:
         pass
-'''
+"""
 
 
 def environment(root: Path, hook: bool = False) -> dict[str, str]:
@@ -81,8 +81,11 @@ def environment(root: Path, hook: bool = False) -> dict[str, str]:
     recording sitecustomize before both."""
     bin_dir = str(Path(sys.executable).parent)
     path = [str(root / HOOK_DIR)] if hook else []
-    return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                PYTHONPATH=os.pathsep.join([*path, str(root)]))
+    return dict(
+        os.environ,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        PYTHONPATH=os.pathsep.join([*path, str(root)]),
+    )
 
 
 def make_copy(root: Path, models_per_job: str | None, params: Path | None) -> None:
@@ -96,7 +99,9 @@ def make_copy(root: Path, models_per_job: str | None, params: Path | None) -> No
         shutil.copy(params, root / "params.yaml")
     if models_per_job:
         config = yaml.safe_load((root / "params.yaml").read_text())
-        config["training"]["models_per_job"] = models_per_job if models_per_job == "auto" else int(models_per_job)
+        config["training"]["models_per_job"] = (
+            models_per_job if models_per_job == "auto" else int(models_per_job)
+        )
         (root / "params.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (root / HOOK_DIR).mkdir()
     (root / HOOK_DIR / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -107,7 +112,9 @@ def timed(args: list[str], root: Path, hook: bool = False) -> tuple[float, float
     process it waited for."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    result = subprocess.run(args, cwd=root, env=environment(root, hook), capture_output=True, text=True)
+    result = subprocess.run(
+        args, cwd=root, env=environment(root, hook), capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode:
@@ -127,8 +134,13 @@ def benchmark_jobs(root: Path) -> pd.DataFrame:
         table = pd.read_csv(path, sep="\t")
         if not BENCHMARK_COLUMNS <= set(table.columns):
             continue
-        rows.append({"rule": path.relative_to(root).parts[3], "s": float(table["s"].iloc[0]),
-                     "cpu_time": float(table["cpu_time"].iloc[0])})
+        rows.append(
+            {
+                "rule": path.relative_to(root).parts[3],
+                "s": float(table["s"].iloc[0]),
+                "cpu_time": float(table["cpu_time"].iloc[0]),
+            }
+        )
     return pd.DataFrame(rows, columns=["rule", "s", "cpu_time"])
 
 
@@ -149,12 +161,16 @@ def measure_floors(root: Path, records: pd.DataFrame, repeats: int) -> pd.Series
         script = root / HOOK_DIR / f"floor-{k}.py"
         script.write_text(FLOOR_SCRIPT.format(modules=list(modules)))
         floors[key] = fastest([sys.executable, str(script)], root, repeats)
-    return pd.Series([floors[frozenset(m)] for m in records["modules"]], index=records.index, dtype=float)
+    return pd.Series(
+        [floors[frozenset(m)] for m in records["modules"]], index=records.index, dtype=float
+    )
 
 
 def packages(modules: list[str]) -> set[str]:
     """Top-level packages outside the standard library among `modules`."""
-    return {m.split(".")[0] for m in modules if not m.startswith("_")} - set(sys.stdlib_module_names)
+    return {m.split(".")[0] for m in modules if not m.startswith("_")} - set(
+        sys.stdlib_module_names
+    )
 
 
 def main() -> None:
@@ -162,8 +178,12 @@ def main() -> None:
     parser.add_argument("--cores", default="all", help="snakemake --cores (default: all)")
     parser.add_argument("--models-per-job", help="override training.models_per_job (auto or N)")
     parser.add_argument("--params", type=Path, help="use this params file instead of params.yaml")
-    parser.add_argument("--floor-repeats", type=int, default=3,
-                        help="fresh interpreters per distinct set of imported modules; the fastest counts (default: 3)")
+    parser.add_argument(
+        "--floor-repeats",
+        type=int,
+        default=3,
+        help="fresh interpreters per distinct set of imported modules; the fastest counts (default: 3)",
+    )
     parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it")
     args = parser.parse_args()
 
@@ -181,21 +201,50 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    report(jobs, records, cores=cores, wall=wall, cpu=cpu, noop=noop, bare=bare,
-           repeats=args.floor_repeats)
+    report(
+        jobs,
+        records,
+        cores=cores,
+        wall=wall,
+        cpu=cpu,
+        noop=noop,
+        bare=bare,
+        repeats=args.floor_repeats,
+    )
 
 
-def report(jobs: pd.DataFrame, records: pd.DataFrame, *, cores: int, wall: float, cpu: float,
-           noop: float, bare: float, repeats: int) -> None:
+def report(
+    jobs: pd.DataFrame,
+    records: pd.DataFrame,
+    *,
+    cores: int,
+    wall: float,
+    cpu: float,
+    noop: float,
+    bare: float,
+    repeats: int,
+) -> None:
     """Print the run's accounting from `benchmark_jobs` rows and `hook_records` rows with their
     measured "floor"; `cpu` is the CPU seconds of snakemake and all its jobs."""
     # Rules whose jobs have no benchmark file: their job time is the hook's process lifetime.
     unbenchmarked = records[~records["rule"].isin(jobs["rule"])]
-    jobs = pd.concat([jobs, pd.DataFrame({"rule": unbenchmarked["rule"], "s": unbenchmarked["lifetime"],
-                                          "cpu_time": unbenchmarked["cpu"]})], ignore_index=True)
+    jobs = pd.concat(
+        [
+            jobs,
+            pd.DataFrame(
+                {
+                    "rule": unbenchmarked["rule"],
+                    "s": unbenchmarked["lifetime"],
+                    "cpu_time": unbenchmarked["cpu"],
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     # A rule's jobs share its mean floor (records and benchmark files are matched by rule only).
-    per_rule = records.groupby("rule").agg(floor=("floor", "mean"),
-                                           packages=("modules", lambda m: set().union(*map(packages, m))))
+    per_rule = records.groupby("rule").agg(
+        floor=("floor", "mean"), packages=("modules", lambda m: set().union(*map(packages, m)))
+    )
     common = set.intersection(*per_rule["packages"]) if len(per_rule) else set()
     jobs = jobs.join(per_rule, on="rule")
     unrecorded = sorted(set(jobs.loc[jobs["floor"].isna(), "rule"]))
@@ -204,34 +253,54 @@ def report(jobs: pd.DataFrame, records: pd.DataFrame, *, cores: int, wall: float
 
     job_total, floor_total, payload = jobs["s"].sum(), jobs["floor"].sum(), jobs["payload"].sum()
     machine = wall * cores
-    print(f"machine: {cores} cores; bare interpreter start (python -c pass): {bare:.2f} s; "
-          f"start-up floor per job: fresh interpreter importing that job's modules, fastest of "
-          f"{repeats}, measured for {records['modules'].map(frozenset).nunique()} distinct "
-          f"sets of modules")
-    print(f"first run: {wall:.1f} s wall, {len(jobs)} jobs ({len(unbenchmarked)} without a benchmark "
-          f"file, timed by the hook), {job_total:.1f} s inside jobs")
-    print(f"CPU time: {jobs['cpu_time'].sum():.1f} s in jobs by their benchmark files, "
-          f"{records['cpu'].sum():.1f} s by the hook; snakemake and all its jobs: {cpu:.1f} s")
+    print(
+        f"machine: {cores} cores; bare interpreter start (python -c pass): {bare:.2f} s; "
+        f"start-up floor per job: fresh interpreter importing that job's modules, fastest of "
+        f"{repeats}, measured for {records['modules'].map(frozenset).nunique()} distinct "
+        f"sets of modules"
+    )
+    print(
+        f"first run: {wall:.1f} s wall, {len(jobs)} jobs ({len(unbenchmarked)} without a benchmark "
+        f"file, timed by the hook), {job_total:.1f} s inside jobs"
+    )
+    print(
+        f"CPU time: {jobs['cpu_time'].sum():.1f} s in jobs by their benchmark files, "
+        f"{records['cpu'].sum():.1f} s by the hook; snakemake and all its jobs: {cpu:.1f} s"
+    )
     print(f"packages every job imports: {', '.join(sorted(common))}")
-    table = jobs.groupby("rule").agg(jobs=("s", "size"), seconds=("s", "sum"), longest=("s", "max"),
-                                     floor_each=("floor", "mean"), payload=("payload", "sum"))
-    table["further packages"] = per_rule["packages"].reindex(table.index).map(
-        lambda p: ", ".join(sorted(p - common)) if isinstance(p, set) else "?")
+    table = jobs.groupby("rule").agg(
+        jobs=("s", "size"),
+        seconds=("s", "sum"),
+        longest=("s", "max"),
+        floor_each=("floor", "mean"),
+        payload=("payload", "sum"),
+    )
+    table["further packages"] = (
+        per_rule["packages"]
+        .reindex(table.index)
+        .map(lambda p: ", ".join(sorted(p - common)) if isinstance(p, set) else "?")
+    )
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.round(2).to_string())
     if unrecorded:
         print(f"no hook record (floor counted as 0): {', '.join(unrecorded)}")
     print(f"start-up floors, all jobs:                   {floor_total:7.1f} s")
     print(f"share of job time that is start-up floor:    {floor_total / job_total:7.1%}")
-    print(f"share of machine time in start-up floors:    {floor_total / machine:7.1%}"
-          f"  (machine time = wall x {cores} cores = {machine:.1f} s)")
+    print(
+        f"share of machine time in start-up floors:    {floor_total / machine:7.1%}"
+        f"  (machine time = wall x {cores} cores = {machine:.1f} s)"
+    )
     print(f"share of machine time outside job payloads:  {1 - payload / machine:7.1%}")
-    print(f"idle core-seconds: {max(machine - cpu, 0.0):.1f} of {machine:.1f} "
-          f"({max(1 - cpu / machine, 0.0):.1%}; wall x cores minus the CPU s of snakemake and its "
-          f"jobs, so on a shared machine also the time other users' processes took)")
+    print(
+        f"idle core-seconds: {max(machine - cpu, 0.0):.1f} of {machine:.1f} "
+        f"({max(1 - cpu / machine, 0.0):.1%}; wall x cores minus the CPU s of snakemake and its "
+        f"jobs, so on a shared machine also the time other users' processes took)"
+    )
     shards = jobs.loc[jobs["rule"] == "train_shard", "payload"]
     if len(shards):
-        print(f"payload of the shortest / longest train_shard job: {shards.min():.1f} s / {shards.max():.1f} s")
+        print(
+            f"payload of the shortest / longest train_shard job: {shards.min():.1f} s / {shards.max():.1f} s"
+        )
     print(f"no-op rerun: {noop:.1f} s wall ({noop / wall:.1%} of the first run)")
 
 

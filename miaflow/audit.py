@@ -83,7 +83,9 @@ def _model_order(model_id: str) -> tuple[int, int]:
 def _integer_column(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     values = frame[column]
     if values.isna().any() or not pd.api.types.is_integer_dtype(values):
-        raise AuditInputError(path, f"column {column!r} must hold integers without gaps (found {values.dtype})")
+        raise AuditInputError(
+            path, f"column {column!r} must hold integers without gaps (found {values.dtype})"
+        )
     return values.to_numpy(np.int64)
 
 
@@ -95,12 +97,17 @@ def _output_columns(frame: pd.DataFrame, path: Path) -> tuple[str, list[str]]:
         if match:
             found.setdefault(match.group(1), {})[int(match.group(2))] = column
     if len(found) != 1:
-        raise AuditInputError(path, "needs either logit_0 … logit_<C-1> or prob_0 … prob_<C-1> "
-                                    f"columns, one kind only (found {sorted(found) or 'neither'})")
+        raise AuditInputError(
+            path,
+            "needs either logit_0 … logit_<C-1> or prob_0 … prob_<C-1> "
+            f"columns, one kind only (found {sorted(found) or 'neither'})",
+        )
     kind, columns = next(iter(found.items()))
     if sorted(columns) != list(range(len(columns))) or len(columns) < 2:
-        raise AuditInputError(path, f"{kind}_<c> columns must be numbered 0 … C-1 with C >= 2 "
-                                    f"(found {sorted(columns)})")
+        raise AuditInputError(
+            path,
+            f"{kind}_<c> columns must be numbered 0 … C-1 with C >= 2 (found {sorted(columns)})",
+        )
     return kind, [columns[c] for c in range(len(columns))]
 
 
@@ -119,11 +126,17 @@ def read_outputs(path: str | Path) -> ModelOutputs:
     if missing:
         raise AuditInputError(path, f"missing columns {missing}")
     kind, columns = _output_columns(frame, path)
-    sample_ids, labels = _integer_column(frame, "sample_id", path), _integer_column(frame, "label", path)
+    sample_ids, labels = (
+        _integer_column(frame, "sample_id", path),
+        _integer_column(frame, "label", path),
+    )
     bad_ids = sorted({str(m) for m in frame["model_id"] if not MODEL_ID.match(str(m))})
     if bad_ids:
-        raise AuditInputError(path, f"model ids must be target-<i>, reference-<i> or population-<i> "
-                                    f"(found {_examples(bad_ids)})")
+        raise AuditInputError(
+            path,
+            f"model ids must be target-<i>, reference-<i> or population-<i> "
+            f"(found {_examples(bad_ids)})",
+        )
     model_ids = tuple(sorted(set(frame["model_id"].astype(str)), key=_model_order))
     if not any(role_of(m) == "target" for m in model_ids):
         raise AuditInputError(path, "has no target model (model_id target-0, …)")
@@ -135,19 +148,26 @@ def read_outputs(path: str | Path) -> ModelOutputs:
     not_finite = ~np.isfinite(values).all(axis=1)
     if not_finite.any():
         rows = np.flatnonzero(not_finite)
-        raise AuditInputError(path, f"{len(rows)} rows have NaN or infinite {kind}s ({_where(frame, rows)})")
+        raise AuditInputError(
+            path, f"{len(rows)} rows have NaN or infinite {kind}s ({_where(frame, rows)})"
+        )
     if kind == "prob":
         outside = ((values < 0) | (values > 1)).any(axis=1)
         if outside.any():
             rows = np.flatnonzero(outside)
-            raise AuditInputError(path, f"{len(rows)} rows have probabilities outside [0, 1] ({_where(frame, rows)})")
+            raise AuditInputError(
+                path, f"{len(rows)} rows have probabilities outside [0, 1] ({_where(frame, rows)})"
+            )
         sums = values.sum(axis=1)
         off = np.abs(sums - 1) > PROBABILITY_TOLERANCE
         if off.any():
             rows = np.flatnonzero(off)
-            raise AuditInputError(path, f"probabilities of {len(rows)} rows do not sum to 1 (sum "
-                                        f"{sums[rows[0]]:.4g} for {_where(frame, rows[:1])}); give "
-                                        "softmax outputs, or logits as logit_<c> columns")
+            raise AuditInputError(
+                path,
+                f"probabilities of {len(rows)} rows do not sum to 1 (sum "
+                f"{sums[rows[0]]:.4g} for {_where(frame, rows[:1])}); give "
+                "softmax outputs, or logits as logit_<c> columns",
+            )
 
     n_samples = int(sample_ids.max()) + 1 if len(sample_ids) else 0
     if sample_ids.min(initial=0) < 0:
@@ -155,18 +175,28 @@ def read_outputs(path: str | Path) -> ModelOutputs:
     n_classes = len(columns)
     if ((labels < 0) | (labels >= n_classes)).any():
         rows = np.flatnonzero((labels < 0) | (labels >= n_classes))
-        raise AuditInputError(path, f"labels must be 0 … {n_classes - 1}, the classes of the "
-                                    f"{kind}_<c> columns ({_where(frame, rows)})")
+        raise AuditInputError(
+            path,
+            f"labels must be 0 … {n_classes - 1}, the classes of the "
+            f"{kind}_<c> columns ({_where(frame, rows)})",
+        )
     label_of = np.full(n_samples, -1, dtype=np.int64)
     label_of[sample_ids] = labels
     if (label_of[sample_ids] != labels).any():
         rows = np.flatnonzero(label_of[sample_ids] != labels)
-        raise AuditInputError(path, f"models disagree on the label of a sample ({_where(frame, rows)})")
+        raise AuditInputError(
+            path, f"models disagree on the label of a sample ({_where(frame, rows)})"
+        )
     if (label_of < 0).any():
-        raise AuditInputError(path, f"sample ids must be 0 … n-1 without gaps: no rows for "
-                                    f"{_examples(np.flatnonzero(label_of < 0))}")
+        raise AuditInputError(
+            path,
+            f"sample ids must be 0 … n-1 without gaps: no rows for "
+            f"{_examples(np.flatnonzero(label_of < 0))}",
+        )
 
-    model_rows = frame["model_id"].astype(str).map({m: k for k, m in enumerate(model_ids)}).to_numpy()
+    model_rows = (
+        frame["model_id"].astype(str).map({m: k for k, m in enumerate(model_ids)}).to_numpy()
+    )
     logits = np.full((len(model_ids), n_samples, n_classes), np.nan)
     with np.errstate(divide="ignore"):  # log(0) = -inf: a valid log-probability (miaflow.signals)
         logits[model_rows, sample_ids] = np.log(values) if kind == "prob" else values
@@ -174,8 +204,11 @@ def read_outputs(path: str | Path) -> ModelOutputs:
     for k, model in enumerate(model_ids):
         if not covered[k].all():
             lacking = np.flatnonzero(~covered[k])
-            raise AuditInputError(path, f"model {model} has no outputs for {len(lacking)} of the "
-                                        f"{n_samples} samples ({_examples(lacking)})")
+            raise AuditInputError(
+                path,
+                f"model {model} has no outputs for {len(lacking)} of the "
+                f"{n_samples} samples ({_examples(lacking)})",
+            )
     return ModelOutputs(model_ids, label_of, logits.astype(np.float32))
 
 
@@ -188,8 +221,11 @@ def _boolean_column(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     text = values.astype(str).str.strip().str.lower()
     if values.notna().all() and text.isin(["true", "false"]).all():
         return (text == "true").to_numpy()
-    raise AuditInputError(path, f"column {column!r} must be boolean (true/false or 1/0) with no "
-                                "empty cells: is the sample in that model's training set?")
+    raise AuditInputError(
+        path,
+        f"column {column!r} must be boolean (true/false or 1/0) with no "
+        "empty cells: is the sample in that model's training set?",
+    )
 
 
 def read_membership(path: str | Path, outputs: ModelOutputs, outputs_path: str | Path) -> Splits:
@@ -207,25 +243,39 @@ def read_membership(path: str | Path, outputs: ModelOutputs, outputs_path: str |
     listed = np.zeros(n_samples, bool)
     extra = sample_ids[(sample_ids < 0) | (sample_ids >= n_samples)]
     if len(extra):
-        raise AuditInputError(path, f"{len(extra)} sample ids have no outputs in {outputs_path} ({_examples(extra)})")
+        raise AuditInputError(
+            path, f"{len(extra)} sample ids have no outputs in {outputs_path} ({_examples(extra)})"
+        )
     listed[sample_ids] = True
     if not listed.all():
-        raise AuditInputError(path, f"{int((~listed).sum())} samples of {outputs_path} are missing "
-                                    f"({_examples(np.flatnonzero(~listed))})")
+        raise AuditInputError(
+            path,
+            f"{int((~listed).sum())} samples of {outputs_path} are missing "
+            f"({_examples(np.flatnonzero(~listed))})",
+        )
     order = np.argsort(sample_ids)
 
-    pool = frame["pool"].astype(str).to_numpy()[order] if "pool" in frame.columns else np.full(n_samples, TARGET_POOL)
+    pool = (
+        frame["pool"].astype(str).to_numpy()[order]
+        if "pool" in frame.columns
+        else np.full(n_samples, TARGET_POOL)
+    )
     unknown = sorted(set(pool) - {TARGET_POOL, AUXILIARY_POOL})
     if unknown:
-        raise AuditInputError(path, f"column 'pool' must be {TARGET_POOL!r} or {AUXILIARY_POOL!r} (found {unknown})")
+        raise AuditInputError(
+            path, f"column 'pool' must be {TARGET_POOL!r} or {AUXILIARY_POOL!r} (found {unknown})"
+        )
     in_target = pool == TARGET_POOL
 
     model_columns = [c for c in frame.columns if c not in ("sample_id", "pool")]
     lacking = [m for m in outputs.model_ids if m not in model_columns]
     unexpected = [c for c in model_columns if c not in outputs.model_ids]
     if lacking or unexpected:
-        raise AuditInputError(path, f"its model columns must be those of {outputs_path}: "
-                                    f"missing {lacking}, not in the outputs {unexpected}")
+        raise AuditInputError(
+            path,
+            f"its model columns must be those of {outputs_path}: "
+            f"missing {lacking}, not in the outputs {unexpected}",
+        )
     keep = np.stack([_boolean_column(frame, m, path)[order] for m in outputs.model_ids])
     splits = Splits(outputs.model_ids, keep, in_target)
     _check_membership(splits, path)
@@ -241,13 +291,19 @@ def _check_membership(splits: Splits, path: str | Path) -> None:
         outside = splits.keep[k] & ~splits.pool_of(model)
         if outside.any():
             pool = AUXILIARY_POOL if role_of(model) == "population" else TARGET_POOL
-            raise AuditInputError(path, f"{model} trained on {int(outside.sum())} samples outside the "
-                                        f"{pool} pool ({_examples(np.flatnonzero(outside))})")
+            raise AuditInputError(
+                path,
+                f"{model} trained on {int(outside.sum())} samples outside the "
+                f"{pool} pool ({_examples(np.flatnonzero(outside))})",
+            )
     for target in splits.models("target"):
         members = splits.members(target)[splits.in_target_pool]
         if members.all() or not members.any():
-            raise AuditInputError(path, f"{target} needs both members and non-members in the target "
-                                        f"pool (it has {int(members.sum())} of {len(members)} as members)")
+            raise AuditInputError(
+                path,
+                f"{target} needs both members and non-members in the target "
+                f"pool (it has {int(members.sum())} of {len(members)} as members)",
+            )
 
 
 def read_members(path: str | Path, base: Splits) -> Splits:
@@ -261,7 +317,9 @@ def read_members(path: str | Path, base: Splits) -> Splits:
     sample_ids = _integer_column(frame, "sample_id", path)
     unknown = sample_ids[(sample_ids < 0) | (sample_ids >= base.n_samples)]
     if len(unknown):
-        raise AuditInputError(path, f"sample ids beyond the dataset's {base.n_samples} samples ({_examples(unknown)})")
+        raise AuditInputError(
+            path, f"sample ids beyond the dataset's {base.n_samples} samples ({_examples(unknown)})"
+        )
     members = np.zeros(base.n_samples, bool)
     members[sample_ids] = True
     keep = [members] + [base.members(m) for m in base.model_ids if role_of(m) != "target"]
@@ -284,8 +342,9 @@ def checkpoint_weights(path: str | Path) -> dict[str, np.ndarray]:
         raise AuditInputError(path, f"is not a readable safetensors file: {error}") from None
 
 
-def checkpoint_logits(path: str | Path, arch: Mapping[str, Any], features: np.ndarray,
-                      n_classes: int) -> np.ndarray:
+def checkpoint_logits(
+    path: str | Path, arch: Mapping[str, Any], features: np.ndarray, n_classes: int
+) -> np.ndarray:
     """(n, C) outputs of the checkpoint at `path`, built as architecture `arch`."""
     from miaflow.models.training import LEARNERS
 
@@ -293,8 +352,11 @@ def checkpoint_logits(path: str | Path, arch: Mapping[str, Any], features: np.nd
     try:
         logits = LEARNERS[arch["kind"]].logits(arch, weights, features, n_classes)
     except (RuntimeError, KeyError, ValueError) as error:  # torch's load_state_dict names the keys
-        raise AuditInputError(path, f"does not fit architecture kind {arch['kind']!r} with "
-                                    f"{n_classes} classes and inputs {features.shape[1:]}: {error}") from None
+        raise AuditInputError(
+            path,
+            f"does not fit architecture kind {arch['kind']!r} with "
+            f"{n_classes} classes and inputs {features.shape[1:]}: {error}",
+        ) from None
     if not np.isfinite(logits).all():
         raise AuditInputError(path, "the model gives NaN or infinite outputs")
     return np.asarray(logits, dtype=np.float32)
@@ -305,8 +367,11 @@ def applicable(attacks: Sequence[str], splits: Splits) -> tuple[list[str], dict[
     to the model (query attacks, language-model attacks), or a missing model set."""
     from miaflow.attacks import ATTACKS
 
-    have = {need for need, role in (("reference", "reference"), ("population", "population"))
-            if splits.models(role)}
+    have = {
+        need
+        for need, role in (("reference", "reference"), ("population", "population"))
+        if splits.models(role)
+    }
     runnable, skipped = [], {}
     for name in attacks:
         attack = ATTACKS[name]

@@ -42,8 +42,11 @@ def visible_devices() -> list[str]:
 
 
 @contextmanager
-def gpu_slot(lock_dir: str | os.PathLike = DEFAULT_LOCK_DIR, poll_seconds: float = 0.5,
-             devices: list[str] | None = None) -> Iterator[str | None]:
+def gpu_slot(
+    lock_dir: str | os.PathLike = DEFAULT_LOCK_DIR,
+    poll_seconds: float = 0.5,
+    devices: list[str] | None = None,
+) -> Iterator[str | None]:
     """Hold one free device while the block runs; yields its id, or None on a CPU-only machine.
 
     Inside a SLURM job the devices SLURM granted are this job's alone (it exports them as

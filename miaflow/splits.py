@@ -42,9 +42,11 @@ def model_id(role: str, index: int) -> str:
 
 def planned_model_ids(repeats: int, n_reference: int, n_population: int) -> list[str]:
     """Every model of one experiment: targets, then references, then population models."""
-    return ([model_id("target", t) for t in range(repeats)]
-            + [model_id("reference", m) for m in range(n_reference)]
-            + [model_id("population", m) for m in range(n_population)])
+    return (
+        [model_id("target", t) for t in range(repeats)]
+        + [model_id("reference", m) for m in range(n_reference)]
+        + [model_id("population", m) for m in range(n_population)]
+    )
 
 
 def role_of(model: str) -> str:
@@ -111,8 +113,11 @@ class Splits:
         return Splits(model_ids, keep, self.in_target_pool, self.reserved, self.shadow_pool)
 
     def to_table(self) -> pa.Table:
-        pools = np.where(self.in_target_pool, TARGET_POOL,
-                         np.where(self.in_auxiliary_pool, AUXILIARY_POOL, RESERVE))
+        pools = np.where(
+            self.in_target_pool,
+            TARGET_POOL,
+            np.where(self.in_auxiliary_pool, AUXILIARY_POOL, RESERVE),
+        )
         columns = {
             "sample_id": pa.array(np.arange(self.n_samples, dtype=np.int64)),
             "pool": pa.array(pools),
@@ -130,8 +135,13 @@ class Splits:
         pool = table.column("pool").to_numpy(zero_copy_only=False)
         shadow = (table.schema.metadata or {}).get(b"shadow_pool", TARGET_POOL.encode()).decode()
         reserved = pool == RESERVE
-        return cls(model_ids, keep.astype(bool), pool == TARGET_POOL,
-                   reserved if reserved.any() else None, shadow)
+        return cls(
+            model_ids,
+            keep.astype(bool),
+            pool == TARGET_POOL,
+            reserved if reserved.any() else None,
+            shadow,
+        )
 
 
 def _paired_masks(pool: np.ndarray, n_models: int, generator: np.random.Generator) -> np.ndarray:
@@ -146,9 +156,15 @@ def _paired_masks(pool: np.ndarray, n_models: int, generator: np.random.Generato
     return masks
 
 
-def pool_sizes(n_samples: int, *, target_ratio: float = 0.5, target_size: int | None = None,
-               member_ratio: float = 0.5, members: int | None = None,
-               auxiliary_size: int | None = None) -> tuple[int, float, int]:
+def pool_sizes(
+    n_samples: int,
+    *,
+    target_ratio: float = 0.5,
+    target_size: int | None = None,
+    member_ratio: float = 0.5,
+    members: int | None = None,
+    auxiliary_size: int | None = None,
+) -> tuple[int, float, int]:
     """(|T|, members per target model (expected, under `member_ratio`), |A|) of a dataset:
     the sizes `make_splits` draws, for planning and validation before any data is loaded."""
     n_target = int(target_ratio * n_samples) if target_size is None else target_size
@@ -157,24 +173,39 @@ def pool_sizes(n_samples: int, *, target_ratio: float = 0.5, target_size: int | 
     return n_target, n_members, n_auxiliary
 
 
-def make_splits(n_samples: int, *, seed: int, dataset: str, target_ratio: float = 0.5,
-                target_size: int | None = None, member_ratio: float = 0.5,
-                members: int | None = None, auxiliary_size: int | None = None,
-                shadow: str = TARGET_POOL, repeats: int = 5, n_reference: int = 16,
-                n_population: int = 16) -> Splits:
+def make_splits(
+    n_samples: int,
+    *,
+    seed: int,
+    dataset: str,
+    target_ratio: float = 0.5,
+    target_size: int | None = None,
+    member_ratio: float = 0.5,
+    members: int | None = None,
+    auxiliary_size: int | None = None,
+    shadow: str = TARGET_POOL,
+    repeats: int = 5,
+    n_reference: int = 16,
+    n_population: int = 16,
+) -> Splits:
     """Draw the partition and every model's training set; each draw has its own named seed."""
-    n_target, _, n_auxiliary = pool_sizes(n_samples, target_ratio=target_ratio,
-                                          target_size=target_size, auxiliary_size=auxiliary_size)
+    n_target, _, n_auxiliary = pool_sizes(
+        n_samples, target_ratio=target_ratio, target_size=target_size, auxiliary_size=auxiliary_size
+    )
     if n_target + n_auxiliary > n_samples or members is not None and members >= n_target:
-        raise ValueError(f"{dataset}: {n_samples} samples cannot hold a target pool of {n_target} "
-                         f"(members {members}) and an auxiliary pool of {n_auxiliary}")
+        raise ValueError(
+            f"{dataset}: {n_samples} samples cannot hold a target pool of {n_target} "
+            f"(members {members}) and an auxiliary pool of {n_auxiliary}"
+        )
     order = rng(seed, "splits", dataset, "target-pool").permutation(n_samples)
     in_target = np.zeros(n_samples, dtype=bool)
     in_target[order[:n_target]] = True
     reserved = None
     if auxiliary_size is not None:
         rest = np.sort(order[n_target:])
-        chosen = rng(seed, "splits", dataset, "auxiliary-pool").choice(rest, n_auxiliary, replace=False)
+        chosen = rng(seed, "splits", dataset, "auxiliary-pool").choice(
+            rest, n_auxiliary, replace=False
+        )
         reserved = ~in_target
         reserved[chosen] = False
     in_auxiliary = ~in_target if reserved is None else ~in_target & ~reserved
@@ -187,7 +218,9 @@ def make_splits(n_samples: int, *, seed: int, dataset: str, target_ratio: float 
         else:
             targets[t, draw.choice(np.flatnonzero(in_target), members, replace=False)] = True
     references = _paired_masks(in_target, n_reference, rng(seed, "splits", dataset, "reference"))
-    population = _paired_masks(in_auxiliary, n_population, rng(seed, "splits", dataset, "population"))
+    population = _paired_masks(
+        in_auxiliary, n_population, rng(seed, "splits", dataset, "population")
+    )
 
     model_ids = tuple(planned_model_ids(repeats, n_reference, n_population))
     keep = np.concatenate([targets, references, population]).astype(bool)

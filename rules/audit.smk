@@ -10,9 +10,13 @@ audit_entry = lambda w: AUDITS[f"{w.dataset}/{w.audit}"]
 # The signals of the audit's reference models: its own file, or for a checkpoint miaflow's
 # shards of its dataset and architecture.
 audit_reference_signals = lambda w: (
-    [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)] if audit_entry(w)["kind"] == "outputs"
-    else [SIGNALS.format(dataset=w.dataset, arch=audit_entry(w)["arch"], shard=k)
-          for k in range(len(SHARDS))])
+    [AUDIT_SIGNALS.format(dataset=w.dataset, audit=w.audit)]
+    if audit_entry(w)["kind"] == "outputs"
+    else [
+        SIGNALS.format(dataset=w.dataset, arch=audit_entry(w)["arch"], shard=k)
+        for k in range(len(SHARDS))
+    ]
+)
 # Wildcard constraint matching exactly the names of the audits of `kind` (none: nothing).
 names_of = lambda kind: "|".join(a["name"] for a in AUDITS.values() if a["kind"] == kind) or "(?!)"
 
@@ -27,16 +31,16 @@ rule audit_outputs:
         splits=AUDIT_SPLITS,
         signals=AUDIT_SIGNALS,
         records=AUDIT_RECORDS,
-    wildcard_constraints:
-        audit=names_of("outputs"),
-    params:
-        audit=lambda w: audit_entry(w)["experiment"],
-    conda:
-        SOFTWARE
     log:
         "records/audit/logs/audit_outputs/{dataset}/{audit}.log",
     benchmark:
         "records/audit/benchmarks/audit_outputs/{dataset}/{audit}.tsv"
+    wildcard_constraints:
+        audit=names_of("outputs"),
+    conda:
+        SOFTWARE
+    params:
+        audit=lambda w: audit_entry(w)["experiment"],
     script:
         "../scripts/audit_outputs.py"
 
@@ -53,20 +57,20 @@ rule audit_checkpoint:
         splits=AUDIT_SPLITS,
         signals=AUDIT_SIGNALS,
         records=AUDIT_RECORDS,
-    wildcard_constraints:
-        audit=names_of("checkpoint"),
-    params:
-        arch=lambda w: config["architectures"][audit_entry(w)["arch"]],
-        audit=lambda w: audit_entry(w)["experiment"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
     log:
         "records/audit/logs/audit_checkpoint/{dataset}/{audit}.log",
     benchmark:
         "records/audit/benchmarks/audit_checkpoint/{dataset}/{audit}.tsv"
+    wildcard_constraints:
+        audit=names_of("checkpoint"),
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    params:
+        arch=lambda w: config["architectures"][audit_entry(w)["arch"]],
+        audit=lambda w: audit_entry(w)["experiment"],
     script:
         "../scripts/audit_checkpoint.py"
 
@@ -83,6 +87,12 @@ rule score_audit:
         timings=AUDIT_TIMINGS,
         metrics=AUDIT_METRICS,  # with Clopper-Pearson intervals
         roc=AUDIT_ROC,
+    log:
+        "records/audit/logs/score_audit/{dataset}/{audit}.log",
+    benchmark:
+        "records/audit/benchmarks/score_audit/{dataset}/{audit}.tsv"
+    conda:
+        SOFTWARE
     params:
         audit=lambda w: audit_entry(w)["experiment"],
         attacks=lambda w: audit_entry(w).get("attacks", config["attacks"]),
@@ -90,12 +100,6 @@ rule score_audit:
         seed=config["seed"],
         fpr_levels=config["metrics"]["fpr_levels"],
         confidence=config["metrics"]["confidence"],
-    conda:
-        SOFTWARE
-    log:
-        "records/audit/logs/score_audit/{dataset}/{audit}.log",
-    benchmark:
-        "records/audit/benchmarks/score_audit/{dataset}/{audit}.tsv"
     script:
         "../scripts/score_audit.py"
 
@@ -108,10 +112,10 @@ rule audit:
         per_audit(AUDIT_ROC),
         per_audit(AUDIT_RECORDS),
         metrics=per_audit(AUDIT_METRICS),
+    log:
+        "records/audit/logs/audit.log",
     localrule: True
     conda:
         SOFTWARE
-    log:
-        "records/audit/logs/audit.log",
     script:
         "../scripts/audit.py"

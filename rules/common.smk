@@ -8,7 +8,6 @@ from miaflow.workflow import code as library
 from miaflow.workflow.code import ADAPTER
 from miaflow.workflow import plan
 
-
 EXPERIMENTS = plan.experiments(config)  # what is attacked and reported
 TRAINED = plan.trained(config)  # (dataset, arch): whose models are trained
 SHARDS = plan.shards(config)  # model ids of each training job
@@ -68,14 +67,20 @@ def per_experiment(pattern):
 
 def per_shard(pattern):
     """`pattern` for every trained (dataset, arch) and training shard."""
-    return [pattern.format(dataset=d, arch=a, shard=shard)
-            for shard in range(len(SHARDS)) for d, a in TRAINED]
+    return [
+        pattern.format(dataset=d, arch=a, shard=shard)
+        for shard in range(len(SHARDS))
+        for d, a in TRAINED
+    ]
 
 
 def per_audit(pattern, kind=None):
     """`pattern` for every audit (of `kind`, "outputs" or "checkpoint", when given)."""
-    return [pattern.format(dataset=a["experiment"].dataset, audit=a["name"])
-            for a in AUDITS.values() if kind in (None, a["kind"])]
+    return [
+        pattern.format(dataset=a["experiment"].dataset, audit=a["name"])
+        for a in AUDITS.values()
+        if kind in (None, a["kind"])
+    ]
 
 
 def per_llm_experiment(pattern):

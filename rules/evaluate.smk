@@ -11,12 +11,14 @@ attacks = lambda w: plan.attacks_for(config, experiment(w))
 # reference models ("ref_arch").
 shard_files = lambda pattern, role: lambda w: [
     pattern.format(dataset=w.dataset, arch=getattr(experiment(w), role), shard=k)
-    for k in range(len(SHARDS))]
+    for k in range(len(SHARDS))
+]
 # Input function (for `unpack`): the queries stage's artifacts that the attacks
 # `attacks_of(experiment)` read, by name.
 query_artifacts = lambda attacks_of: lambda w: {
     name: QUERY_ARTIFACTS[name].format(dataset=w.dataset, arch=experiment(w).arch)
-    for name in plan.artifacts_for(config, experiment(w), attacks_of(experiment(w)))}
+    for name in plan.artifacts_for(config, experiment(w), attacks_of(experiment(w)))
+}
 
 
 rule score_attacks:
@@ -32,6 +34,12 @@ rule score_attacks:
         timings=ATTACK_TIMINGS,
         metrics=EXPERIMENT_METRICS,  # with Clopper-Pearson intervals
         roc=ROC,
+    log:
+        "records/evaluate/logs/score_attacks/{dataset}/{experiment}.log",
+    benchmark:
+        "records/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.tsv"
+    conda:
+        SOFTWARE
     params:
         experiment=experiment,
         attacks=attacks,
@@ -39,12 +47,6 @@ rule score_attacks:
         seed=config["seed"],
         fpr_levels=config["metrics"]["fpr_levels"],
         confidence=config["metrics"]["confidence"],
-    conda:
-        SOFTWARE
-    log:
-        "records/evaluate/logs/score_attacks/{dataset}/{experiment}.log",
-    benchmark:
-        "records/evaluate/benchmarks/score_attacks/{dataset}/{experiment}.tsv"
     script:
         "../scripts/score_attacks.py"
 
@@ -59,6 +61,12 @@ rule scaling_sweep:
         code=code("evaluate"),
     output:
         sweep=SWEEP,
+    log:
+        "records/evaluate/logs/scaling_sweep/{dataset}/{experiment}.log",
+    benchmark:
+        "records/evaluate/benchmarks/scaling_sweep/{dataset}/{experiment}.tsv"
+    conda:
+        SOFTWARE
     params:
         experiment=experiment,
         reference_attacks=plan.swept_attacks(config),
@@ -66,12 +74,6 @@ rule scaling_sweep:
         query_attacks=lambda w: plan.swept_query_attacks(config, experiment(w)),
         options=config.get("attack_options", {}),
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/evaluate/logs/scaling_sweep/{dataset}/{experiment}.log",
-    benchmark:
-        "records/evaluate/benchmarks/scaling_sweep/{dataset}/{experiment}.tsv"
     script:
         "../scripts/scaling_sweep.py"
 

@@ -20,14 +20,19 @@ HPARAM_BOUND = "results/hparams/bound/{setting}/eps-{epsilon}.parquet"
 study_setting = lambda w: HPARAM_SETTINGS[w.setting]
 # The prepared dataset, or its backbone features when the setting names a backbone.
 study_data = lambda w: (
-    HPARAM_FEATURES.format(dataset=study_setting(w)["dataset"],
-                           backbone=study_setting(w)["backbone"])
-    if study_setting(w).get("backbone") else DATA.format(dataset=study_setting(w)["dataset"]))
+    HPARAM_FEATURES.format(
+        dataset=study_setting(w)["dataset"], backbone=study_setting(w)["backbone"]
+    )
+    if study_setting(w).get("backbone")
+    else DATA.format(dataset=study_setting(w)["dataset"])
+)
 # The ε's noise-multiplier table; none when not private.
-study_noise = lambda w: ([] if w.epsilon == "inf"
-                         else [HPARAM_NOISE.format(setting=w.setting, epsilon=w.epsilon)])
+study_noise = lambda w: (
+    [] if w.epsilon == "inf" else [HPARAM_NOISE.format(setting=w.setting, epsilon=w.epsilon)]
+)
 per_study_run = lambda pattern, epsilons=EPSILONS: expand(
-    pattern, setting=list(HPARAM_SETTINGS), epsilon=epsilons, run=range(STUDY["runs"]))
+    pattern, setting=list(HPARAM_SETTINGS), epsilon=epsilons, run=range(STUDY["runs"])
+)
 
 
 rule hparam_features:
@@ -37,18 +42,18 @@ rule hparam_features:
         code=code("hparams"),
     output:
         features=HPARAM_FEATURES,
-    params:
-        backbone=lambda w: w.backbone,
-        model=lambda w: plan.backbone_model(config, w.dataset, w.backbone),
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
     log:
         "records/hparams/logs/hparam_features/{dataset}/{backbone}.log",
     benchmark:
         "records/hparams/benchmarks/hparam_features/{dataset}/{backbone}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    params:
+        backbone=lambda w: w.backbone,
+        model=lambda w: plan.backbone_model(config, w.dataset, w.backbone),
     script:
         "../scripts/hparam_features.py"
 
@@ -60,17 +65,17 @@ rule hparam_splits:
         code=code("hparams"),
     output:
         splits=HPARAM_SPLITS,
+    log:
+        "records/hparams/logs/hparam_splits/{setting}/run-{run}.log",
+    benchmark:
+        "records/hparams/benchmarks/hparam_splits/{setting}/run-{run}.tsv"
+    conda:
+        SOFTWARE
     params:
         setting=study_setting,
         n_shadow=STUDY["shadow_models"],
         run=lambda w: int(w.run),
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/hparams/logs/hparam_splits/{setting}/run-{run}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_splits/{setting}/run-{run}.tsv"
     script:
         "../scripts/hparam_splits.py"
 
@@ -82,17 +87,17 @@ rule hparam_noise:
         code=code("hparams"),
     output:
         noise=HPARAM_NOISE,
+    log:
+        "records/hparams/logs/hparam_noise/{setting}/eps-{epsilon}.log",
+    benchmark:
+        "records/hparams/benchmarks/hparam_noise/{setting}/eps-{epsilon}.tsv"
+    conda:
+        SOFTWARE
     params:
         epsilon=lambda w: float(w.epsilon),
         delta=STUDY["delta"],
         epochs=STUDY["epochs"],
         batch_size=STUDY["search"]["batch_size"],
-    conda:
-        SOFTWARE
-    log:
-        "records/hparams/logs/hparam_noise/{setting}/eps-{epsilon}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_noise/{setting}/eps-{epsilon}.tsv"
     script:
         "../scripts/hparam_noise.py"
 
@@ -106,6 +111,15 @@ rule hparam_trials:
         code=code("hparams"),
     output:
         trials=HPARAM_TRIALS,
+    log:
+        "records/hparams/logs/hparam_trials/{setting}/eps-{epsilon}/run-{run}.log",
+    benchmark:
+        "records/hparams/benchmarks/hparam_trials/{setting}/eps-{epsilon}/run-{run}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
     params:
         setting=study_setting,
         epsilon=lambda w: float(w.epsilon),
@@ -113,15 +127,6 @@ rule hparam_trials:
         search=STUDY["search"],
         epochs=STUDY["epochs"],
         seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
-    log:
-        "records/hparams/logs/hparam_trials/{setting}/eps-{epsilon}/run-{run}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_trials/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
         "../scripts/hparam_trials.py"
 
@@ -136,21 +141,21 @@ rule hparam_grid:
         code=code("hparams"),
     output:
         grid=HPARAM_GRID,
+    log:
+        "records/hparams/logs/hparam_grid/{setting}/eps-{epsilon}/run-{run}.log",
+    benchmark:
+        "records/hparams/benchmarks/hparam_grid/{setting}/eps-{epsilon}/run-{run}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
     params:
         setting=study_setting,
         epsilon=lambda w: float(w.epsilon),
         run=lambda w: int(w.run),
         epochs=STUDY["epochs"],
         seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
-    log:
-        "records/hparams/logs/hparam_grid/{setting}/eps-{epsilon}/run-{run}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_grid/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
         "../scripts/hparam_grid.py"
 
@@ -166,6 +171,12 @@ rule hparam_attacks:
         metrics=HPARAM_METRICS,
         roc=HPARAM_ROC,
         selection=HPARAM_SELECTION,
+    log:
+        "records/hparams/logs/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.log",
+    benchmark:
+        "records/hparams/benchmarks/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.tsv"
+    conda:
+        SOFTWARE
     params:
         setting=study_setting,
         epsilon=lambda w: float(w.epsilon),
@@ -176,12 +187,6 @@ rule hparam_attacks:
         divergence=STUDY["divergence"],
         fpr_levels=config["metrics"]["fpr_levels"],
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/hparams/logs/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.tsv"
     script:
         "../scripts/hparam_attacks.py"
 
@@ -189,23 +194,24 @@ rule hparam_attacks:
 rule hparam_bound:
     """The TPR no attack can exceed under the targets' (epsilon(delta), delta) guarantees."""
     input:
-        grids=lambda w: expand(HPARAM_GRID, setting=w.setting, epsilon=w.epsilon,
-                               run=range(STUDY["runs"])),
+        grids=lambda w: expand(
+            HPARAM_GRID, setting=w.setting, epsilon=w.epsilon, run=range(STUDY["runs"])
+        ),
         code=code("hparams"),
     output:
         bound=HPARAM_BOUND,
+    log:
+        "records/hparams/logs/hparam_bound/{setting}/eps-{epsilon}.log",
+    benchmark:
+        "records/hparams/benchmarks/hparam_bound/{setting}/eps-{epsilon}.tsv"
+    conda:
+        SOFTWARE
     params:
         setting=study_setting,
         epsilon=lambda w: float(w.epsilon),
         delta=STUDY["delta"],
         deltas=STUDY["bound_deltas"],
         epochs=STUDY["epochs"],
-    conda:
-        SOFTWARE
-    log:
-        "records/hparams/logs/hparam_bound/{setting}/eps-{epsilon}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_bound/{setting}/eps-{epsilon}.tsv"
     script:
         "../scripts/hparam_bound.py"
 
@@ -223,12 +229,12 @@ rule hparam_collect:
         roc=HPARAM_ROC_ALL,
         selection=HPARAM_SELECTION_ALL,
         bound=DP_BOUND,
-    conda:
-        SOFTWARE
     log:
         "records/hparams/logs/hparam_collect.log",
     benchmark:
         "records/hparams/benchmarks/hparam_collect/all.tsv"
+    conda:
+        SOFTWARE
     script:
         "../scripts/hparam_collect.py"
 

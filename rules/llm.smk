@@ -10,7 +10,9 @@ from miaflow.llm import models as llm_models
 
 LLM = config["llm"]
 LLM_NEEDS = plan.llm_needs(config)
-TOKEN_SETTINGS = dict(max_length=LLM["max_length"], dtype=LLM["dtype"], max_tokens=LLM["max_tokens"])
+TOKEN_SETTINGS = dict(
+    max_length=LLM["max_length"], dtype=LLM["dtype"], max_tokens=LLM["max_tokens"]
+)
 LLM_SPLITS = "results/llm/splits/{dataset}/{lm}.parquet"
 LLM_TOKENIZER = "results/llm/tokenizers/{dataset}/{recipe}.json"
 LLM_PACKAGED = "results/llm/pretrained/{packaged}"
@@ -28,34 +30,50 @@ llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
 llm_model = lambda w: w.model if "model" in w.keys() else f"target-{w.repeat}"
 # The recipe of the job's model: the experiment's reference or target recipe.
 llm_recipe = lambda w: llm_experiment(w)[
-    "reference_recipe" if llm_model(w) == "reference" else "target_recipe"]
+    "reference_recipe" if llm_model(w) == "reference" else "target_recipe"
+]
 # Where a pretrained model is read from: the converted packaged checkpoint, or `name` (a
 # directory or hub name).
-llm_pretrained = lambda name: (LLM_PACKAGED.format(packaged=name) if name in llm_models.PACKAGED
-                               else name)
+llm_pretrained = lambda name: (
+    LLM_PACKAGED.format(packaged=name) if name in llm_models.PACKAGED else name
+)
 # The checkpoint a model's statistics come from: pretrained, or trained here.
 llm_source = lambda w: (
-    llm_pretrained(llm_recipe(w)["model"]) if llm_recipe(w)["kind"] == "pretrained"
-    else LLM_CHECKPOINT.format(dataset=w.dataset, lm=w.lm, model=llm_model(w)))
+    llm_pretrained(llm_recipe(w)["model"])
+    if llm_recipe(w)["kind"] == "pretrained"
+    else LLM_CHECKPOINT.format(dataset=w.dataset, lm=w.lm, model=llm_model(w))
+)
 # The source as an input when the workflow makes it (trained or converted), else none.
 llm_source_input = lambda w: [llm_source(w)] if llm_source(w).startswith("results/") else []
 # The directory or hub name of a pretrained model the workflow does not make, else None.
 llm_pretrained_source = lambda w: None if llm_source_input(w) else llm_source(w)
 # The directory or hub name a fine-tuned model starts from, unless the workflow makes it.
 llm_base = lambda w: (
-    llm_recipe(w)["base"] if llm_recipe(w)["kind"] == "finetune"
-    and not llm_pretrained(llm_recipe(w)["base"]).startswith("results/") else None)
+    llm_recipe(w)["base"]
+    if llm_recipe(w)["kind"] == "finetune"
+    and not llm_pretrained(llm_recipe(w)["base"]).startswith("results/")
+    else None
+)
 # A scratch model's tokenizer, or the converted checkpoint a fine-tuned model starts from.
 llm_training_input = lambda w: (
-    {"tokenizer": LLM_TOKENIZER.format(dataset=w.dataset, recipe=llm_experiment(w)[
-        "reference" if w.model == "reference" else "target"])}
+    {
+        "tokenizer": LLM_TOKENIZER.format(
+            dataset=w.dataset,
+            recipe=llm_experiment(w)["reference" if w.model == "reference" else "target"],
+        )
+    }
     if llm_recipe(w)["kind"] == "scratch"
-    else {"base_checkpoint": llm_pretrained(llm_recipe(w)["base"])}
-    if llm_pretrained(llm_recipe(w)["base"]).startswith("results/") else {})
+    else (
+        {"base_checkpoint": llm_pretrained(llm_recipe(w)["base"])}
+        if llm_pretrained(llm_recipe(w)["base"]).startswith("results/")
+        else {}
+    )
+)
 # Input function: `pattern` for every repeat's target model of the job's experiment.
 llm_per_repeat = lambda pattern, **fields: lambda w: [
     pattern.format(dataset=w.dataset, lm=w.lm, model=f"target-{r}", repeat=r, **fields)
-    for r in range(LLM["repeats"])]
+    for r in range(LLM["repeats"])
+]
 # `files` (an input function) when a configured attack needs `need`, else no input.
 llm_if = lambda need, files: files if need in LLM_NEEDS else []
 
@@ -67,6 +85,12 @@ rule llm_splits:
         code=code("llm"),
     output:
         splits=LLM_SPLITS,
+    log:
+        "records/llm/logs/llm_splits/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_splits/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
     params:
         membership=lambda w: plan.llm_membership(llm_experiment(w)),
         repeats=LLM["repeats"],
@@ -75,12 +99,6 @@ rule llm_splits:
         reference_ratio=LLM["reference_ratio"],
         n_texts=lambda w: llm_experiment(w)["n_texts"],
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/llm/logs/llm_splits/{dataset}/{lm}.log",
-    benchmark:
-        "records/llm/benchmarks/llm_splits/{dataset}/{lm}.tsv"
     script:
         "../scripts/llm_splits.py"
 
@@ -92,14 +110,14 @@ rule llm_tokenizer:
         code=code("llm"),
     output:
         tokenizer=LLM_TOKENIZER,
-    params:
-        vocab_size=lambda w: LLM["models"][w.recipe]["vocab_size"],
-    conda:
-        SOFTWARE
     log:
         "records/llm/logs/llm_tokenizer/{dataset}/{recipe}.log",
     benchmark:
         "records/llm/benchmarks/llm_tokenizer/{dataset}/{recipe}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        vocab_size=lambda w: LLM["models"][w.recipe]["vocab_size"],
     script:
         "../scripts/llm_tokenizer.py"
 
@@ -110,15 +128,15 @@ rule llm_convert:
         code=code("llm"),
     output:
         checkpoint=directory(LLM_PACKAGED),
-    params:
-        name=lambda w: w.packaged,
-    threads: config["training"]["threads"]
-    conda:
-        SOFTWARE
     log:
         "records/llm/logs/llm_convert/{packaged}.log",
     benchmark:
         "records/llm/benchmarks/llm_convert/{packaged}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    params:
+        name=lambda w: w.packaged,
     script:
         "../scripts/llm_convert.py"
 
@@ -134,20 +152,20 @@ rule llm_train:
     output:
         checkpoint=directory(LLM_CHECKPOINT),
         history=LLM_HISTORY,
+    log:
+        "records/llm/logs/llm_train/{dataset}/{lm}/{model}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_train/{dataset}/{lm}/{model}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
     params:
         recipe=llm_recipe,
         model_id=lambda w: w.model,
         base=llm_base,
         seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
-    log:
-        "records/llm/logs/llm_train/{dataset}/{lm}/{model}.log",
-    benchmark:
-        "records/llm/benchmarks/llm_train/{dataset}/{lm}/{model}.tsv"
     script:
         "../scripts/llm_train.py"
 
@@ -160,15 +178,15 @@ rule llm_neighbors:
         code=code("llm"),
     output:
         neighbors=LLM_NEIGHBORS,
-    params:
-        options=LLM["neighbors"],
-        seed=config["seed"],
-    conda:
-        SOFTWARE
     log:
         "records/llm/logs/llm_neighbors/{dataset}/{lm}.log",
     benchmark:
         "records/llm/benchmarks/llm_neighbors/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        options=LLM["neighbors"],
+        seed=config["seed"],
     script:
         "../scripts/llm_neighbors.py"
 
@@ -179,26 +197,27 @@ rule llm_tokens:
         data=DATA,
         splits=LLM_SPLITS,
         model=llm_source_input,
-        neighbors=lambda w: [LLM_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)]
-        if w.text_set == "neighbors" else [],
+        neighbors=lambda w: (
+            [LLM_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)] if w.text_set == "neighbors" else []
+        ),
         code=code("llm"),
     output:
         tokens=LLM_TOKENS,
-    params:
-        pretrained=llm_pretrained_source,
-        model_id=lambda w: w.model,
-        text_set=lambda w: w.text_set,
-        stride=LLM["stride"],
-        **TOKEN_SETTINGS,
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
     log:
         "records/llm/logs/llm_tokens/{dataset}/{lm}/{model}/{text_set}.log",
     benchmark:
         "records/llm/benchmarks/llm_tokens/{dataset}/{lm}/{model}/{text_set}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    params:
+        **TOKEN_SETTINGS,
+        pretrained=llm_pretrained_source,
+        model_id=lambda w: w.model,
+        text_set=lambda w: w.text_set,
+        stride=LLM["stride"],
     script:
         "../scripts/llm_tokens.py"
 
@@ -212,20 +231,20 @@ rule llm_recall:
         code=code("llm"),
     output:
         recall=LLM_RECALL,
-    params:
-        pretrained=llm_pretrained_source,
-        repeat=lambda w: int(w.repeat),
-        separator=LLM["separator"],
-        **TOKEN_SETTINGS,
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
     log:
         "records/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}.log",
     benchmark:
         "records/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    params:
+        **TOKEN_SETTINGS,
+        pretrained=llm_pretrained_source,
+        repeat=lambda w: int(w.repeat),
+        separator=LLM["separator"],
     script:
         "../scripts/llm_recall.py"
 
@@ -239,22 +258,22 @@ rule llm_pairs:
         code=code("llm"),
     output:
         pairs=LLM_PAIRS,
+    log:
+        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
     params:
+        **TOKEN_SETTINGS,
         pretrained=llm_pretrained_source,
         repeat=lambda w: int(w.repeat),
         shard=lambda w: int(w.shard),
         n_shards=LLM["pair_shards"],
         separator=LLM["separator"],
-        **TOKEN_SETTINGS,
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
-    log:
-        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.log",
-    benchmark:
-        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.tsv"
     script:
         "../scripts/llm_pairs.py"
 
@@ -265,21 +284,35 @@ rule llm_scores:
         data=DATA,
         splits=LLM_SPLITS,
         target_tokens=llm_per_repeat(LLM_TOKENS, text_set="eval"),
-        reference_tokens=llm_if("reference", lambda w: [LLM_TOKENS.format(
-            dataset=w.dataset, lm=w.lm, model="reference", text_set="eval")]),
+        reference_tokens=llm_if(
+            "reference",
+            lambda w: [
+                LLM_TOKENS.format(dataset=w.dataset, lm=w.lm, model="reference", text_set="eval")
+            ],
+        ),
         lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set="lowercase")),
         neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set="neighbors")),
         recall=llm_if("recall", llm_per_repeat(LLM_RECALL)),
-        pairs=llm_if("pairs", lambda w: [LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r,
-                                                          shard=k)
-                                         for r in range(LLM["repeats"])
-                                         for k in range(LLM["pair_shards"])]),
+        pairs=llm_if(
+            "pairs",
+            lambda w: [
+                LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r, shard=k)
+                for r in range(LLM["repeats"])
+                for k in range(LLM["pair_shards"])
+            ],
+        ),
         code=code("llm"),
     output:
         scores=LLM_SCORES,
         iterates=LLM_ITERATES,
         metrics=LLM_METRICS,
         roc=LLM_ROC,
+    log:
+        "records/llm/logs/llm_scores/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_scores/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
     params:
         dataset=lambda w: w.dataset,
         label=lambda w: w.lm,
@@ -289,12 +322,6 @@ rule llm_scores:
         fpr_levels=plan.llm_fpr_levels(config),
         confidence=config["metrics"]["confidence"],
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/llm/logs/llm_scores/{dataset}/{lm}.log",
-    benchmark:
-        "records/llm/benchmarks/llm_scores/{dataset}/{lm}.tsv"
     script:
         "../scripts/llm_scores.py"
 

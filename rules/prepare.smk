@@ -8,17 +8,17 @@ rule download_dataset:
         code=code("prepare"),
     output:
         file="data/raw/{dataset}/{filename}",
+    log:
+        "records/prepare/logs/download_dataset/{dataset}/{filename}.log",
     wildcard_constraints:
         filename=".+",
+    localrule: True
+    conda:
+        SOFTWARE
     params:
         dataset=lambda w: w.dataset,
         filename=lambda w: w.filename,
         options=lambda w: plan.dataset_options(config, w.dataset),
-    conda:
-        SOFTWARE
-    log:
-        "records/prepare/logs/download_dataset/{dataset}/{filename}.log",
-    localrule: True
     script:
         "../scripts/download_dataset.py"
 
@@ -32,17 +32,17 @@ rule prepare_dataset:
     output:
         data=DATA,
         splits=SPLITS,
+    log:
+        "records/prepare/logs/prepare_dataset/{dataset}.log",
+    benchmark:
+        "records/prepare/benchmarks/prepare_dataset/{dataset}.tsv"
+    conda:
+        SOFTWARE
     params:
         dataset=lambda w: w.dataset,
         options=lambda w: plan.dataset_options(config, w.dataset),
         split_settings=lambda w: plan.split_settings(config, w.dataset),
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/prepare/logs/prepare_dataset/{dataset}.log",
-    benchmark:
-        "records/prepare/benchmarks/prepare_dataset/{dataset}.tsv"
     script:
         "../scripts/prepare_dataset.py"
 

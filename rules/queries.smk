@@ -6,18 +6,22 @@
 # (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 QUERY_SET = "results/queries/sets/{dataset}.parquet"
 # Input function: `pattern` for every shard of the job's {dataset} and {arch}.
-job_shards = lambda pattern: lambda w: [pattern.format(dataset=w.dataset, arch=w.arch, shard=k)
-                                        for k in range(len(SHARDS))]
+job_shards = lambda pattern: lambda w: [
+    pattern.format(dataset=w.dataset, arch=w.arch, shard=k) for k in range(len(SHARDS))
+]
 # Model shards holding a target or the shadow model (reference-0): those queried.
-queried_shards = lambda w: [MODELS.format(dataset=w.dataset, arch=w.arch, shard=k)
-                            for k, ids in enumerate(SHARDS)
-                            if any(m.startswith("target-") or m == "reference-0" for m in ids)]
+queried_shards = lambda w: [
+    MODELS.format(dataset=w.dataset, arch=w.arch, shard=k)
+    for k, ids in enumerate(SHARDS)
+    if any(m.startswith("target-") or m == "reference-0" for m in ids)
+]
 # Every query artifact the configured attacks read, over all experiments, and the query sets of
 # the datasets whose models are queried.
 QUERIED = plan.queried(config)
 QUERY_TARGETS = sorted(
     {QUERY_ARTIFACTS[name].format(dataset=e.dataset, arch=e.arch) for e, name in QUERIED}
-    | {QUERY_SET.format(dataset=e.dataset) for e, name in QUERIED if name == QUERY_OUTPUTS})
+    | {QUERY_SET.format(dataset=e.dataset) for e, name in QUERIED if name == QUERY_OUTPUTS}
+)
 
 
 rule query_sets:
@@ -28,16 +32,16 @@ rule query_sets:
         code=code("queries"),
     output:
         query_set=QUERY_SET,
-    params:
-        neighbour=plan.attack_options(config, "query-neighbor"),
-        augment=plan.attack_options(config, "query-augment"),
-        seed=config["seed"],
-    conda:
-        SOFTWARE
     log:
         "records/queries/logs/query_sets/{dataset}.log",
     benchmark:
         "records/queries/benchmarks/query_sets/{dataset}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        neighbour=plan.attack_options(config, "query-neighbor"),
+        augment=plan.attack_options(config, "query-augment"),
+        seed=config["seed"],
     script:
         "../scripts/query_sets.py"
 
@@ -51,15 +55,15 @@ rule query_outputs:
         code=code("queries"),
     output:
         outputs=QUERY_ARTIFACTS[QUERY_OUTPUTS],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
-    conda:
-        SOFTWARE
     log:
         "records/queries/logs/query_outputs/{dataset}/{arch}.log",
     benchmark:
         "records/queries/benchmarks/query_outputs/{dataset}/{arch}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
     script:
         "../scripts/query_outputs.py"
 
@@ -73,19 +77,19 @@ rule query_distances:
         code=code("queries"),
     output:
         distances=QUERY_ARTIFACTS[DISTANCES],
-    params:
-        arch_name=lambda w: w.arch,
-        options=plan.attack_options(config, "query-adv"),
-        seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=lambda w: int(plan.uses_torch(config, w.arch) and plan.modality(w.dataset) == "image"),
-    conda:
-        SOFTWARE
     log:
         "records/queries/logs/query_distances/{dataset}/{arch}.log",
     benchmark:
         "records/queries/benchmarks/query_distances/{dataset}/{arch}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch) and plan.modality(w.dataset) == "image"),
+    params:
+        arch_name=lambda w: w.arch,
+        options=plan.attack_options(config, "query-adv"),
+        seed=config["seed"],
     script:
         "../scripts/query_distances.py"
 
@@ -99,20 +103,20 @@ rule query_surrogates:
         code=code("queries"),
     output:
         surrogates=QUERY_ARTIFACTS[SURROGATES],
+    log:
+        "records/queries/logs/query_surrogates/{dataset}/{arch}.log",
+    benchmark:
+        "records/queries/benchmarks/query_surrogates/{dataset}/{arch}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
     params:
         arch_name=lambda w: w.arch,
         arch=lambda w: config["architectures"][w.arch],
         options=plan.attack_options(config, "query-transfer"),
         seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
-    conda:
-        SOFTWARE
-    log:
-        "records/queries/logs/query_surrogates/{dataset}/{arch}.log",
-    benchmark:
-        "records/queries/benchmarks/query_surrogates/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_surrogates.py"
 
@@ -126,20 +130,20 @@ rule query_regressors:
         code=code("queries"),
     output:
         regressors=QUERY_ARTIFACTS[REGRESSORS],
+    log:
+        "records/queries/logs/query_regressors/{dataset}/{arch}.log",
+    benchmark:
+        "records/queries/benchmarks/query_regressors/{dataset}/{arch}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
     params:
         arch_name=lambda w: w.arch,
         arch=lambda w: config["architectures"][w.arch],
         options=plan.attack_options(config, "query-qrm"),
         seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
-    conda:
-        SOFTWARE
-    log:
-        "records/queries/logs/query_regressors/{dataset}/{arch}.log",
-    benchmark:
-        "records/queries/benchmarks/query_regressors/{dataset}/{arch}.tsv"
     script:
         "../scripts/query_regressors.py"
 
@@ -153,19 +157,19 @@ rule query_canaries:
         code=code("queries"),
     output:
         canaries=QUERY_ARTIFACTS[CANARIES],
-    params:
-        arch_name=lambda w: w.arch,
-        options=plan.attack_options(config, "query-ref"),
-        seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    conda:
-        SOFTWARE
     log:
         "records/queries/logs/query_canaries/{dataset}/{arch}.log",
     benchmark:
         "records/queries/benchmarks/query_canaries/{dataset}/{arch}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    params:
+        arch_name=lambda w: w.arch,
+        options=plan.attack_options(config, "query-ref"),
+        seed=config["seed"],
     script:
         "../scripts/query_canaries.py"
 

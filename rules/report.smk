@@ -16,11 +16,13 @@ PUBLISHED = published.counterparts([(e.dataset, e.label) for e in EXPERIMENTS])
 
 # One file per experiment, named by `Experiment.file_name` (the jobs find theirs by it).
 experiment_files = lambda prefix, suffix, directory, experiments=EXPERIMENTS: [
-    f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments]
+    f"{directory}/{e.file_name(prefix, suffix)}" for e in experiments
+]
 # The files the target rules of `stages` request (for input functions: they run once every rule
 # file is parsed).
-stage_targets = lambda *stages: [str(path) for stage in stages
-                                 for path in workflow.get_rule(stage).input]
+stage_targets = lambda *stages: [
+    str(path) for stage in stages for path in workflow.get_rule(stage).input
+]
 
 # `snakemake --report report.html`: outputs marked with `report(...)` below, each with a caption
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
@@ -32,36 +34,50 @@ CAPTION = "../report/{}.rst"  # relative to this file
 # A file marked for the report (a figure, or a table's csv file). Snakemake's parser reads a line
 # that starts with `report` as its directive `report:`, so no line here starts with the call.
 REPORTED = lambda path, caption, category, subcategory, result: report(
-    path, caption=CAPTION.format(caption), category=category, subcategory=subcategory,
-    labels={"result": result})
+    path,
+    caption=CAPTION.format(caption),
+    category=category,
+    subcategory=subcategory,
+    labels={"result": result},
+)
 # multiext(stem, *TABLE_FORMATS) with only the csv file marked for the report.
 REPORT_TABLE = lambda stem, caption, category, subcategory, result: [
     REPORTED(path, caption, category, subcategory, result) if path.endswith(".csv") else path
-    for path in multiext(stem, *TABLE_FORMATS)]
+    for path in multiext(stem, *TABLE_FORMATS)
+]
 # One file per experiment (`experiment_files`), each in the category of its dataset and the
 # subcategory of its target model.
-TARGET_MODELS = lambda e: (f"audit {e.label}" if e in AUDITED
-                           else f"{e.arch} targets" + (f", {e.ref_arch} references" if e.mixed else ""))
-REPORT_PER_EXPERIMENT = lambda prefix, suffix, directory, caption, result, experiments=EXPERIMENTS: [
-    REPORTED(path, caption, f"Dataset {e.dataset}", TARGET_MODELS(e), result)
-    for e, path in zip(experiments, experiment_files(prefix, suffix, directory, experiments))]
+TARGET_MODELS = lambda e: (
+    f"audit {e.label}"
+    if e in AUDITED
+    else f"{e.arch} targets" + (f", {e.ref_arch} references" if e.mixed else "")
+)
+REPORT_PER_EXPERIMENT = (
+    lambda prefix, suffix, directory, caption, result, experiments=EXPERIMENTS: [
+        REPORTED(path, caption, f"Dataset {e.dataset}", TARGET_MODELS(e), result)
+        for e, path in zip(experiments, experiment_files(prefix, suffix, directory, experiments))
+    ]
+)
 
 
 rule collect_metrics:
     """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
     input:
-        experiment_metrics=(per_experiment(EXPERIMENT_METRICS) + per_llm_experiment(LLM_METRICS)
-                            + per_audit(AUDIT_METRICS)),
+        experiment_metrics=(
+            per_experiment(EXPERIMENT_METRICS)
+            + per_llm_experiment(LLM_METRICS)
+            + per_audit(AUDIT_METRICS)
+        ),
         code=code("report"),
     output:
         metrics=METRICS,
         summary="results/summary.json",
-    conda:
-        SOFTWARE
     log:
         "records/report/logs/collect_metrics.log",
     benchmark:
         "records/report/benchmarks/collect_metrics/all.tsv"
+    conda:
+        SOFTWARE
     script:
         "../scripts/collect_metrics.py"
 
@@ -73,12 +89,12 @@ rule collect_models:
         code=code("report"),
     output:
         models=MODEL_RECORDS,
-    conda:
-        SOFTWARE
     log:
         "records/report/logs/collect_models.log",
     benchmark:
         "records/report/benchmarks/collect_models/all.tsv"
+    conda:
+        SOFTWARE
     script:
         "../scripts/collect_models.py"
 
@@ -92,17 +108,17 @@ rule paired_tests:
         code=code("report"),
     output:
         tests=TESTS,
+    log:
+        "records/report/logs/paired_tests.log",
+    benchmark:
+        "records/report/benchmarks/paired_tests/all.tsv"
+    conda:
+        SOFTWARE
     params:
         tested_metrics=config["stats"]["metrics"],
         alpha=config["stats"]["alpha"],
         n_resamples=config["stats"]["n_resamples"],
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/report/logs/paired_tests.log",
-    benchmark:
-        "records/report/benchmarks/paired_tests/all.tsv"
     script:
         "../scripts/paired_tests.py"
 
@@ -116,25 +132,47 @@ rule tables:
         roc=per_experiment(ROC) + per_audit(AUDIT_ROC),
         code=code("report"),
     output:
-        auroc_table=REPORT_TABLE("results/tables/auroc", "auroc", "Headline", "AUROC",
-                                 "AUROC per attack and experiment (TDDBench Table 4)"),
-        accuracy_table=REPORT_TABLE("results/tables/accuracy", "accuracy", "Headline",
-                                    "Target models", "Train and test accuracy of the models"),
-        tests_table=REPORT_TABLE("results/tables/tests", "tests", "Headline", "Paired tests",
-                                 "Attack comparisons by question: the best attack and the families' bests (BY per family)"),
-        roc_figures=REPORT_PER_EXPERIMENT("roc", ".png", "results/figures", "roc",
-                                          "ROC curves of every attack (log-log)")
-                    # audits of models trained elsewhere (stage audit), reported beside experiments
-                    + REPORT_PER_EXPERIMENT("roc", ".png", "results/figures", "roc_audit",
-                                            "ROC curves of every attack (log-log)", AUDITED),
-    params:
-        experiments=EXPERIMENTS + AUDITED,
-    conda:
-        SOFTWARE
+        auroc_table=REPORT_TABLE(
+            "results/tables/auroc",
+            "auroc",
+            "Headline",
+            "AUROC",
+            "AUROC per attack and experiment (TDDBench Table 4)",
+        ),
+        accuracy_table=REPORT_TABLE(
+            "results/tables/accuracy",
+            "accuracy",
+            "Headline",
+            "Target models",
+            "Train and test accuracy of the models",
+        ),
+        tests_table=REPORT_TABLE(
+            "results/tables/tests",
+            "tests",
+            "Headline",
+            "Paired tests",
+            "Attack comparisons by question: the best attack and the families' bests (BY per family)",
+        ),
+        roc_figures=REPORT_PER_EXPERIMENT(
+            "roc", ".png", "results/figures", "roc", "ROC curves of every attack (log-log)"
+        )
+        # audits of models trained elsewhere (stage audit), reported beside experiments
+        + REPORT_PER_EXPERIMENT(
+            "roc",
+            ".png",
+            "results/figures",
+            "roc_audit",
+            "ROC curves of every attack (log-log)",
+            AUDITED,
+        ),
     log:
         "records/report/logs/tables.log",
     benchmark:
         "records/report/benchmarks/tables/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        experiments=EXPERIMENTS + AUDITED,
     script:
         "../scripts/tables.py"
 
@@ -148,32 +186,64 @@ rule study_tables:
         timings=per_experiment(ATTACK_TIMINGS),
         code=code("report"),
     output:
-        by_architecture=REPORT_TABLE("results/tables/by_architecture", "by_architecture",
-                                     "Headline", "AUROC",
-                                     "AUROC per target architecture (TDDBench Table 5)"),
-        families=REPORT_TABLE("records/report/families", "families", "Cost", "Attack families",
-                              "AUROC and cost per attack family (TDDBench Table 7)"),
-        reference_mismatch=REPORT_TABLE("results/tables/reference_mismatch", "reference_mismatch",
-                                        "Headline", "AUROC",
-                                        "References of another architecture (TDDBench Table 6)"),
-        metric_tables=[*REPORT_PER_EXPERIMENT("metrics", ".csv", "results/tables", "metrics",
-                                              "Every metric of every attack "
-                                              "(TDDBench Tables 14-16)"),
-                       *[path for suffix in TABLE_FORMATS if suffix != ".csv"
-                         for path in experiment_files("metrics", suffix, "results/tables")]],
-        gap_figure=REPORTED("results/figures/auroc-vs-gap.png", "gap", "Headline", "Target models",
-                            "AUROC against the train-test gap (TDDBench Fig. 2)"),
-        scaling_figures=REPORT_PER_EXPERIMENT("scaling", ".png", "results/figures", "scaling",
-                                              "AUROC against the number of reference models and "
-                                              "of queries (TDDBench Fig. 4)"),
-    params:
-        experiments=EXPERIMENTS,
-    conda:
-        SOFTWARE
+        by_architecture=REPORT_TABLE(
+            "results/tables/by_architecture",
+            "by_architecture",
+            "Headline",
+            "AUROC",
+            "AUROC per target architecture (TDDBench Table 5)",
+        ),
+        families=REPORT_TABLE(
+            "records/report/families",
+            "families",
+            "Cost",
+            "Attack families",
+            "AUROC and cost per attack family (TDDBench Table 7)",
+        ),
+        reference_mismatch=REPORT_TABLE(
+            "results/tables/reference_mismatch",
+            "reference_mismatch",
+            "Headline",
+            "AUROC",
+            "References of another architecture (TDDBench Table 6)",
+        ),
+        metric_tables=[
+            *REPORT_PER_EXPERIMENT(
+                "metrics",
+                ".csv",
+                "results/tables",
+                "metrics",
+                "Every metric of every attack " "(TDDBench Tables 14-16)",
+            ),
+            *[
+                path
+                for suffix in TABLE_FORMATS
+                if suffix != ".csv"
+                for path in experiment_files("metrics", suffix, "results/tables")
+            ],
+        ],
+        gap_figure=REPORTED(
+            "results/figures/auroc-vs-gap.png",
+            "gap",
+            "Headline",
+            "Target models",
+            "AUROC against the train-test gap (TDDBench Fig. 2)",
+        ),
+        scaling_figures=REPORT_PER_EXPERIMENT(
+            "scaling",
+            ".png",
+            "results/figures",
+            "scaling",
+            "AUROC against the number of reference models and " "of queries (TDDBench Fig. 4)",
+        ),
     log:
         "records/report/logs/study_tables.log",
     benchmark:
         "records/report/benchmarks/study_tables/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        experiments=EXPERIMENTS,
     script:
         "../scripts/study_tables.py"
 
@@ -184,15 +254,19 @@ rule song_mittal_table:
         scores=per_experiment(SCORES) + per_audit(AUDIT_SCORES),
         code=code("report"),
     output:
-        song_mittal=REPORT_TABLE("results/tables/song_mittal", "song_mittal", "Song & Mittal",
-                                 "Learned thresholds",
-                                 "Class-dependent against global thresholds"),
-    conda:
-        SOFTWARE
+        song_mittal=REPORT_TABLE(
+            "results/tables/song_mittal",
+            "song_mittal",
+            "Song & Mittal",
+            "Learned thresholds",
+            "Class-dependent against global thresholds",
+        ),
     log:
         "records/report/logs/song_mittal_table.log",
     benchmark:
         "records/report/benchmarks/song_mittal_table/all.tsv"
+    conda:
+        SOFTWARE
     script:
         "../scripts/song_mittal_table.py"
 
@@ -206,16 +280,21 @@ rule published_table:
         metrics=METRICS,
         code=code("report"),
     output:
-        table=REPORT_TABLE("results/tables/published", "published", "Headline", "Fidelity",
-                           "Published against reproduced"),
-    params:
-        profile=config["profile"],
-    conda:
-        SOFTWARE
+        table=REPORT_TABLE(
+            "results/tables/published",
+            "published",
+            "Headline",
+            "Fidelity",
+            "Published against reproduced",
+        ),
     log:
         "records/report/logs/published_table.log",
     benchmark:
         "records/report/benchmarks/published_table/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        profile=config["profile"],
     script:
         "../scripts/published_table.py"
 
@@ -230,21 +309,36 @@ rule defense_report:
         scores=per_experiment(SCORES),
         code=code("report"),
     output:
-        defenses=REPORT_TABLE("results/tables/defenses", "defenses", "Song & Mittal", "Defenses",
-                              "Defended against undefended targets (Song & Mittal Tables 2-4)"),
-        tradeoff=REPORTED("results/figures/defense-tradeoff.png", "defense_tradeoff",
-                          "Song & Mittal", "Defenses", "Utility against privacy"),
-        risk=REPORTED("results/figures/defense-risk-cdf.png", "defense_risk_cdf",
-                      "Song & Mittal", "Defenses", "Members' privacy risk per defense"),
-    params:
-        recipes=[(e.dataset, e.label, e.arch) for e in EXPERIMENTS],
-        architectures=config["architectures"],
-    conda:
-        SOFTWARE
+        defenses=REPORT_TABLE(
+            "results/tables/defenses",
+            "defenses",
+            "Song & Mittal",
+            "Defenses",
+            "Defended against undefended targets (Song & Mittal Tables 2-4)",
+        ),
+        tradeoff=REPORTED(
+            "results/figures/defense-tradeoff.png",
+            "defense_tradeoff",
+            "Song & Mittal",
+            "Defenses",
+            "Utility against privacy",
+        ),
+        risk=REPORTED(
+            "results/figures/defense-risk-cdf.png",
+            "defense_risk_cdf",
+            "Song & Mittal",
+            "Defenses",
+            "Members' privacy risk per defense",
+        ),
     log:
         "records/report/logs/defense_report.log",
     benchmark:
         "records/report/benchmarks/defense_report/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        recipes=[(e.dataset, e.label, e.arch) for e in EXPERIMENTS],
+        architectures=config["architectures"],
     script:
         "../scripts/defense_report.py"
 
@@ -255,21 +349,33 @@ rule risk_score_report:
         scores=per_experiment(SCORES),
         code=code("report"),
     output:
-        risk_precision=REPORT_TABLE("results/tables/risk_precision", "risk_precision",
-                                    "Song & Mittal", "Privacy risk score",
-                                    "Precision and recall of risk thresholds"),
-        risk_figures=[REPORTED(path, "risk_cdf", "Song & Mittal", "Privacy risk score",
-                               f"Risk CDF: {e.dataset}, {TARGET_MODELS(e)}")
-                      for e, path in zip(EXPERIMENTS,
-                                         experiment_files("risk-cdf", ".png", "results/figures"))],
-    params:
-        experiments=EXPERIMENTS,
-    conda:
-        SOFTWARE
+        risk_precision=REPORT_TABLE(
+            "results/tables/risk_precision",
+            "risk_precision",
+            "Song & Mittal",
+            "Privacy risk score",
+            "Precision and recall of risk thresholds",
+        ),
+        risk_figures=[
+            REPORTED(
+                path,
+                "risk_cdf",
+                "Song & Mittal",
+                "Privacy risk score",
+                f"Risk CDF: {e.dataset}, {TARGET_MODELS(e)}",
+            )
+            for e, path in zip(
+                EXPERIMENTS, experiment_files("risk-cdf", ".png", "results/figures")
+            )
+        ],
     log:
         "records/report/logs/risk_score_report.log",
     benchmark:
         "records/report/benchmarks/risk_score_report/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        experiments=EXPERIMENTS,
     script:
         "../scripts/risk_score_report.py"
 
@@ -284,43 +390,81 @@ rule hparam_report:
         selection=HPARAM_SELECTION_ALL,
         code=code("report"),
     output:
-        headline=REPORT_TABLE("results/tables/hparam_tpr", "hparam_tpr", "Hyperparameter study",
-                              "TPR at fixed FPR", "TPR of LiRA, ACC-LiRA and KL-LiRA"),
-        relative=REPORT_TABLE("results/tables/hparam_relative_tpr", "hparam_relative_tpr",
-                              "Hyperparameter study", "TPR at fixed FPR", "TPR relative to LiRA"),
-        budget=REPORT_TABLE("results/tables/hparam_kl_budget", "hparam_kl_budget",
-                            "Hyperparameter study", "KL-LiRA", "KL-LiRA's TPR per budget"),
-        td_vs_ed=REPORT_TABLE("results/tables/hparam_td_vs_ed", "hparam_td_vs_ed",
-                              "Hyperparameter study", "TD-HPO against ED-HPO",
-                              "Tests: does TD-HPO leak more than ED-HPO?"),
-        choices=REPORT_TABLE("results/tables/hparam_selection", "hparam_selection",
-                             "Hyperparameter study", "KL-LiRA",
-                             "Hyperparameters KL-LiRA selected against the target's"),
-        roc_figures=[REPORTED(path, "hparam_roc", "Hyperparameter study", "TPR at fixed FPR",
-                              f"ROC curves with the DP bound: {setting}")
-                     for setting, path in zip(HPARAM_SETTINGS, expand(
-                         "results/figures/hparam-roc-{setting}.png",
-                         setting=list(HPARAM_SETTINGS)))],
-        figures=[REPORTED(f"results/figures/hparam-{name}.png",
-                          "hparam_{}_figure".format(name.replace("-", "_")),
-                          "Hyperparameter study", subcategory, result)
-                 for name, subcategory, result in [
-                     ("relative-tpr", "TPR at fixed FPR", "TPR relative to LiRA (figure)"),
-                     ("kl-budget", "KL-LiRA", "KL-LiRA's TPR per budget (figure)"),
-                     ("td-vs-ed", "TD-HPO against ED-HPO", "TPR of TD-HPO against ED-HPO targets"),
-                     ("pvalues", "TD-HPO against ED-HPO", "p-values of the TD-HPO vs ED-HPO tests"),
-                     ("selection", "KL-LiRA", "Learning rate selected against the target's")]],
+        headline=REPORT_TABLE(
+            "results/tables/hparam_tpr",
+            "hparam_tpr",
+            "Hyperparameter study",
+            "TPR at fixed FPR",
+            "TPR of LiRA, ACC-LiRA and KL-LiRA",
+        ),
+        relative=REPORT_TABLE(
+            "results/tables/hparam_relative_tpr",
+            "hparam_relative_tpr",
+            "Hyperparameter study",
+            "TPR at fixed FPR",
+            "TPR relative to LiRA",
+        ),
+        budget=REPORT_TABLE(
+            "results/tables/hparam_kl_budget",
+            "hparam_kl_budget",
+            "Hyperparameter study",
+            "KL-LiRA",
+            "KL-LiRA's TPR per budget",
+        ),
+        td_vs_ed=REPORT_TABLE(
+            "results/tables/hparam_td_vs_ed",
+            "hparam_td_vs_ed",
+            "Hyperparameter study",
+            "TD-HPO against ED-HPO",
+            "Tests: does TD-HPO leak more than ED-HPO?",
+        ),
+        choices=REPORT_TABLE(
+            "results/tables/hparam_selection",
+            "hparam_selection",
+            "Hyperparameter study",
+            "KL-LiRA",
+            "Hyperparameters KL-LiRA selected against the target's",
+        ),
+        roc_figures=[
+            REPORTED(
+                path,
+                "hparam_roc",
+                "Hyperparameter study",
+                "TPR at fixed FPR",
+                f"ROC curves with the DP bound: {setting}",
+            )
+            for setting, path in zip(
+                HPARAM_SETTINGS,
+                expand("results/figures/hparam-roc-{setting}.png", setting=list(HPARAM_SETTINGS)),
+            )
+        ],
+        figures=[
+            REPORTED(
+                f"results/figures/hparam-{name}.png",
+                "hparam_{}_figure".format(name.replace("-", "_")),
+                "Hyperparameter study",
+                subcategory,
+                result,
+            )
+            for name, subcategory, result in [
+                ("relative-tpr", "TPR at fixed FPR", "TPR relative to LiRA (figure)"),
+                ("kl-budget", "KL-LiRA", "KL-LiRA's TPR per budget (figure)"),
+                ("td-vs-ed", "TD-HPO against ED-HPO", "TPR of TD-HPO against ED-HPO targets"),
+                ("pvalues", "TD-HPO against ED-HPO", "p-values of the TD-HPO vs ED-HPO tests"),
+                ("selection", "KL-LiRA", "Learning rate selected against the target's"),
+            ]
+        ],
+    log:
+        "records/report/logs/hparam_report.log",
+    benchmark:
+        "records/report/benchmarks/hparam_report/all.tsv"
+    conda:
+        SOFTWARE
     params:
         alpha=config["stats"]["alpha"],
         resamples=config["hparam_study"]["permutation_resamples"],
         confidence=config["metrics"]["confidence"],
         seed=config["seed"],
-    conda:
-        SOFTWARE
-    log:
-        "records/report/logs/hparam_report.log",
-    benchmark:
-        "records/report/benchmarks/hparam_report/all.tsv"
     script:
         "../scripts/hparam_report.py"
 
@@ -333,21 +477,40 @@ rule llm_report:
         iterates=per_llm_experiment(LLM_ITERATES),
         code=code("report"),
     output:
-        llm_table=REPORT_TABLE("results/tables/llm", "llm", "Language models", "Attacks",
-                               "AUROC and TPR at 1% and 5% FPR per attack"),
-        mink_sweep_table=REPORT_TABLE("results/tables/llm_mink_sweep", "llm_mink_sweep",
-                                      "Language models", "Min-K% and Min-K%++",
-                                      "AUROC against k (table)"),
-        em_figure=REPORTED("results/figures/llm-em-iterations.png", "llm_em_iterations",
-                           "Language models", "EM-MIA", "AUROC after each EM-MIA iteration"),
-        mink_figure=REPORTED("results/figures/llm-mink-sweep.png", "llm_mink_sweep_figure",
-                             "Language models", "Min-K% and Min-K%++", "AUROC against k (figure)"),
-    conda:
-        SOFTWARE
+        llm_table=REPORT_TABLE(
+            "results/tables/llm",
+            "llm",
+            "Language models",
+            "Attacks",
+            "AUROC and TPR at 1% and 5% FPR per attack",
+        ),
+        mink_sweep_table=REPORT_TABLE(
+            "results/tables/llm_mink_sweep",
+            "llm_mink_sweep",
+            "Language models",
+            "Min-K% and Min-K%++",
+            "AUROC against k (table)",
+        ),
+        em_figure=REPORTED(
+            "results/figures/llm-em-iterations.png",
+            "llm_em_iterations",
+            "Language models",
+            "EM-MIA",
+            "AUROC after each EM-MIA iteration",
+        ),
+        mink_figure=REPORTED(
+            "results/figures/llm-mink-sweep.png",
+            "llm_mink_sweep_figure",
+            "Language models",
+            "Min-K% and Min-K%++",
+            "AUROC against k (figure)",
+        ),
     log:
         "records/report/logs/llm_report.log",
     benchmark:
         "records/report/benchmarks/llm_report/all.tsv"
+    conda:
+        SOFTWARE
     script:
         "../scripts/llm_report.py"
 
@@ -355,17 +518,26 @@ rule llm_report:
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
-        benchmarks=lambda w: plan.benchmarks_of(workflow.rules, stage_targets(
-            "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"),
-            skip="cost_table"),
+        benchmarks=lambda w: plan.benchmarks_of(
+            workflow.rules,
+            stage_targets(
+                "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"
+            ),
+            skip="cost_table",
+        ),
         code=code("report"),
     output:
-        cost=REPORT_TABLE("records/report/cost", "cost", "Cost", "Time and memory",
-                          "Time and peak memory per stage and rule"),
-    conda:
-        SOFTWARE
+        cost=REPORT_TABLE(
+            "records/report/cost",
+            "cost",
+            "Cost",
+            "Time and memory",
+            "Time and peak memory per stage and rule",
+        ),
     log:
         "records/report/logs/cost_table.log",
+    conda:
+        SOFTWARE
     script:
         "../scripts/cost_table.py"
 

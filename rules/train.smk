@@ -13,20 +13,20 @@ rule train_shard:
         models=MODELS,
         records=RECORDS,
         signals=SIGNALS,
+    log:
+        "records/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
+    benchmark:
+        "records/train/benchmarks/train_shard/{dataset}/{arch}/shard-{shard}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
     params:
         model_ids=lambda w: SHARDS[int(w.shard)],
         arch_name=lambda w: w.arch,
         arch=lambda w: config["architectures"][w.arch],
         seed=config["seed"],
-    threads: config["training"]["threads"]
-    resources:
-        gpu=lambda w: int(plan.uses_torch(config, w.arch)),
-    conda:
-        SOFTWARE
-    log:
-        "records/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
-    benchmark:
-        "records/train/benchmarks/train_shard/{dataset}/{arch}/shard-{shard}.tsv"
     script:
         "../scripts/train_shard.py"
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule audit_outputs."""
+
 from miaflow.jobs import audit
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule collect_models."""
+
 from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 

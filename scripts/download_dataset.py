@@ -1,4 +1,5 @@
 """Snakemake adapter for rule download_dataset."""
+
 from miaflow.jobs import prepare
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule hparam_noise."""
+
 from miaflow.jobs import hparams
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule hparam_report."""
+
 from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule llm_convert."""
+
 from miaflow.jobs import llm
 from miaflow.jobs.adapter import run
 

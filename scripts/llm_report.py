@@ -1,4 +1,5 @@
 """Snakemake adapter for rule llm_report."""
+
 from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule paired_tests."""
+
 from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 

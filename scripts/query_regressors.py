@@ -1,4 +1,5 @@
 """Snakemake adapter for rule query_regressors."""
+
 from miaflow.jobs import queries
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule risk_score_report."""
+
 from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 

@@ -1,4 +1,5 @@
 """Snakemake adapter for rule scaling_sweep."""
+
 from miaflow.jobs import evaluate
 from miaflow.jobs.adapter import run
 

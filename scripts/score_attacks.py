@@ -1,4 +1,5 @@
 """Snakemake adapter for rule score_attacks."""
+
 from miaflow.jobs import evaluate
 from miaflow.jobs.adapter import run
 

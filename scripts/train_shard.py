@@ -1,4 +1,5 @@
 """Snakemake adapter for rule train_shard."""
+
 from miaflow.jobs import train
 from miaflow.jobs.adapter import run
 

@@ -52,9 +52,12 @@ def job_torch_session(tmp_path, monkeypatch) -> Iterator[None]:
 
     monkeypatch.chdir(tmp_path)  # the GPU slots' lock files
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    before = (torch.are_deterministic_algorithms_enabled(),
-              torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.backends.cudnn.benchmark, torch.get_num_threads())
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.get_num_threads(),
+    )
     with torch_session(1):
         yield
     torch._C._set_deterministic_algorithms(before[0], warn_only=before[1])
@@ -65,6 +68,7 @@ def job_torch_session(tmp_path, monkeypatch) -> Iterator[None]:
 @pytest.fixture
 def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
     """Draw a figure twice (`draw(path)`): a real PNG, and the same bytes both times."""
+
     def check(draw: Callable[[Path], None]) -> bytes:
         first, second = tmp_path / "first.png", tmp_path / "second.png"
         draw(first)
@@ -73,6 +77,7 @@ def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
         assert data == second.read_bytes()
         return data
+
     return check
 
 

@@ -11,8 +11,12 @@ import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from miaflow.defenses.adversarial import (InferenceModel, classifier_objective, inference_gain,
-                                          train_adversarial)
+from miaflow.defenses.adversarial import (
+    InferenceModel,
+    classifier_objective,
+    inference_gain,
+    train_adversarial,
+)
 from miaflow.models import optimizers
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -21,6 +25,7 @@ N_CLASSES, N_FEATURES, N = 4, 20, 200
 
 
 # --- hand-computed gain and objective ----------------------------------------------------------
+
 
 def _known_attack() -> InferenceModel:
     """h with logit z = 2 (p_0 + [y = 0]) - 1.5: each branch carries one input through its first
@@ -61,10 +66,18 @@ def test_inference_gain_hand_computed():
     reference_probs = np.array([[0.6, 0.4], [0.2, 0.8], [0.5, 0.5]])
     reference_labels = np.array([1, 1, 0])
     # mean log h over the 2 members + mean log(1 - h) over the 3 reference points, each set on its own
-    expected = (_log_sigmoid(_known_logit(member_probs, member_labels)).mean()
-                + np.log(1 - 1 / (1 + np.exp(-_known_logit(reference_probs, reference_labels)))).mean())
-    got = inference_gain(_known_attack(), torch.tensor(member_probs), torch.tensor(member_labels),
-                         torch.tensor(reference_probs), torch.tensor(reference_labels), 2)
+    expected = (
+        _log_sigmoid(_known_logit(member_probs, member_labels)).mean()
+        + np.log(1 - 1 / (1 + np.exp(-_known_logit(reference_probs, reference_labels)))).mean()
+    )
+    got = inference_gain(
+        _known_attack(),
+        torch.tensor(member_probs),
+        torch.tensor(member_labels),
+        torch.tensor(reference_probs),
+        torch.tensor(reference_labels),
+        2,
+    )
     assert got.item() == pytest.approx(expected, rel=1e-12)
     assert got.item() < 0
 
@@ -90,8 +103,9 @@ def test_classifier_objective_hand_computed_value_and_gradient():
         up, down = logits.copy(), logits.copy()
         up[i] += step
         down[i] -= step
-        numeric[i] = (_objective_by_hand(up, labels, lam)
-                      - _objective_by_hand(down, labels, lam)) / (2 * step)
+        numeric[i] = (
+            _objective_by_hand(up, labels, lam) - _objective_by_hand(down, labels, lam)
+        ) / (2 * step)
     np.testing.assert_allclose(z.grad.numpy(), numeric, atol=1e-8)
     plain = torch.tensor(logits, requires_grad=True)
     F.cross_entropy(plain, torch.tensor(labels)).backward()
@@ -100,32 +114,60 @@ def test_classifier_objective_hand_computed_value_and_gradient():
 
 # --- training ----------------------------------------------------------------------------------
 
+
 def _toy() -> dict[str, torch.Tensor]:
     """Random labels, so anything a model fits on its members is memorised: disjoint members,
     reference points (h's non-members) and held-out points (the evaluation's non-members)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(3 * N, N_FEATURES, generator=g)
     y = torch.randint(0, N_CLASSES, (3 * N,), generator=g)
-    return {"x_train": x[:N], "y_train": y[:N], "x_reference": x[N:2 * N], "y_reference": y[N:2 * N],
-            "x_heldout": x[2 * N:], "y_heldout": y[2 * N:]}
+    return {
+        "x_train": x[:N],
+        "y_train": y[:N],
+        "x_reference": x[N : 2 * N],
+        "y_reference": y[N : 2 * N],
+        "x_heldout": x[2 * N :],
+        "y_heldout": y[2 * N :],
+    }
 
 
 def _mlp(seed: int) -> nn.Module:
     """Dropout draws from the global RNG in training: any draw the defense took from it would show."""
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(N_FEATURES, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, N_CLASSES))
+    return nn.Sequential(
+        nn.Linear(N_FEATURES, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, N_CLASSES)
+    )
 
 
-def _train(model: nn.Module, lam: float, epochs: int, attack_steps: int, seed: int = 0,
-           batch_size: int = 48, **kwargs) -> InferenceModel:
+def _train(
+    model: nn.Module,
+    lam: float,
+    epochs: int,
+    attack_steps: int,
+    seed: int = 0,
+    batch_size: int = 48,
+    **kwargs,
+) -> InferenceModel:
     toy = _toy()
     shuffle = torch.Generator().manual_seed(seed)  # as training's plain loop shuffles
-    return train_adversarial(model, optimizers.Adam(model.parameters(), lr=1e-2),
-                             lambda: torch.randperm(N, generator=shuffle).split(batch_size),
-                             toy["x_train"], toy["y_train"], toy["x_reference"], toy["y_reference"],
-                             n_classes=N_CLASSES, lam=lam, epochs=epochs, batch_size=batch_size,
-                             attack_steps=attack_steps, attack_optimizer=optimizers.Adam,
-                             attack_lr=1e-3, seed=seed, **kwargs)
+    return train_adversarial(
+        model,
+        optimizers.Adam(model.parameters(), lr=1e-2),
+        lambda: torch.randperm(N, generator=shuffle).split(batch_size),
+        toy["x_train"],
+        toy["y_train"],
+        toy["x_reference"],
+        toy["y_reference"],
+        n_classes=N_CLASSES,
+        lam=lam,
+        epochs=epochs,
+        batch_size=batch_size,
+        attack_steps=attack_steps,
+        attack_optimizer=optimizers.Adam,
+        attack_lr=1e-3,
+        seed=seed,
+        **kwargs,
+    )
 
 
 def _weights(module: nn.Module) -> list[torch.Tensor]:
@@ -160,8 +202,12 @@ def test_lambda_zero_is_plain_cross_entropy_training_and_h_still_learns():
     # h, trained alongside, tells members from points it never saw (its gain is not f's concern at lambda = 0)
     model.eval()
     with torch.no_grad():
-        scores = [attack(F.softmax(model(toy[f"x_{s}"]), dim=1), F.one_hot(toy[f"y_{s}"], N_CLASSES).float())
-                  for s in ("train", "heldout")]
+        scores = [
+            attack(
+                F.softmax(model(toy[f"x_{s}"]), dim=1), F.one_hot(toy[f"y_{s}"], N_CLASSES).float()
+            )
+            for s in ("train", "heldout")
+        ]
     assert roc_auc_score([1] * N + [0] * N, torch.cat(scores).numpy()) > 0.75
 
 
@@ -195,7 +241,13 @@ def test_same_seed_same_weights_other_seed_other_weights():
 def test_on_epoch_sees_each_epoch_and_stops_training():
     seen = []
     model = _mlp(0)
-    _train(model, lam=1.0, epochs=10, attack_steps=1, on_epoch=lambda epoch: seen.append(epoch) or epoch == 2)
+    _train(
+        model,
+        lam=1.0,
+        epochs=10,
+        attack_steps=1,
+        on_epoch=lambda epoch: seen.append(epoch) or epoch == 2,
+    )
     stopped = _weights(model)
     assert seen == [1, 2]
     two_epochs = _mlp(0)

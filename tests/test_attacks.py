@@ -16,6 +16,7 @@ HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 
 # --- a toy benchmark whose models memorise their training sets ---------------------------------
 
+
 def _write_toy_store(tmp_path, *, n_reference: int = 16, n_population: int = 16):
     """Splits and a signal store in which every model adds +3 to phi on its own members.
 
@@ -24,8 +25,14 @@ def _write_toy_store(tmp_path, *, n_reference: int = 16, n_population: int = 16)
     confidence, entropy, ... all follow from phi. Every attack reaches AUROC >= 0.8 here.
     """
     n_samples = 600
-    splits = make_splits(n_samples, seed=0, dataset="toy", repeats=2,
-                         n_reference=n_reference, n_population=n_population)
+    splits = make_splits(
+        n_samples,
+        seed=0,
+        dataset="toy",
+        repeats=2,
+        n_reference=n_reference,
+        n_population=n_population,
+    )
     rng = np.random.default_rng(0)
     difficulty = rng.normal(loc=-0.5, size=n_samples)
     labels = rng.integers(0, 2, size=n_samples)
@@ -60,8 +67,9 @@ def test_registry_entries_are_documented():
 
 # Query attacks read artifacts of their own jobs (queries, surrogates, ...): tests/test_query*.py;
 # language-model attacks read token statistics: tests/test_llm.py.
-@pytest.mark.parametrize("name", sorted(n for n, a in ATTACKS.items()
-                                        if a.family not in ("query", "llm")))
+@pytest.mark.parametrize(
+    "name", sorted(n for n, a in ATTACKS.items() if a.family not in ("query", "llm"))
+)
 def test_every_attack_detects_members_of_a_memorising_target(toy, name):
     inputs, is_member = toy
     scores = run_attack(name, inputs)
@@ -97,13 +105,22 @@ KEEP = np.array([[1, 0], [1, 1], [0, 0], [0, 1]], dtype=bool)
 REFERENCE = np.array([[1.0, 3.0], [3.0, 5.0], [-1.0, 5.0], [1.0, 7.0]])
 
 
-def _inputs(target: dict, reference: dict, keep: np.ndarray = KEEP, *,
-            target_on_population: dict | None = None, population: dict | None = None,
-            population_keep: np.ndarray | None = None, options: dict | None = None) -> AttackInputs:
+def _inputs(
+    target: dict,
+    reference: dict,
+    keep: np.ndarray = KEEP,
+    *,
+    target_on_population: dict | None = None,
+    population: dict | None = None,
+    population_keep: np.ndarray | None = None,
+    options: dict | None = None,
+) -> AttackInputs:
     return AttackInputs(
         target={k: np.asarray(v, dtype=float) for k, v in target.items()},
-        reference=reference, reference_keep=keep,
-        target_on_population=target_on_population or {}, population=population or {},
+        reference=reference,
+        reference_keep=keep,
+        target_on_population=target_on_population or {},
+        population=population or {},
         population_keep=np.zeros((0, 0), bool) if population_keep is None else population_keep,
         options=options or {},
     )
@@ -151,9 +168,11 @@ def test_lira_online_residual_variance():
     # and the score equals the per-example one: ((φ − μ_out)² − (φ − μ_in)²) / 2 = [2, −2].
     np.testing.assert_allclose(run_attack("lira-online-residual", inputs), [2.0, -2.0])
     out_spread_3 = np.where(KEEP, REFERENCE, 3 * REFERENCE)  # OUT residuals ±3
-    expected = (norm.logpdf([2, 4], [2, 6], 1.0) - norm.logpdf([2, 4], [0, 12], 3.0))
-    np.testing.assert_allclose(run_attack("lira-online-residual",
-                                          _inputs({"phi": [2.0, 4.0]}, {"phi": out_spread_3})), expected)
+    expected = norm.logpdf([2, 4], [2, 6], 1.0) - norm.logpdf([2, 4], [0, 12], 3.0)
+    np.testing.assert_allclose(
+        run_attack("lira-online-residual", _inputs({"phi": [2.0, 4.0]}, {"phi": out_spread_3})),
+        expected,
+    )
 
 
 def test_lira_online_per_example_variance():
@@ -177,8 +196,10 @@ def test_lira_offline_two_sided_pdf():
     # −log N(φ; μ_out, 1) = ½·ln(2π) + (φ − μ_out)²/2: (2 − 0)²/2 = 2 for sample 0, 0 for sample 1.
     np.testing.assert_allclose(run_attack("lira-offline", inputs), HALF_LOG_2PI + np.array([2, 0]))
     # Global OUT std sqrt(5): ½·ln(2π) + ln sqrt(5) + (φ − μ_out)²/10.
-    np.testing.assert_allclose(run_attack("lira-offline-fixvar", inputs),
-                               HALF_LOG_2PI + 0.5 * np.log(5) + np.array([0.4, 0.0]))
+    np.testing.assert_allclose(
+        run_attack("lira-offline-fixvar", inputs),
+        HALF_LOG_2PI + 0.5 * np.log(5) + np.array([0.4, 0.0]),
+    )
 
 
 def test_lira_offline_one_sided_cdf():
@@ -195,21 +216,32 @@ def test_model_robust_counts_population_points():
     # r(z) = [0.25, 0.5, 0.75, 1].
     population = np.full((2, 4), 0.5)
     population_keep = np.array([[True, False, True, False], [False, True, False, True]])
-    inputs = _inputs({"confidence": [0.75, 0.25]}, {"confidence": reference}, keep,
-                     target_on_population={"confidence": np.array([0.125, 0.25, 0.375, 0.5])},
-                     population={"confidence": population}, population_keep=population_keep)
+    inputs = _inputs(
+        {"confidence": [0.75, 0.25]},
+        {"confidence": reference},
+        keep,
+        target_on_population={"confidence": np.array([0.125, 0.25, 0.375, 0.5])},
+        population={"confidence": population},
+        population_keep=population_keep,
+    )
     # r(x) = [1.5, 0.5]. With γ = 2, count r(z) < r(x)/2 = [0.75, 0.25] strictly:
     # sample 0: {0.25, 0.5} (0.75 ties and is left out) -> 2/4; sample 1: none -> 0.
     np.testing.assert_array_equal(run_attack("model-robust", inputs), [0.5, 0.0])
     # With γ = 1: r(z) < [1.5, 0.5] -> 4/4 and {0.25} -> 1/4.
-    inputs = _inputs(inputs.target, inputs.reference, keep,
-                     target_on_population=inputs.target_on_population,
-                     population=inputs.population, population_keep=population_keep,
-                     options={"gamma": 1.0})
+    inputs = _inputs(
+        inputs.target,
+        inputs.reference,
+        keep,
+        target_on_population=inputs.target_on_population,
+        population=inputs.population,
+        population_keep=population_keep,
+        options={"gamma": 1.0},
+    )
     np.testing.assert_array_equal(run_attack("model-robust", inputs), [1.0, 0.25])
 
 
 # --- sanitisation and missing model sets --------------------------------------------------------
+
 
 def test_non_finite_scores_are_replaced_and_counted(monkeypatch, caplog):
     raw = np.array([1.0, np.inf, -np.inf, np.nan, -2.0], dtype=np.float32)
@@ -248,11 +280,21 @@ def test_reference_subset_keeps_the_first_whole_pairs(tmp_path):
 
 
 def test_metric_attacks_negate_loss_like_signals():
-    target = {"loss": [0.1, 2.0], "confidence": [0.9, 0.2], "correct": [1.0, 0.0],
-              "entropy": [0.3, 1.5], "mentr": [0.2, 3.0]}
+    target = {
+        "loss": [0.1, 2.0],
+        "confidence": [0.9, 0.2],
+        "correct": [1.0, 0.0],
+        "entropy": [0.3, 1.5],
+        "mentr": [0.2, 3.0],
+    }
     inputs = _inputs(target, {})
-    expected = {"metric-loss": [-0.1, -2.0], "metric-conf": [0.9, 0.2], "metric-corr": [1.0, 0.0],
-                "metric-ent": [-0.3, -1.5], "metric-ment": [-0.2, -3.0]}
+    expected = {
+        "metric-loss": [-0.1, -2.0],
+        "metric-conf": [0.9, 0.2],
+        "metric-corr": [1.0, 0.0],
+        "metric-ent": [-0.3, -1.5],
+        "metric-ment": [-0.2, -3.0],
+    }
     for name, scores in expected.items():
         np.testing.assert_allclose(run_attack(name, inputs), scores)
 
@@ -262,7 +304,10 @@ def test_references_can_come_from_another_store(tmp_path):
     store, splits = _write_toy_store(tmp_path / "a")
     other, _ = _write_toy_store(tmp_path / "b", n_reference=16, n_population=16)
     inputs, _ = attack_inputs(store, splits, repeat=0, options={}, reference_store=other)
-    np.testing.assert_array_equal(inputs.reference["phi"], other.matrix(splits.models("reference"), "phi",
-                                                                          splits.target_samples))
-    np.testing.assert_array_equal(inputs.target["phi"], store.matrix(["target-0"], "phi",
-                                                                     splits.target_samples)[0])
+    np.testing.assert_array_equal(
+        inputs.reference["phi"],
+        other.matrix(splits.models("reference"), "phi", splits.target_samples),
+    )
+    np.testing.assert_array_equal(
+        inputs.target["phi"], store.matrix(["target-0"], "phi", splits.target_samples)[0]
+    )

@@ -10,8 +10,7 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from test_attacks import _write_toy_store
 
-from miaflow.attacks import AttackInputs, attack_inputs, run_attack
-from miaflow.attacks import learning
+from miaflow.attacks import AttackInputs, attack_inputs, learning, run_attack
 from miaflow.signals import LOG_ZERO_PROB, signals_from_logits
 
 LEARN = ["learn-original", "learn-top3", "learn-sorted", "learn-label", "learn-merge"]
@@ -36,10 +35,13 @@ def _signals(logits: np.ndarray, labels: np.ndarray = LABELS) -> dict[str, np.nd
 def test_probability_feature_maps():
     signals = _signals(np.log(PROBS) + 7.0)  # logits up to a shift: softmax gives PROBS back
     np.testing.assert_allclose(learning.features_original(signals), PROBS)
-    np.testing.assert_allclose(learning.features_sorted(signals), [[0.5, 0.3, 0.2], [0.6, 0.3, 0.1]])
+    np.testing.assert_allclose(
+        learning.features_sorted(signals), [[0.5, 0.3, 0.2], [0.6, 0.3, 0.1]]
+    )
     np.testing.assert_allclose(learning.features_top3(signals), [[0.5, 0.3, 0.2], [0.6, 0.3, 0.1]])
-    np.testing.assert_allclose(learning.features_label(signals),
-                               [[0.2, 0.5, 0.3, 0, 0, 1], [0.6, 0.1, 0.3, 1, 0, 0]])
+    np.testing.assert_allclose(
+        learning.features_label(signals), [[0.2, 0.5, 0.3, 0, 0, 1], [0.6, 0.1, 0.3, 1, 0, 0]]
+    )
 
 
 def test_top3_keeps_three_columns_of_many_classes_and_all_of_two():
@@ -53,8 +55,13 @@ def test_top3_keeps_three_columns_of_many_classes_and_all_of_two():
 def test_merge_columns_in_tddbench_order():
     logits = np.array([[-5.0, 2.0, -3.0], [1.0, 0.5, 4.0]])
     labels = np.array([1, 0])
-    signals = {"logits": logits, "label": labels, "loss": np.array([10.0, 11.0]),
-               "mentr": np.array([20.0, 21.0]), "phi": np.array([30.0, 31.0])}
+    signals = {
+        "logits": logits,
+        "label": labels,
+        "loss": np.array([10.0, 11.0]),
+        "mentr": np.array([20.0, 21.0]),
+        "phi": np.array([30.0, 31.0]),
+    }
     # [onehot(y), ℓ, Mentr, ULD, −φ, argmax]. ULD compat: sample 0's other logits (−5, −3) are
     # below the −1 that replaces z_y, so max = −1 and ULD = −1 − 2 = −3 (corrected: −3 − 2 = −5);
     # sample 1: max(−1, 0.5, 4) − 1 = 3 either way.
@@ -76,6 +83,7 @@ def test_log_probability_outputs_with_zero_probabilities_give_finite_features():
 
 # --- the attack classifier ---------------------------------------------------------------------
 
+
 def test_classifier_learns_a_separable_rule_and_scores_the_member_class():
     rng = np.random.default_rng(0)
     features = rng.normal(size=(400, 3))
@@ -94,13 +102,16 @@ def test_classifier_stops_early_without_improvement(monkeypatch):
 
     epochs = []  # one shuffle (randperm) per epoch
     real_randperm = torch.randperm
-    monkeypatch.setattr(torch, "randperm", lambda *a, **k: epochs.append(1) or real_randperm(*a, **k))
+    monkeypatch.setattr(
+        torch, "randperm", lambda *a, **k: epochs.append(1) or real_randperm(*a, **k)
+    )
     rng = np.random.default_rng(0)
     learning.train_attack_classifier(rng.normal(size=(200, 2)), rng.random(200) < 0.5, seed=3)
     assert 1 + learning.PATIENCE + 1 <= len(epochs) < learning.MAX_EPOCHS
 
 
 # --- the learn-* attacks -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", LEARN)
 def test_learning_attack_detects_members_of_a_memorising_target(toy, name):
@@ -137,11 +148,17 @@ def test_an_auxiliary_shadow_is_population_model_0(tmp_path):
     inputs, is_member = attack_inputs(store, auxiliary, repeat=0, options={}, seed=11)
     shadow, members = inputs.shadow()
     assert np.array_equal(members, splits.members("population-0")[splits.auxiliary_samples])
-    assert np.array_equal(shadow["loss"], store.matrix(["population-0"], "loss", splits.auxiliary_samples)[0])
+    assert np.array_equal(
+        shadow["loss"], store.matrix(["population-0"], "loss", splits.auxiliary_samples)[0]
+    )
     # The same shadow moved into reference 0 gives the same scores; inverting reference 0's
     # membership changes nothing, as it is not read.
-    as_reference = dataclasses.replace(inputs, reference=inputs.population,
-                                       reference_keep=inputs.population_keep, shadow_pool="target")
+    as_reference = dataclasses.replace(
+        inputs,
+        reference=inputs.population,
+        reference_keep=inputs.population_keep,
+        shadow_pool="target",
+    )
     unread = dataclasses.replace(inputs, reference_keep=~inputs.reference_keep)
     scores = run_attack("learn-label", inputs)
     assert np.array_equal(scores, run_attack("learn-label", as_reference))
@@ -151,11 +168,17 @@ def test_an_auxiliary_shadow_is_population_model_0(tmp_path):
 
 # --- Model-fpr and offline RMIA --------------------------------------------------------------------
 
+
 def _inputs(target: dict, reference: dict, keep: np.ndarray, **more) -> AttackInputs:
-    fields = {"target_on_population": {}, "population": {},
-              "population_keep": np.zeros((0, 0), bool), "options": {}}
-    return AttackInputs(target=target, reference=reference, reference_keep=keep,
-                        **{**fields, **more})
+    fields = {
+        "target_on_population": {},
+        "population": {},
+        "population_keep": np.zeros((0, 0), bool),
+        "options": {},
+    }
+    return AttackInputs(
+        target=target, reference=reference, reference_keep=keep, **{**fields, **more}
+    )
 
 
 def test_model_fpr_is_the_targets_percentile_under_the_out_gaussian():
@@ -175,10 +198,15 @@ def _rmia_inputs(options: dict, in_value: float = 0.9) -> AttackInputs:
     # Population: OUT p_y = 0.25 at every point (IN values 0.9 must not matter).
     population = np.array([[0.25, 0.9, 0.25, 0.9], [0.9, 0.25, 0.9, 0.25]])
     population_keep = population > 0.5
-    return _inputs({"confidence": np.array([0.75, 0.25])}, {"confidence": reference}, keep,
-                   target_on_population={"confidence": np.array([0.125, 0.25, 0.375, 0.5])},
-                   population={"confidence": population}, population_keep=population_keep,
-                   options=options)
+    return _inputs(
+        {"confidence": np.array([0.75, 0.25])},
+        {"confidence": reference},
+        keep,
+        target_on_population={"confidence": np.array([0.125, 0.25, 0.375, 0.5])},
+        population={"confidence": population},
+        population_keep=population_keep,
+        options=options,
+    )
 
 
 def test_rmia_offline_corrects_out_means_on_both_sides():
@@ -189,15 +217,16 @@ def test_rmia_offline_corrects_out_means_on_both_sides():
     # r(x)/2 = [0.577, 0.192] and r(z) = [0.263, 0.526, 0.789, 1.053] -> 2/4 and 0.
     np.testing.assert_array_equal(run_attack("rmia-offline", _rmia_inputs({})), [0.5, 0.0])
     # IN reference values are not used (offline).
-    np.testing.assert_array_equal(run_attack("rmia-offline", _rmia_inputs({}, in_value=0.1)),
-                                  [0.5, 0.0])
+    np.testing.assert_array_equal(
+        run_attack("rmia-offline", _rmia_inputs({}, in_value=0.1)), [0.5, 0.0]
+    )
     # γ = 1: count r(z) < r(x) = [1.154, 0.385] -> 4/4 and {0.263} -> 1/4.
-    np.testing.assert_array_equal(run_attack("rmia-offline", _rmia_inputs({"gamma": 1.0})),
-                                  [1.0, 0.25])
+    np.testing.assert_array_equal(
+        run_attack("rmia-offline", _rmia_inputs({"gamma": 1.0})), [1.0, 0.25]
+    )
 
 
 @pytest.mark.parametrize("name", ["model-fpr", "rmia-offline"])
 def test_model_fpr_and_rmia_offline_detect_members(toy, name):
     inputs, is_member = toy
     assert roc_auc_score(is_member, run_attack(name, inputs)) > 0.9
-

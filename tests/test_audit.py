@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.special import softmax
 from sklearn.metrics import roc_auc_score
+from test_training import ARCHS, toy_dataset
 
 from miaflow import io
 from miaflow.audit import AuditInputError, applicable, read_members, read_membership, read_outputs
@@ -17,12 +18,17 @@ from miaflow.data import write_dataset
 from miaflow.jobs import audit as jobs
 from miaflow.splits import make_splits
 from miaflow.workflow.plan import Experiment
-from test_training import ARCHS, toy_dataset
 
 pytestmark = pytest.mark.audit
 
 N_SAMPLES, N_CLASSES = 120, 3
-MODELS = ["target-0", "target-1", *(f"reference-{k}" for k in range(8)), "population-0", "population-1"]
+MODELS = [
+    "target-0",
+    "target-1",
+    *(f"reference-{k}" for k in range(8)),
+    "population-0",
+    "population-1",
+]
 
 
 def memorising_outputs(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -43,10 +49,23 @@ def memorising_outputs(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     for model in MODELS:
         logits = rng.normal(size=(N_SAMPLES, N_CLASSES))
         logits[np.arange(N_SAMPLES), labels] += np.where(keep[model], 4.0, 0.5)
-        rows.append(pd.DataFrame({"model_id": model, "sample_id": np.arange(N_SAMPLES), "label": labels,
-                                  **{f"logit_{c}": logits[:, c] for c in range(N_CLASSES)}}))
-    membership = pd.DataFrame({"sample_id": np.arange(N_SAMPLES),
-                               "pool": np.where(in_target, "target", "auxiliary"), **keep})
+        rows.append(
+            pd.DataFrame(
+                {
+                    "model_id": model,
+                    "sample_id": np.arange(N_SAMPLES),
+                    "label": labels,
+                    **{f"logit_{c}": logits[:, c] for c in range(N_CLASSES)},
+                }
+            )
+        )
+    membership = pd.DataFrame(
+        {
+            "sample_id": np.arange(N_SAMPLES),
+            "pool": np.where(in_target, "target", "auxiliary"),
+            **keep,
+        }
+    )
     return pd.concat(rows, ignore_index=True), membership
 
 
@@ -58,26 +77,53 @@ def write(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def audit_scores(tmp_path: Path, outputs: Path, membership: Path, attacks: list[str]) -> pd.DataFrame:
+def audit_scores(
+    tmp_path: Path, outputs: Path, membership: Path, attacks: list[str]
+) -> pd.DataFrame:
     audit = Experiment("toy", "mine", "mine")
-    files = {name: tmp_path / f"{name}.parquet" for name in ("splits", "signals", "scores", "metrics", "roc")}
-    jobs.audit_outputs(outputs=outputs, membership=membership, audit=audit, splits=files["splits"],
-                        signals=files["signals"], records=tmp_path / "records.json")
-    jobs.score_audit(splits=files["splits"], signals=[files["signals"]], reference_signals=[files["signals"]],
-                     scores=files["scores"], timings=tmp_path / "timings.tsv", metrics=files["metrics"],
-                     roc=files["roc"], audit=audit, attacks=attacks, options={}, seed=1,
-                     fpr_levels=[0.01, 0.1], confidence=0.95)
+    files = {
+        name: tmp_path / f"{name}.parquet"
+        for name in ("splits", "signals", "scores", "metrics", "roc")
+    }
+    jobs.audit_outputs(
+        outputs=outputs,
+        membership=membership,
+        audit=audit,
+        splits=files["splits"],
+        signals=files["signals"],
+        records=tmp_path / "records.json",
+    )
+    jobs.score_audit(
+        splits=files["splits"],
+        signals=[files["signals"]],
+        reference_signals=[files["signals"]],
+        scores=files["scores"],
+        timings=tmp_path / "timings.tsv",
+        metrics=files["metrics"],
+        roc=files["roc"],
+        audit=audit,
+        attacks=attacks,
+        options={},
+        seed=1,
+        fpr_levels=[0.01, 0.1],
+        confidence=0.95,
+    )
     return io.read_parquet(files["scores"])
 
 
 def test_memorising_models_are_exposed_by_every_applicable_attack(tmp_path):
     outputs, membership = memorising_outputs()
-    scores = audit_scores(tmp_path, write(outputs, tmp_path / "outputs.parquet"),
-                          write(membership, tmp_path / "membership.csv"),
-                          ["metric-loss", "lira-online", "rmia-offline", "learn-original", "query-neighbor"])
+    scores = audit_scores(
+        tmp_path,
+        write(outputs, tmp_path / "outputs.parquet"),
+        write(membership, tmp_path / "membership.csv"),
+        ["metric-loss", "lira-online", "rmia-offline", "learn-original", "query-neighbor"],
+    )
     assert set(scores["attack"]) == {"metric-loss", "lira-online", "rmia-offline", "learn-original"}
     assert set(scores["repeat"]) == {0, 1}
-    calibrated = scores[scores["attack"] != "learn-original"]  # an attack MLP on 40 shadow members: noisy
+    calibrated = scores[
+        scores["attack"] != "learn-original"
+    ]  # an attack MLP on 40 shadow members: noisy
     for (attack, repeat), group in calibrated.groupby(["attack", "repeat"]):
         assert roc_auc_score(group["is_member"], group["score"]) > 0.7, (attack, repeat)
         assert set(group["sample_id"]) <= set(range(80))  # the target pool only
@@ -95,27 +141,45 @@ def test_probabilities_and_logits_give_the_same_scores(tmp_path):
     membership_path = write(membership, tmp_path / "membership.parquet")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    from_logits = audit_scores(tmp_path / "a", write(outputs, tmp_path / "logits.parquet"), membership_path,
-                               ["metric-loss", "lira-offline"])
-    from_probabilities = audit_scores(tmp_path / "b", write(probabilities, tmp_path / "probs.csv"),
-                                      membership_path, ["metric-loss", "lira-offline"])
-    np.testing.assert_allclose(from_logits["score"], from_probabilities["score"], rtol=1e-4, atol=1e-4)
+    from_logits = audit_scores(
+        tmp_path / "a",
+        write(outputs, tmp_path / "logits.parquet"),
+        membership_path,
+        ["metric-loss", "lira-offline"],
+    )
+    from_probabilities = audit_scores(
+        tmp_path / "b",
+        write(probabilities, tmp_path / "probs.csv"),
+        membership_path,
+        ["metric-loss", "lira-offline"],
+    )
+    np.testing.assert_allclose(
+        from_logits["score"], from_probabilities["score"], rtol=1e-4, atol=1e-4
+    )
 
 
 def test_attacks_that_need_what_an_audit_lacks_are_skipped_with_a_reason(tmp_path):
     outputs, membership = memorising_outputs()
     targets_only = [m for m in MODELS if m.startswith("target")]
     outputs = write(outputs[outputs["model_id"].isin(targets_only)], tmp_path / "outputs.parquet")
-    membership = write(membership[["sample_id", "pool", *targets_only]], tmp_path / "membership.parquet")
+    membership = write(
+        membership[["sample_id", "pool", *targets_only]], tmp_path / "membership.parquet"
+    )
     matrix = read_membership(membership, read_outputs(outputs), outputs)
-    runnable, skipped = applicable(["metric-loss", "lira-online", "rmia-offline", "query-adv"], matrix)
+    runnable, skipped = applicable(
+        ["metric-loss", "lira-online", "rmia-offline", "query-adv"], matrix
+    )
     assert runnable == ["metric-loss"]
-    assert skipped == {"lira-online": "needs reference models",
-                       "rmia-offline": "needs population and reference models",
-                       "query-adv": "queries the model; an audit has its outputs only"}
+    assert skipped == {
+        "lira-online": "needs reference models",
+        "rmia-offline": "needs population and reference models",
+        "query-adv": "queries the model; an audit has its outputs only",
+    }
 
 
-def _broken(outputs: pd.DataFrame, membership: pd.DataFrame, case: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _broken(
+    outputs: pd.DataFrame, membership: pd.DataFrame, case: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     outputs, membership = outputs.copy(), membership.copy()
     if case == "class columns with a gap":
         outputs = outputs.rename(columns={"logit_2": "logit_3"})
@@ -149,16 +213,28 @@ def _broken(outputs: pd.DataFrame, membership: pd.DataFrame, case: str) -> tuple
 
 BROKEN = {
     "class columns with a gap": ("outputs", "numbered 0 … C-1"),
-    "missing samples": ("outputs", "model reference-1 has no outputs for 7 of the 120 samples (0, 1, 2, 3, 4, ...)"),
+    "missing samples": (
+        "outputs",
+        "model reference-1 has no outputs for 7 of the 120 samples (0, 1, 2, 3, 4, ...)",
+    ),
     "NaN logits": ("outputs", "1 rows have NaN or infinite logits (model target-0, sample 5)"),
-    "probabilities not summing to 1": ("outputs", "probabilities of 1440 rows do not sum to 1 (sum 1.2"),
+    "probabilities not summing to 1": (
+        "outputs",
+        "probabilities of 1440 rows do not sum to 1 (sum 1.2",
+    ),
     "both logits and probabilities": ("outputs", "one kind only"),
     "labels disagree": ("outputs", "models disagree on the label of a sample"),
-    "bad model id": ("outputs", "model ids must be target-<i>, reference-<i> or population-<i> (found shadow-3)"),
+    "bad model id": (
+        "outputs",
+        "model ids must be target-<i>, reference-<i> or population-<i> (found shadow-3)",
+    ),
     "membership lacks samples": ("membership", "1 samples of"),
     "membership lacks a model": ("membership", "missing ['reference-2']"),
     "membership has another model": ("membership", "not in the outputs ['reference-9']"),
-    "member outside its pool": ("membership", "target-1 trained on 1 samples outside the target pool (100)"),
+    "member outside its pool": (
+        "membership",
+        "target-1 trained on 1 samples outside the target pool (100)",
+    ),
     "target without non-members": ("membership", "target-0 needs both members and non-members"),
     "membership not boolean": ("membership", "column 'target-0' must be boolean"),
 }
@@ -168,8 +244,10 @@ BROKEN = {
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_bad_inputs_stop_naming_the_file_and_the_problem(tmp_path, case, suffix):
     outputs, membership = _broken(*memorising_outputs(), case)
-    paths = {"outputs": write(outputs, tmp_path / f"outputs{suffix}"),
-             "membership": write(membership, tmp_path / f"membership{suffix}")}
+    paths = {
+        "outputs": write(outputs, tmp_path / f"outputs{suffix}"),
+        "membership": write(membership, tmp_path / f"membership{suffix}"),
+    }
     culprit, problem = BROKEN[case]
     with pytest.raises(AuditInputError) as raised:
         read_membership(paths["membership"], read_outputs(paths["outputs"]), paths["outputs"])
@@ -180,8 +258,11 @@ def test_bad_inputs_stop_naming_the_file_and_the_problem(tmp_path, case, suffix)
 def test_unreadable_files_are_named(tmp_path):
     (tmp_path / "outputs.parquet").write_bytes(b"not parquet")
     (tmp_path / "outputs.json").write_text("{}")
-    for name, problem in [("outputs.parquet", "cannot be read as parquet"), ("outputs.json", "unknown format"),
-                          ("absent.csv", "file not found")]:
+    for name, problem in [
+        ("outputs.parquet", "cannot be read as parquet"),
+        ("outputs.json", "unknown format"),
+        ("absent.csv", "file not found"),
+    ]:
         with pytest.raises(AuditInputError, match=problem):
             read_outputs(tmp_path / name)
 
@@ -189,15 +270,20 @@ def test_unreadable_files_are_named(tmp_path):
 def test_a_failed_check_writes_nothing(tmp_path):
     outputs, membership = _broken(*memorising_outputs(), "NaN logits")
     with pytest.raises(AuditInputError):
-        jobs.audit_outputs(outputs=write(outputs, tmp_path / "o.parquet"),
-                            membership=write(membership, tmp_path / "m.parquet"),
-                            audit=Experiment("toy", "mine", "mine"), splits=tmp_path / "splits.parquet",
-                            signals=tmp_path / "signals.parquet", records=tmp_path / "records.json")
+        jobs.audit_outputs(
+            outputs=write(outputs, tmp_path / "o.parquet"),
+            membership=write(membership, tmp_path / "m.parquet"),
+            audit=Experiment("toy", "mine", "mine"),
+            splits=tmp_path / "splits.parquet",
+            signals=tmp_path / "signals.parquet",
+            records=tmp_path / "records.json",
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.parquet", "o.parquet"]
 
 
-def trained_outside(arch: dict, features: np.ndarray, labels: np.ndarray, n_classes: int,
-                    members: np.ndarray):
+def trained_outside(
+    arch: dict, features: np.ndarray, labels: np.ndarray, n_classes: int, members: np.ndarray
+):
     """A torch module of a miaflow architecture trained without miaflow (plain Adam, full batch)
     on `members`: what a user brings as a checkpoint."""
     import torch
@@ -222,24 +308,51 @@ def _checkpoint(tmp_path: Path) -> tuple[Path, Path, Path, np.ndarray]:
 
     dataset = toy_dataset(image=False)
     write_dataset(tmp_path / "data.parquet", dataset)
-    splits = make_splits(len(dataset.labels), seed=3, dataset="toy", repeats=1, n_reference=2, n_population=2)
-    io.write_parquet(tmp_path / "splits.parquet", splits.to_table(), metadata={"data_hash": dataset.content_hash()})
+    splits = make_splits(
+        len(dataset.labels), seed=3, dataset="toy", repeats=1, n_reference=2, n_population=2
+    )
+    io.write_parquet(
+        tmp_path / "splits.parquet",
+        splits.to_table(),
+        metadata={"data_hash": dataset.content_hash()},
+    )
     members = splits.target_samples[::2]
-    model = trained_outside(ARCHS["mlp"], dataset.features, dataset.labels, dataset.n_classes, members)
+    model = trained_outside(
+        ARCHS["mlp"], dataset.features, dataset.labels, dataset.n_classes, members
+    )
     save_file(model.state_dict(), tmp_path / "mine.safetensors")
     write(pd.DataFrame({"sample_id": members}), tmp_path / "members.csv")
-    return tmp_path / "mine.safetensors", tmp_path / "members.csv", tmp_path / "data.parquet", members
+    return (
+        tmp_path / "mine.safetensors",
+        tmp_path / "members.csv",
+        tmp_path / "data.parquet",
+        members,
+    )
 
 
 def test_a_checkpoint_is_audited_beside_miaflows_reference_models(tmp_path):
     checkpoint, members, data, trained_on = _checkpoint(tmp_path)
     audit = Experiment("toy", "mine", "mine")
-    jobs.audit_checkpoint(checkpoint=checkpoint, members=members, data=data,
-                           base_splits=tmp_path / "splits.parquet", arch=ARCHS["mlp"], audit=audit,
-                           splits=tmp_path / "audit-splits.parquet", signals=tmp_path / "signals.parquet",
-                           records=tmp_path / "records.json", threads=1)
+    jobs.audit_checkpoint(
+        checkpoint=checkpoint,
+        members=members,
+        data=data,
+        base_splits=tmp_path / "splits.parquet",
+        arch=ARCHS["mlp"],
+        audit=audit,
+        splits=tmp_path / "audit-splits.parquet",
+        signals=tmp_path / "signals.parquet",
+        records=tmp_path / "records.json",
+        threads=1,
+    )
     matrix = read_members(members, jobs.read_splits(tmp_path / "splits.parquet"))
-    assert matrix.model_ids == ("target-0", "reference-0", "reference-1", "population-0", "population-1")
+    assert matrix.model_ids == (
+        "target-0",
+        "reference-0",
+        "reference-1",
+        "population-0",
+        "population-1",
+    )
     assert np.array_equal(np.flatnonzero(matrix.members("target-0")), np.sort(trained_on))
     signals = io.read_parquet(tmp_path / "signals.parquet")
     assert set(signals["model_id"]) == {"target-0"}
@@ -253,44 +366,106 @@ def test_a_checkpoint_is_audited_beside_miaflows_reference_models(tmp_path):
 def test_a_checkpoint_of_another_architecture_is_named(tmp_path):
     checkpoint, members, data, _ = _checkpoint(tmp_path)
     other = {**ARCHS["mlp"], "hidden": [16, 8]}
-    with pytest.raises(AuditInputError, match=f"^{checkpoint}: does not fit architecture kind 'mlp'"):
-        jobs.audit_checkpoint(checkpoint=checkpoint, members=members, data=data,
-                               base_splits=tmp_path / "splits.parquet", arch=other,
-                               audit=Experiment("toy", "mine", "mine"), splits=tmp_path / "s.parquet",
-                               signals=tmp_path / "g.parquet", records=tmp_path / "r.json", threads=1)
+    with pytest.raises(
+        AuditInputError, match=f"^{checkpoint}: does not fit architecture kind 'mlp'"
+    ):
+        jobs.audit_checkpoint(
+            checkpoint=checkpoint,
+            members=members,
+            data=data,
+            base_splits=tmp_path / "splits.parquet",
+            arch=other,
+            audit=Experiment("toy", "mine", "mine"),
+            splits=tmp_path / "s.parquet",
+            signals=tmp_path / "g.parquet",
+            records=tmp_path / "r.json",
+            threads=1,
+        )
 
 
 def test_checkpoint_members_outside_the_target_pool_are_rejected(tmp_path):
     _, _, _, _ = _checkpoint(tmp_path)
     base = jobs.read_splits(tmp_path / "splits.parquet")
     path = write(pd.DataFrame({"sample_id": base.auxiliary_samples[:3]}), tmp_path / "wrong.csv")
-    with pytest.raises(AuditInputError, match="target-0 trained on 3 samples outside the target pool"):
+    with pytest.raises(
+        AuditInputError, match="target-0 trained on 3 samples outside the target pool"
+    ):
         read_members(path, base)
 
 
-@pytest.mark.parametrize(("audit", "problem"), [
-    ({"name": "mine"}, "audits[0]: give either outputs and membership (the models' outputs) or checkpoint"),
-    ({"name": "mine", "outputs": "o.parquet"}, "audits[0].membership: missing (an audit of outputs needs outputs, membership)"),
-    ({"name": "mine", "outputs": "o.parquet", "membership": "absent.csv"}, "audits[0].membership: absent.csv not found"),
-    ({"name": "mine", "outputs": "o.parquet", "membership": "o.parquet", "arch": "mlp"},
-     "audits[0].arch: only an audit of a checkpoint takes it"),
-    ({"name": "mine", "outputs": "o.parquet", "membership": "o.parquet", "checkpoint": "o.parquet"},
-     "audits[0]: give either outputs and membership"),
-    ({"name": "mine", "checkpoint": "o.parquet", "arch": "mlp", "dataset": "nope", "members": "o.parquet"},
-     "audits[0].dataset: 'nope' is not a miaflow dataset"),
-    ({"name": "mine", "checkpoint": "o.parquet", "arch": "catboost", "dataset": "purchase", "members": "o.parquet"},
-     "audits[0].arch: checkpoints of kind 'catboost' are not supported"),
-    ({"name": "mlp", "checkpoint": "o.parquet", "arch": "mlp", "dataset": "purchase", "members": "o.parquet"},
-     "audits[0].name: purchase/mlp is already the name of another result"),
-    ({"name": "Mine", "outputs": "o.parquet", "membership": "o.parquet"}, "audits[0].name: 'Mine' does not match"),
-])
+@pytest.mark.parametrize(
+    ("audit", "problem"),
+    [
+        (
+            {"name": "mine"},
+            "audits[0]: give either outputs and membership (the models' outputs) or checkpoint",
+        ),
+        (
+            {"name": "mine", "outputs": "o.parquet"},
+            "audits[0].membership: missing (an audit of outputs needs outputs, membership)",
+        ),
+        (
+            {"name": "mine", "outputs": "o.parquet", "membership": "absent.csv"},
+            "audits[0].membership: absent.csv not found",
+        ),
+        (
+            {"name": "mine", "outputs": "o.parquet", "membership": "o.parquet", "arch": "mlp"},
+            "audits[0].arch: only an audit of a checkpoint takes it",
+        ),
+        (
+            {
+                "name": "mine",
+                "outputs": "o.parquet",
+                "membership": "o.parquet",
+                "checkpoint": "o.parquet",
+            },
+            "audits[0]: give either outputs and membership",
+        ),
+        (
+            {
+                "name": "mine",
+                "checkpoint": "o.parquet",
+                "arch": "mlp",
+                "dataset": "nope",
+                "members": "o.parquet",
+            },
+            "audits[0].dataset: 'nope' is not a miaflow dataset",
+        ),
+        (
+            {
+                "name": "mine",
+                "checkpoint": "o.parquet",
+                "arch": "catboost",
+                "dataset": "purchase",
+                "members": "o.parquet",
+            },
+            "audits[0].arch: checkpoints of kind 'catboost' are not supported",
+        ),
+        (
+            {
+                "name": "mlp",
+                "checkpoint": "o.parquet",
+                "arch": "mlp",
+                "dataset": "purchase",
+                "members": "o.parquet",
+            },
+            "audits[0].name: purchase/mlp is already the name of another result",
+        ),
+        (
+            {"name": "Mine", "outputs": "o.parquet", "membership": "o.parquet"},
+            "audits[0].name: 'Mine' does not match",
+        ),
+    ],
+)
 def test_audits_are_validated_before_any_job(repo, tmp_path, monkeypatch, audit, problem):
     import yaml
 
     from miaflow import config
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["datasets"] = {k: v for k, v in params["datasets"].items() if "path" not in v}  # no ../shared
+    params["datasets"] = {
+        k: v for k, v in params["datasets"].items() if "path" not in v
+    }  # no ../shared
     monkeypatch.chdir(tmp_path)
     (tmp_path / "o.parquet").write_bytes(b"")
     params["audits"] = [audit]
@@ -308,11 +483,25 @@ def test_a_valid_audit_passes_validation(repo, tmp_path, monkeypatch):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     monkeypatch.chdir(repo)
     (tmp_path / "o.parquet").write_bytes(b"")
-    params["audits"] = [{"name": "mine", "outputs": str(tmp_path / "o.parquet"), "membership": str(tmp_path / "o.parquet")},
-                        {"name": "mine_mlp", "checkpoint": str(tmp_path / "o.parquet"), "arch": "mlp",
-                         "dataset": "digits", "members": str(tmp_path / "o.parquet")}]
+    params["audits"] = [
+        {
+            "name": "mine",
+            "outputs": str(tmp_path / "o.parquet"),
+            "membership": str(tmp_path / "o.parquet"),
+        },
+        {
+            "name": "mine_mlp",
+            "checkpoint": str(tmp_path / "o.parquet"),
+            "arch": "mlp",
+            "dataset": "digits",
+            "members": str(tmp_path / "o.parquet"),
+        },
+    ]
     effective = config.validate(params)
-    assert [a["experiment"].name for a in plan.audits(effective)] == ["mine/mine", "digits/mine_mlp"]
+    assert [a["experiment"].name for a in plan.audits(effective)] == [
+        "mine/mine",
+        "digits/mine_mlp",
+    ]
     assert ("digits", "mlp") in plan.trained(effective)  # its reference models are trained
 
 
@@ -329,17 +518,32 @@ def test_a_file_in_audit_that_no_audit_names_is_rejected_by_name(repo, tmp_path,
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["datasets"] = {k: v for k, v in params["datasets"].items() if "path" not in v}
     monkeypatch.chdir(tmp_path)
-    for name in ("outputs.parquet", "outputs.parquet.dvc", "membership.parquet",
-                 "membership.parquet.dvc", "README.md", ".gitignore", "scratch.csv",
-                 "old/outputs.parquet"):
+    for name in (
+        "outputs.parquet",
+        "outputs.parquet.dvc",
+        "membership.parquet",
+        "membership.parquet.dvc",
+        "README.md",
+        ".gitignore",
+        "scratch.csv",
+        "old/outputs.parquet",
+    ):
         (tmp_path / "audit" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "audit" / name).write_bytes(b"")
-    params["audits"] = [{"name": "mine", "outputs": "audit/outputs.parquet",
-                         "membership": "./audit/membership.parquet"}]
+    params["audits"] = [
+        {
+            "name": "mine",
+            "outputs": "audit/outputs.parquet",
+            "membership": "./audit/membership.parquet",
+        }
+    ]
     with pytest.raises(config.ConfigError) as caught:
         config.validate(params)
-    named = [line.split(":")[0].strip(" -") for line in str(caught.value).splitlines()
-             if "no audit names this file" in line]
+    named = [
+        line.split(":")[0].strip(" -")
+        for line in str(caught.value).splitlines()
+        if "no audit names this file" in line
+    ]
     assert named == ["audit/old/outputs.parquet", "audit/scratch.csv"]
     (tmp_path / "audit/scratch.csv").unlink()
     (tmp_path / "audit/old/outputs.parquet").unlink()

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import copy_project
 from test_audit import trained_outside
 from test_workflow_e2e import make_project, run, tiny_params, with_readme_audit
@@ -34,7 +33,9 @@ def audited(tmp_path_factory) -> Path:
 
 def test_the_readme_audit_example_runs_as_written(audited):
     metrics = pd.read_parquet(audited / "results/audit/metrics/sklearn_digits/forest.parquet")
-    assert set(metrics["target_model"]) == {"forest"} and set(metrics["dataset"]) == {"sklearn_digits"}
+    assert set(metrics["target_model"]) == {"forest"} and set(metrics["dataset"]) == {
+        "sklearn_digits"
+    }
     auroc = metrics[metrics["metric"] == "auroc"].set_index("attack")["value"]
     assert set(auroc.index) == {"metric-loss", "lira-online"}  # no population models, no queries
     assert auroc["lira-online"] > 0.7 and auroc["metric-loss"] > 0.6  # the forests memorise
@@ -44,8 +45,12 @@ def test_the_readme_audit_example_runs_as_written(audited):
     # Run again, it finds the audit done and prints its best attacks, as the run did.
     result = run(["snakemake", "audit", "--cores", "1"], audited)
     said = result.stdout + result.stderr
-    assert re.search(r"^  sklearn_digits/forest +lira-online +AUROC \d\.\d{3}, TPR@1%FPR \d\.\d{3}  "
-                     r"\(over 1 target model\)$", said, re.MULTILINE)
+    assert re.search(
+        r"^  sklearn_digits/forest +lira-online +AUROC \d\.\d{3}, TPR@1%FPR \d\.\d{3}  "
+        r"\(over 1 target model\)$",
+        said,
+        re.MULTILINE,
+    )
     assert re.search(r"^total +1$", said, re.MULTILINE)  # that report is the only job
 
 
@@ -59,7 +64,9 @@ def test_a_bad_file_stops_the_audit_before_any_attack(audited, tmp_path):
     result = run(["snakemake", "audit", "--cores", "2"], project, check=False)
     assert result.returncode != 0
     log = (project / "records/audit/logs/audit_outputs/sklearn_digits/forest.log").read_text()
-    assert "audit/outputs.parquet: 1 rows have NaN or infinite probs (model target-0, sample 3)" in log
+    assert (
+        "audit/outputs.parquet: 1 rows have NaN or infinite probs (model target-0, sample 3)" in log
+    )
     assert scores.stat().st_mtime_ns == scored  # no attack ran
 
 
@@ -82,13 +89,24 @@ def test_a_checkpoint_is_audited_with_miaflows_reference_models(tmp_path):
     project = make_project(tmp_path / "project", params)
     run(["snakemake", "--cores", "2", "results/prepare/splits/breast_cancer.parquet"], project)
     data = read_dataset(project / "results/prepare/data/breast_cancer.parquet")
-    members = read_splits(project / "results/prepare/splits/breast_cancer.parquet").target_samples[::2]
-    model = trained_outside(params["architectures"]["mlp"], data.features, data.labels, data.n_classes, members)
+    members = read_splits(project / "results/prepare/splits/breast_cancer.parquet").target_samples[
+        ::2
+    ]
+    model = trained_outside(
+        params["architectures"]["mlp"], data.features, data.labels, data.n_classes, members
+    )
     (project / "audit").mkdir(exist_ok=True)
     save_file(model.state_dict(), project / "audit/mine.safetensors")
     np.savetxt(project / "audit/members.csv", members, fmt="%d", header="sample_id", comments="")
-    params["audits"] = [{"name": "mine", "checkpoint": "audit/mine.safetensors", "arch": "mlp",
-                         "dataset": "breast_cancer", "members": "audit/members.csv"}]
+    params["audits"] = [
+        {
+            "name": "mine",
+            "checkpoint": "audit/mine.safetensors",
+            "arch": "mlp",
+            "dataset": "breast_cancer",
+            "members": "audit/members.csv",
+        }
+    ]
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(["snakemake", "audit", "--cores", "2"], project)
     metrics = pd.read_parquet(project / "results/audit/metrics/breast_cancer/mine.parquet")
@@ -98,7 +116,12 @@ def test_a_checkpoint_is_audited_with_miaflows_reference_models(tmp_path):
     # The target's signals are the checkpoint's own outputs on every sample.
     signals = pd.read_parquet(project / "results/audit/signals/breast_cancer/mine.parquet")
     with torch.no_grad():
-        loss = torch.nn.functional.cross_entropy(model(torch.tensor(data.features)),
-                                                 torch.tensor(data.labels), reduction="none")
-    np.testing.assert_allclose(signals.sort_values("sample_id")["loss"], loss.numpy(), rtol=1e-4, atol=1e-5)
-    assert (project / "results/train/signals/breast_cancer/mlp/shard-0.parquet").is_file()  # its references
+        loss = torch.nn.functional.cross_entropy(
+            model(torch.tensor(data.features)), torch.tensor(data.labels), reduction="none"
+        )
+    np.testing.assert_allclose(
+        signals.sort_values("sample_id")["loss"], loss.numpy(), rtol=1e-4, atol=1e-5
+    )
+    assert (
+        project / "results/train/signals/breast_cancer/mlp/shard-0.parquet"
+    ).is_file()  # its references

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("workflow_e2e", REPO / "bench" / "workflow_e2e.py")
@@ -36,8 +34,10 @@ def test_hook_records_script_jobs_only(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(hook))
     # The job burns some 50 ms of CPU: os.times() counts in clock ticks (10 ms), and a job that
     # only imports can end within one tick (seen under load: cpu 0.0).
-    job = ("import time, types, decimal\nsnakemake = types.SimpleNamespace(rule='toy_rule')\n"
-           "start = time.process_time()\nwhile time.process_time() - start < 0.05: pass\n")
+    job = (
+        "import time, types, decimal\nsnakemake = types.SimpleNamespace(rule='toy_rule')\n"
+        "start = time.process_time()\nwhile time.process_time() - start < 0.05: pass\n"
+    )
     subprocess.run([sys.executable, "-c", job], env=env, check=True)
     subprocess.run([sys.executable, "-c", "import decimal"], env=env, check=True)  # not a job
     records = bench.hook_records(tmp_path)
@@ -49,8 +49,9 @@ def test_hook_records_script_jobs_only(tmp_path):
 
 def test_floors_measured_once_per_distinct_set_of_modules(tmp_path, monkeypatch):
     (tmp_path / bench.HOOK_DIR).mkdir()
-    records = pd.DataFrame({"rule": ["a", "a", "b"],
-                            "modules": [["json", "decimal"], ["decimal", "json"], ["json"]]})
+    records = pd.DataFrame(
+        {"rule": ["a", "a", "b"], "modules": [["json", "decimal"], ["decimal", "json"], ["json"]]}
+    )
     runs = []
 
     def fake_fastest(args, root, repeats):
@@ -66,12 +67,18 @@ def test_floors_measured_once_per_distinct_set_of_modules(tmp_path, monkeypatch)
 
 
 def test_report_counts_jobs_without_benchmark_file(capsys):
-    jobs = pd.DataFrame({"rule": ["train_shard", "train_shard"], "s": [10.0, 20.0],
-                         "cpu_time": [9.0, 19.0]})
-    records = pd.DataFrame({"rule": ["train_shard", "train_shard", "cost_table"],
-                            "lifetime": [9.5, 19.5, 3.0], "cpu": [9.0, 19.0, 2.0],
-                            "modules": [["numpy", "torch"]] * 2 + [["numpy"]],
-                            "floor": [4.0, 4.0, 1.0]})
+    jobs = pd.DataFrame(
+        {"rule": ["train_shard", "train_shard"], "s": [10.0, 20.0], "cpu_time": [9.0, 19.0]}
+    )
+    records = pd.DataFrame(
+        {
+            "rule": ["train_shard", "train_shard", "cost_table"],
+            "lifetime": [9.5, 19.5, 3.0],
+            "cpu": [9.0, 19.0, 2.0],
+            "modules": [["numpy", "torch"]] * 2 + [["numpy"]],
+            "floor": [4.0, 4.0, 1.0],
+        }
+    )
     bench.report(jobs, records, cores=2, wall=25.0, cpu=32.0, noop=1.0, bare=0.05, repeats=3)
     out = capsys.readouterr().out
     line = {text.split(":")[0]: text for text in out.splitlines()}

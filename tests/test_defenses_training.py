@@ -7,17 +7,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
+from test_training import toy_dataset
+from test_validation import params, problems_of  # noqa: F401 (fixture)
 
 from miaflow import config
 from miaflow.jobs.train import memguard_release
 from miaflow.models.ensemble import wants_batched
 from miaflow.models.training import LEARNERS, defense_reference, train_models
 from miaflow.splits import make_splits
-from test_training import toy_dataset
-from test_validation import params, problems_of  # noqa: F401 (fixture)
 
-MLP = {"kind": "mlp", "hidden": [128], "activation": "tanh", "optimizer": "adam", "lr": 0.01,
-       "weight_decay": 0.0, "epochs": 60, "batch_size": 32, "patience": 0}
+MLP = {
+    "kind": "mlp",
+    "hidden": [128],
+    "activation": "tanh",
+    "optimizer": "adam",
+    "lr": 0.01,
+    "weight_decay": 0.0,
+    "epochs": 60,
+    "batch_size": 32,
+    "patience": 0,
+}
 DEFENSES = {
     "adversarial_regularization": {"kind": "adversarial_regularization", "lambda": 3.0},
     "dp_sgd": {"kind": "dp_sgd", "epsilon": 1.0, "delta": 1e-5, "max_grad_norm": 1.0},
@@ -27,8 +36,9 @@ DEFENSES = {
 def member_advantage(arch: dict) -> tuple[float, dict]:
     """AUROC of the negative loss, target members against its held-out half, and the weights."""
     dataset = toy_dataset(image=False)
-    splits = make_splits(len(dataset.labels), seed=1, dataset="toy", repeats=1, n_reference=0,
-                         n_population=2)
+    splits = make_splits(
+        len(dataset.labels), seed=1, dataset="toy", repeats=1, n_reference=0, n_population=2
+    )
     weights, _ = train_models(dataset, splits, ["target-0"], "mlp", arch, seed=3)
     logits = LEARNERS["mlp"].logits(arch, weights["target-0"], dataset.features, 3)
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -66,13 +76,21 @@ def test_the_reference_set_lies_outside_the_models_pool():
 
 def test_memguard_releases_the_same_labels_within_its_budget_deterministically():
     dataset = toy_dataset(image=False)
-    splits = make_splits(len(dataset.labels), seed=1, dataset="toy", repeats=1, n_reference=2,
-                         n_population=0)
+    splits = make_splits(
+        len(dataset.labels), seed=1, dataset="toy", repeats=1, n_reference=2, n_population=0
+    )
     ids = ["target-0", "reference-0"]
     weights, _ = train_models(dataset, splits, ids, "mlp", MLP, seed=3)
     logits = np.stack([LEARNERS["mlp"].logits(MLP, weights[m], dataset.features, 3) for m in ids])
-    arch = {**MLP, "defense": {"kind": "memguard", "budget": 0.3, "classifier_epochs": 40,
-                               "classifier_lr": 0.05}}
+    arch = {
+        **MLP,
+        "defense": {
+            "kind": "memguard",
+            "budget": 0.3,
+            "classifier_epochs": 40,
+            "classifier_lr": 0.05,
+        },
+    }
     released = memguard_release(dataset, splits, ids, logits, arch, "mlp_memguard", seed=5)
     assert released.shape == logits.shape
     assert np.array_equal(released.argmax(axis=2), logits.argmax(axis=2))
@@ -99,13 +117,22 @@ def test_memguard_rejects_query_attacks_naming_exclude_attacks(params):
 
 def test_validation_names_defenses_that_cannot_train(params):
     params["architectures"]["mlp"] = {**MLP, "precision": "bf16", "defense": DEFENSES["dp_sgd"]}
-    params["architectures"]["wrn"] = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.1,
-                                      "weight_decay": 5e-4, "epochs": 2, "batch_size": 64,
-                                      "patience": 0, "augment": False,
-                                      "defense": DEFENSES["dp_sgd"]}
+    params["architectures"]["wrn"] = {
+        "kind": "wrn28_2",
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "weight_decay": 5e-4,
+        "epochs": 2,
+        "batch_size": 64,
+        "patience": 0,
+        "augment": False,
+        "defense": DEFENSES["dp_sgd"],
+    }
     found = problems_of(params)
-    assert "architectures.mlp.defense: a defended model trains in plain fp32 eager mode; " \
-           "remove precision" in found
+    assert (
+        "architectures.mlp.defense: a defended model trains in plain fp32 eager mode; "
+        "remove precision" in found
+    )
     assert "architectures.wrn.defense: DP-SGD cannot bound" in found
 
 

@@ -13,18 +13,26 @@ import yaml
 from sklearn.metrics import roc_auc_score
 
 from miaflow import io
-from miaflow.models import architectures as models, ensemble, recipe
-from miaflow.workflow import plan as workflow
 from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
-from miaflow.splits import make_splits
+from miaflow.models import architectures as models
+from miaflow.models import ensemble, recipe
 from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
+from miaflow.splits import make_splits
+from miaflow.workflow import plan as workflow
 from tests.test_training import ARCHS, toy_dataset
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TORCH_LR = {"kind": "torch_lr", "optimizer": "adam", "lr": 0.05, "weight_decay": 0.001, "epochs": 10,
-            "batch_size": 32, "patience": 0}
+TORCH_LR = {
+    "kind": "torch_lr",
+    "optimizer": "adam",
+    "lr": 0.05,
+    "weight_decay": 0.001,
+    "epochs": 10,
+    "batch_size": 32,
+    "patience": 0,
+}
 
 
 SHARD = ("target-0", "target-1", "reference-0", "reference-1", "population-0", "population-1")
@@ -41,20 +49,32 @@ def max_difference(first, second) -> float:
     return max(float(np.abs(first[m][k] - second[m][k]).max()) for m in first for k in first[m])
 
 
-@pytest.mark.parametrize("arch_name,optimizer", [("mlp", "adam"), ("mlp", "sgd"), ("cnn", "adam"),
-                                                 ("cnn", "sgd"), ("torch_lr", "adam")])
+@pytest.mark.parametrize(
+    "arch_name,optimizer",
+    [("mlp", "adam"), ("mlp", "sgd"), ("cnn", "adam"), ("cnn", "sgd"), ("torch_lr", "adam")],
+)
 def test_batched_weights_equal_the_loop(arch_name, optimizer, caplog):
     """Same seeds, same batches, same masked optimizer steps and early stops: only rounding differs."""
-    arch = dict(TORCH_LR if arch_name == "torch_lr" else ARCHS[arch_name], optimizer=optimizer,
-                epochs=8, patience=1, weight_decay=0.001)
+    arch = dict(
+        TORCH_LR if arch_name == "torch_lr" else ARCHS[arch_name],
+        optimizer=optimizer,
+        epochs=8,
+        patience=1,
+        weight_decay=0.001,
+    )
     dataset = toy_dataset(image=arch_name == "cnn")
     with caplog.at_level("INFO", logger="miaflow"):
-        batched, batched_records = train_models(dataset, toy_splits(), SHARD, arch_name, arch, seed=3)
+        batched, batched_records = train_models(
+            dataset, toy_splits(), SHARD, arch_name, arch, seed=3
+        )
     assert "as one ensemble" in caplog.text
-    looped, looped_records = train_models(dataset, toy_splits(), SHARD, arch_name,
-                                          dict(arch, batched=False), seed=3)
+    looped, looped_records = train_models(
+        dataset, toy_splits(), SHARD, arch_name, dict(arch, batched=False), seed=3
+    )
     assert max_difference(batched, looped) < 1e-4
-    assert [r.test_acc for r in batched_records] == pytest.approx([r.test_acc for r in looped_records])
+    assert [r.test_acc for r in batched_records] == pytest.approx(
+        [r.test_acc for r in looped_records]
+    )
 
 
 def test_members_stop_early_on_their_own(caplog):
@@ -68,13 +88,17 @@ def test_members_stop_early_on_their_own(caplog):
 def attack_auroc(dataset, splits, weights, arch) -> float:
     """Loss attack on the target models (score = -loss), pooled AUROC over the target pool."""
     ids = splits.models("target")
-    logits = shard_logits(weights, {"arch": arch, "n_classes": dataset.n_classes, "model_ids": ids},
-                          dataset.features)
+    logits = shard_logits(
+        weights, {"arch": arch, "n_classes": dataset.n_classes, "model_ids": ids}, dataset.features
+    )
     pool = splits.in_target_pool
     scores, labels = [], []
     for k, model in enumerate(ids):
-        loss = torch.nn.functional.cross_entropy(torch.from_numpy(logits[k][pool]),
-                                                 torch.from_numpy(dataset.labels[pool]), reduction="none")
+        loss = torch.nn.functional.cross_entropy(
+            torch.from_numpy(logits[k][pool]),
+            torch.from_numpy(dataset.labels[pool]),
+            reduction="none",
+        )
         scores.append(-loss.numpy())
         labels.append(splits.members(model)[pool])
     return roc_auc_score(np.concatenate(labels), np.concatenate(scores))
@@ -95,13 +119,20 @@ def test_batched_and_looped_training_agree_statistically():
     summary = {True: [], False: []}
     for seed in (11, 12, 13):
         dataset = noisy_dataset(seed)
-        splits = make_splits(400, seed=seed, dataset="noisy", repeats=4, n_reference=0, n_population=0)
+        splits = make_splits(
+            400, seed=seed, dataset="noisy", repeats=4, n_reference=0, n_population=0
+        )
         for batched in (True, False):
-            weights, records = train_models(dataset, splits, splits.model_ids, "mlp",
-                                            dict(arch, batched=batched), seed=seed)
-            summary[batched].append([np.mean([r.train_acc for r in records]),
-                                     np.mean([r.test_acc for r in records]),
-                                     attack_auroc(dataset, splits, weights, arch)])
+            weights, records = train_models(
+                dataset, splits, splits.model_ids, "mlp", dict(arch, batched=batched), seed=seed
+            )
+            summary[batched].append(
+                [
+                    np.mean([r.train_acc for r in records]),
+                    np.mean([r.test_acc for r in records]),
+                    attack_auroc(dataset, splits, weights, arch),
+                ]
+            )
     batched, looped = np.array(summary[True]), np.array(summary[False])
     assert looped[:, 0].mean() > looped[:, 1].mean() + 0.2  # the models memorise
     assert looped[:, 2].mean() > 0.6  # and leak membership
@@ -116,7 +147,9 @@ def test_saved_weights_load_into_torch_modules(tmp_path, arch_name):
     save_shard(tmp_path / "shard.safetensors", weights, {"arch": arch, "n_classes": 3})
     loaded, _ = load_shard(tmp_path / "shard.safetensors")
     module = models.build_torch_model(recipe.module_arch(arch), dataset.features.shape[1:], 3)
-    module.load_state_dict({k: torch.from_numpy(v) for k, v in loaded["target-0"].items()}, strict=True)
+    module.load_state_dict(
+        {k: torch.from_numpy(v) for k, v in loaded["target-0"].items()}, strict=True
+    )
     assert all(v.dtype == np.float32 for v in loaded["target-0"].values())
 
 
@@ -125,17 +158,23 @@ def test_gpu_path_options_train_on_cpu():
     dataset = toy_dataset(image=True)
     arch = dict(ARCHS["cnn"], epochs=4, patience=0)
     base, base_records = train_models(dataset, toy_splits(), SHARD, "cnn", arch, seed=3)
-    nhwc, _ = train_models(dataset, toy_splits(), SHARD, "cnn", dict(arch, channels_last=True), seed=3)
+    nhwc, _ = train_models(
+        dataset, toy_splits(), SHARD, "cnn", dict(arch, channels_last=True), seed=3
+    )
     assert max_difference(base, nhwc) < 1e-4
-    half, half_records = train_models(dataset, toy_splits(), SHARD, "cnn", dict(arch, precision="bf16"), seed=3)
+    half, half_records = train_models(
+        dataset, toy_splits(), SHARD, "cnn", dict(arch, precision="bf16"), seed=3
+    )
     assert max_difference(base, half) > 0  # it did run in lower precision
     assert np.mean([r.train_acc for r in half_records]) == pytest.approx(
-        np.mean([r.train_acc for r in base_records]), abs=0.1)
+        np.mean([r.train_acc for r in base_records]), abs=0.1
+    )
     assert all(v.dtype == np.float32 for v in half["target-0"].values())
 
 
 def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
     """Dropout cannot be grouped, a skip connection is caught by the forward check: both fall back."""
+
     class Residual(torch.nn.Module):
         def __init__(self, width: int, n_classes: int) -> None:
             super().__init__()
@@ -146,16 +185,31 @@ def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
             return self.out(x + torch.tanh(self.inner(x)))
 
     def with_dropout(arch, input_shape, n_classes):
-        return torch.nn.Sequential(torch.nn.Dropout(0.1), torch.nn.Linear(input_shape[0], n_classes))
+        return torch.nn.Sequential(
+            torch.nn.Dropout(0.1), torch.nn.Linear(input_shape[0], n_classes)
+        )
 
     dataset = toy_dataset(image=False)
     for builder in (with_dropout, lambda arch, shape, n: Residual(shape[0], n)):
         monkeypatch.setattr(models, "build_torch_model", builder)
-        assert ensemble.fit_ensemble(ARCHS["mlp"], dataset.features, dataset.labels,
-                                     [np.arange(50)], [np.arange(50, 80)], 3, [1], ["m"]) is None
+        assert (
+            ensemble.fit_ensemble(
+                ARCHS["mlp"],
+                dataset.features,
+                dataset.labels,
+                [np.arange(50)],
+                [np.arange(50, 80)],
+                3,
+                [1],
+                ["m"],
+            )
+            is None
+        )
         with caplog.at_level("INFO", logger="miaflow"):
             caplog.clear()
-            weights, records = train_models(dataset, toy_splits(), SHARD[:2], "mlp", ARCHS["mlp"], seed=3)
+            weights, records = train_models(
+                dataset, toy_splits(), SHARD[:2], "mlp", ARCHS["mlp"], seed=3
+            )
         assert "as one ensemble" not in caplog.text and len(weights) == 2
 
 
@@ -187,12 +241,21 @@ def test_sgd_momentum_and_step_schedule_reach_both_trainers():
     """Keras' SGD recipe (MemGuard's Location30 target: no momentum, lr x0.1 after a step): the
     batched ensemble and the per-model loop train the same models, unlike the default momentum."""
     dataset = toy_dataset(image=False)
-    arch = dict(ARCHS["mlp"], optimizer="sgd", lr=0.05, epochs=6, patience=0, momentum=0.0,
-                lr_schedule={"step_size": 3, "gamma": 0.1})
+    arch = dict(
+        ARCHS["mlp"],
+        optimizer="sgd",
+        lr=0.05,
+        epochs=6,
+        patience=0,
+        momentum=0.0,
+        lr_schedule={"step_size": 3, "gamma": 0.1},
+    )
     batched, _ = train_models(dataset, toy_splits(), SHARD, "mlp", arch, seed=3)
     looped, _ = train_models(dataset, toy_splits(), SHARD, "mlp", dict(arch, batched=False), seed=3)
     assert max_difference(batched, looped) < 1e-4
-    with_momentum, _ = train_models(dataset, toy_splits(), SHARD, "mlp", dict(arch, momentum=0.9), seed=3)
+    with_momentum, _ = train_models(
+        dataset, toy_splits(), SHARD, "mlp", dict(arch, momentum=0.9), seed=3
+    )
     assert max_difference(batched, with_momentum) > 1e-3
 
 
@@ -201,7 +264,9 @@ def test_compiled_training_matches_eager():
     dataset = toy_dataset(image=False)
     arch = dict(ARCHS["mlp"], epochs=2)
     eager, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", arch, seed=3)
-    compiled, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", dict(arch, compile=True), seed=3)
+    compiled, _ = train_models(
+        dataset, toy_splits(), SHARD[:2], "mlp", dict(arch, compile=True), seed=3
+    )
     assert max_difference(eager, compiled) < 1e-4
 
 
@@ -220,10 +285,19 @@ def test_schema_accepts_gpu_options_on_torch_kinds_only(repo):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["architectures"]["cnn"].update(precision="bf16", compile=True, channels_last=True)
     params["architectures"]["mlp"].update(batched=False, precision="bf16")
-    params["architectures"]["wrn28_2"] = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.1,
-                                          "weight_decay": 5e-4, "epochs": 2, "batch_size": 256,
-                                          "patience": 0, "augment": True, "precision": "bf16",
-                                          "channels_last": True, "compile": "reduce-overhead"}
+    params["architectures"]["wrn28_2"] = {
+        "kind": "wrn28_2",
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "weight_decay": 5e-4,
+        "epochs": 2,
+        "batch_size": 256,
+        "patience": 0,
+        "augment": True,
+        "precision": "bf16",
+        "channels_last": True,
+        "compile": "reduce-overhead",
+    }
     validate(params)
     params["architectures"]["torch_lr"]["channels_last"] = True
     params["architectures"]["lr"]["precision"] = "bf16"
@@ -237,13 +311,21 @@ def test_schema_accepts_gpu_options_on_torch_kinds_only(repo):
 
 def test_non_torch_shards_do_not_import_torch(repo):
     """LR and CatBoost jobs skip the ensemble before it imports torch (seconds per job)."""
-    code = ("import sys; from tests.test_training import toy_dataset, ARCHS; "
-            "from miaflow.splits import make_splits; from miaflow.models.training import train_models; "
-            "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, n_population=0); "
-            "train_models(toy_dataset(False), splits, ['target-0'], 'lr', ARCHS['lr'], 3); "
-            "print('torch' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(repo)}, check=True)
+    code = (
+        "import sys; from tests.test_training import toy_dataset, ARCHS; "
+        "from miaflow.splits import make_splits; from miaflow.models.training import train_models; "
+        "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, n_population=0); "
+        "train_models(toy_dataset(False), splits, ['target-0'], 'lr', ARCHS['lr'], 3); "
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        check=True,
+    )
     assert result.stdout.strip() == "False"
 
 
@@ -262,17 +344,38 @@ def test_members_come_back_in_the_given_order():
     train = [np.arange(0, 90), np.arange(90, 130), np.arange(130, 200)]  # sizes 90, 40, 70
     heldout = [np.arange(200, 240)] * 3
     seeds, ids = [5, 6, 7], ["a", "b", "c"]
-    together = ensemble.fit_ensemble(arch, dataset.features, dataset.labels, train, heldout, 3, seeds, ids)
+    together = ensemble.fit_ensemble(
+        arch, dataset.features, dataset.labels, train, heldout, 3, seeds, ids
+    )
     for m in range(3):
-        alone = ensemble.fit_ensemble(arch, dataset.features, dataset.labels, train[m:m + 1],
-                                      heldout[:1], 3, seeds[m:m + 1], ids[m:m + 1])[0]
+        alone = ensemble.fit_ensemble(
+            arch,
+            dataset.features,
+            dataset.labels,
+            train[m : m + 1],
+            heldout[:1],
+            3,
+            seeds[m : m + 1],
+            ids[m : m + 1],
+        )[0]
         assert max(float(np.abs(together[m][k] - alone[k]).max()) for k in alone) < 1e-5
 
 
-@pytest.mark.parametrize("arch,shape,order", [
-    ({"kind": "cnn", "channels": [4, 8], "hidden": 16}, (1, 8, 8), ["Conv2d", "MaxPool2d", "ReLU"]),
-    ({"kind": "mlp", "hidden": [16, 8], "activation": "tanh"}, (12,), ["Flatten", "Linear", "_SigmoidTanh"]),
-])
+@pytest.mark.parametrize(
+    "arch,shape,order",
+    [
+        (
+            {"kind": "cnn", "channels": [4, 8], "hidden": 16},
+            (1, 8, 8),
+            ["Conv2d", "MaxPool2d", "ReLU"],
+        ),
+        (
+            {"kind": "mlp", "hidden": [16, 8], "activation": "tanh"},
+            (12,),
+            ["Flatten", "Linear", "_SigmoidTanh"],
+        ),
+    ],
+)
 def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
     """On the CPU: NHWC grouped convolutions, max-pool before ReLU, tanh by sigmoid; the modules' function."""
     modules = []
@@ -280,7 +383,9 @@ def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
         torch.manual_seed(seed)
         modules.append(recipe.build_module(arch, shape, 5))
     grouped = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "cpu")
-    assert [type(layer.module).__name__ for layer in grouped.layers][:3] == order and grouped.channels_last
+    assert [type(layer.module).__name__ for layer in grouped.layers][
+        :3
+    ] == order and grouped.channels_last
     x = torch.randn(3, 7, *shape)
     got = grouped.forward(x)
     expected = torch.stack([m(x[i]) for i, m in enumerate(modules)])
@@ -289,7 +394,9 @@ def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
     expected.square().sum().backward()
     for key, stacked in grouped.params.items():
         reference = torch.stack([dict(m.named_parameters())[key].grad for m in modules])
-        assert torch.allclose(grouped._stored(stacked.grad, key), reference, rtol=1e-4, atol=1e-5), key
+        assert torch.allclose(
+            grouped._stored(stacked.grad, key), reference, rtol=1e-4, atol=1e-5
+        ), key
     elsewhere = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "meta")
     assert elsewhere.layers == ensemble.grouped_layers(modules[0])  # off the CPU: as registered,
     assert not elsewhere.channels_last  # NCHW unless configured

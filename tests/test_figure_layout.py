@@ -32,9 +32,18 @@ def _scores(attacks: list[str]) -> pd.DataFrame:
             score = gen.normal(0.05 * k * is_member, 1.0)
             if attack == "metric-corr":
                 score = (score > 0.5).astype(np.float64)
-            frames.append(pd.DataFrame({"dataset": "digits", "target_model": "cnn",
-                                        "attack": attack, "repeat": repeat,
-                                        "is_member": is_member, "score": score}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "dataset": "digits",
+                        "target_model": "cnn",
+                        "attack": attack,
+                        "repeat": repeat,
+                        "is_member": is_member,
+                        "score": score,
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -45,34 +54,57 @@ def _classifier_attacks() -> list[str]:
 def _risk() -> pd.DataFrame:
     gen = np.random.default_rng(9)
     is_member = np.arange(200) < 100
-    frames = [pd.DataFrame({"dataset": dataset, "target_model": model, "attack": "sm-risk",
-                            "repeat": 0, "is_member": is_member,
-                            "score": np.clip(gen.beta(2, 2, 200) + 0.1 * is_member, 0, 1)})
-              for dataset in ("purchase", "texas")
-              for model in ("mlp", "mlp_advreg", "mlp_memguard")]
+    frames = [
+        pd.DataFrame(
+            {
+                "dataset": dataset,
+                "target_model": model,
+                "attack": "sm-risk",
+                "repeat": 0,
+                "is_member": is_member,
+                "score": np.clip(gen.beta(2, 2, 200) + 0.1 * is_member, 0, 1),
+            }
+        )
+        for dataset in ("purchase", "texas")
+        for model in ("mlp", "mlp_advreg", "mlp_memguard")
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
 def _defenses() -> pd.DataFrame:
-    rows = [(d, m, defense, acc, tpr)
-            for d in ("purchase", "texas")
-            for m, defense, acc, tpr in (("mlp", "none", 0.84, 0.12),
-                                         ("mlp_advreg", "adversarial regularization", 0.8, 0.05),
-                                         ("mlp_memguard", "memguard", 0.84, 0.03))]
-    return pd.DataFrame(rows, columns=["dataset", "target_model", "defense", "test_acc",
-                                       "best_tpr_at_1pct_fpr"])
+    rows = [
+        (d, m, defense, acc, tpr)
+        for d in ("purchase", "texas")
+        for m, defense, acc, tpr in (
+            ("mlp", "none", 0.84, 0.12),
+            ("mlp_advreg", "adversarial regularization", 0.8, 0.05),
+            ("mlp_memguard", "memguard", 0.84, 0.03),
+        )
+    ]
+    return pd.DataFrame(
+        rows, columns=["dataset", "target_model", "defense", "test_acc", "best_tpr_at_1pct_fpr"]
+    )
 
 
 def _sweep() -> pd.DataFrame:
     """The default run's sweep: every reference-calibrated model and LiRA attack over 2 to 20
     reference models, three query attacks over 1 to 10 queries."""
-    swept = [name for name, attack in ATTACKS.items()
-             if attack.family in ("model", "lira") and "reference" in attack.needs]
-    axes = [(swept, "reference models", (2, 4, 8, 16, 20)),
-            (["query-neighbor", "query-augment", "query-adv"], "queries", (1, 2, 5, 10))]
-    rows = [(attack, axis, count, repeat, 0.5 + 0.01 * count ** 0.5 + 0.01 * repeat)
-            for attacks, axis, counts in axes for attack in attacks
-            for count in counts for repeat in range(REPEATS)]
+    swept = [
+        name
+        for name, attack in ATTACKS.items()
+        if attack.family in ("model", "lira") and "reference" in attack.needs
+    ]
+    axes = [
+        (swept, "reference models", (2, 4, 8, 16, 20)),
+        (["query-neighbor", "query-augment", "query-adv"], "queries", (1, 2, 5, 10)),
+    ]
+    rows = [
+        (attack, axis, count, repeat, 0.5 + 0.01 * count**0.5 + 0.01 * repeat)
+        for attacks, axis, counts in axes
+        for attack in attacks
+        for count in counts
+        for repeat in range(REPEATS)
+    ]
     return pd.DataFrame(rows, columns=["attack", "axis", "count", "repeat", "auroc"])
 
 
@@ -83,23 +115,41 @@ def _budget_study() -> pd.DataFrame:
     study = _study()
     kept = study[study["attack"].isin(["lira", "acc-lira"])]
     template = study[study["attack"] == "kl-lira"]
-    budgets = [("kl-lira", 16, 16, 560), ("kl-lira-c2-n1", 2, 1, 55), ("kl-lira-c4-n1", 4, 1, 95),
-               ("kl-lira-c8-n1", 8, 1, 175), ("kl-lira-c8-n4", 8, 4, 196)]
+    budgets = [
+        ("kl-lira", 16, 16, 560),
+        ("kl-lira-c2-n1", 2, 1, 55),
+        ("kl-lira-c4-n1", 4, 1, 95),
+        ("kl-lira-c8-n1", 8, 1, 175),
+        ("kl-lira-c8-n4", 8, 4, 196),
+    ]
     spread = np.resize([0.0, 0.0, 0.0, 0.02], len(template))
-    variants = [template.assign(attack=a, candidates=c, models_per_candidate=n, cost=cost,
-                                tpr=spread) for a, c, n, cost in budgets]
+    variants = [
+        template.assign(attack=a, candidates=c, models_per_candidate=n, cost=cost, tpr=spread)
+        for a, c, n, cost in budgets
+    ]
     return pd.concat([kept, *variants], ignore_index=True)
 
 
 def _gap_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
     attacks = _classifier_attacks()
-    metrics = pd.DataFrame([("digits", "cnn", a, r, "auroc", 0.5 + 0.01 * k)
-                            for k, a in enumerate(attacks) for r in range(REPEATS)],
-                           columns=["dataset", "target_model", "attack", "repeat", "metric",
-                                    "value"])
-    models = pd.DataFrame({"dataset": "digits", "arch": "cnn", "role": "target",
-                           "model_id": [f"target-{r}" for r in range(REPEATS)],
-                           "train_acc": 1.0, "test_acc": [0.9, 0.92, 0.95]})
+    metrics = pd.DataFrame(
+        [
+            ("digits", "cnn", a, r, "auroc", 0.5 + 0.01 * k)
+            for k, a in enumerate(attacks)
+            for r in range(REPEATS)
+        ],
+        columns=["dataset", "target_model", "attack", "repeat", "metric", "value"],
+    )
+    models = pd.DataFrame(
+        {
+            "dataset": "digits",
+            "arch": "cnn",
+            "role": "target",
+            "model_id": [f"target-{r}" for r in range(REPEATS)],
+            "train_acc": 1.0,
+            "test_acc": [0.9, 0.92, 0.95],
+        }
+    )
     return metrics, models
 
 
@@ -109,24 +159,33 @@ def _figures() -> dict[str, Callable[[Path], None]]:
     study = _study()
     return {
         "roc": lambda p: plots.plot_roc_loglog(
-            roc_table(_scores(_classifier_attacks())), p, "digits / cnn",
-            {a: 0.5 for a in _classifier_attacks()}, families),
+            roc_table(_scores(_classifier_attacks())),
+            p,
+            "digits / cnn",
+            {a: 0.5 for a in _classifier_attacks()},
+            families,
+        ),
         "roc-without-families": lambda p: plots.plot_roc_loglog(
-            roc_table(_scores(_classifier_attacks())), p, "digits / cnn"),
+            roc_table(_scores(_classifier_attacks())), p, "digits / cnn"
+        ),
         "auroc-vs-gap": lambda p: plots.plot_auroc_vs_gap(*_gap_inputs(), families, p),
         "scaling": lambda p: plots.plot_scaling_sweep(_sweep(), p, "digits / cnn"),
         "risk-cdf": lambda p: plots.plot_risk_cdf(
-            _risk().query("dataset == 'purchase' and target_model == 'mlp'"), p, "risk"),
+            _risk().query("dataset == 'purchase' and target_model == 'mlp'"), p, "risk"
+        ),
         "defense-tradeoff": lambda p: plots.plot_defense_tradeoff(_defenses(), p),
         "defense-risk-cdf": lambda p: plots.plot_defense_risk_cdfs(_risk(), _defenses(), p),
         "hparam-roc": lambda p: hparam_figures.plot_study_roc(
-            _roc(study), _bound(), p, "roc", hparam_figures.lowest_measured_fpr(study)),
+            _roc(study), _bound(), p, "roc", hparam_figures.lowest_measured_fpr(study)
+        ),
         "hparam-relative-tpr": lambda p: hparam_figures.plot_relative_tpr(study, p, "relative"),
         "hparam-kl-budget": lambda p: hparam_figures.plot_kl_budget(
-            _budget_study().query("hpo == 'td'"), p, "KL-LiRA with reduced budgets"),
+            _budget_study().query("hpo == 'td'"), p, "KL-LiRA with reduced budgets"
+        ),
         "hparam-td-vs-ed": lambda p: hparam_figures.plot_td_vs_ed(study, p, "td vs ed"),
         "hparam-pvalues": lambda p: hparam_figures.plot_pvalues(
-            hparam_tables.td_vs_ed_tests(study), p, "p-values"),
+            hparam_tables.td_vs_ed_tests(study), p, "p-values"
+        ),
         "hparam-selection": lambda p: hparam_figures.plot_selection(_selection(), p, "choice"),
         "llm-em-iterations": lambda p: llm_report.plot_em_iterations(_history(), p),
         "llm-mink-sweep": lambda p: llm_report.plot_mink_sweep(_metrics(), p),
@@ -149,8 +208,9 @@ def drawn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Figure]:
 
 
 @pytest.mark.parametrize("name", sorted(_figures()))
-def test_report_figures_keep_labels_apart_and_on_the_canvas(name: str, drawn: list[Figure],
-                                                            tmp_path: Path):
+def test_report_figures_keep_labels_apart_and_on_the_canvas(
+    name: str, drawn: list[Figure], tmp_path: Path
+):
     _figures()[name](tmp_path / f"{name}.png")
     (figure,) = drawn
     assert plots.layout_problems(figure) == []
@@ -171,8 +231,12 @@ def test_layout_problems_sees_a_legend_off_the_canvas_and_crowded_ticks():
 def test_kl_budget_error_bars_stay_within_0_and_1(drawn: list[Figure], tmp_path: Path):
     hparam_figures.plot_kl_budget(_budget_study().query("hpo == 'td'"), tmp_path / "kl.png", "kl")
     (figure,) = drawn
-    bars = [np.concatenate(c.get_segments()) for axes in figure.axes for c in axes.collections
-            if len(c.get_segments())]
+    bars = [
+        np.concatenate(c.get_segments())
+        for axes in figure.axes
+        for c in axes.collections
+        if len(c.get_segments())
+    ]
     assert bars
     y = np.concatenate(bars)[:, 1]
     assert y.min() >= 0.0 and y.max() <= 1.0
@@ -189,19 +253,25 @@ def test_roc_panels_list_every_attack_once_per_family(drawn: list[Figure], tmp_p
     assert best.get_title() == "best of each family"
     listed = [t.get_text() for axes in panels for t in axes.get_legend().get_texts()]
     assert sorted(label for label in listed if label != "chance") == [
-        f"{attack} ({auroc[attack]:.3f})" for attack in attacks]
+        f"{attack} ({auroc[attack]:.3f})" for attack in attacks
+    ]
     for axes in figure.axes:
         assert len(axes.get_legend().get_texts()) <= plots.ROC_PANEL_ATTACKS + 1  # and chance
     strongest = {families[a]: a for a in attacks}  # the last of each family, by AUROC
     assert [t.get_text() for t in best.get_legend().get_texts()][:-1] == [
         f"{family}: {strongest[family]} ({auroc[strongest[family]]:.3f})"
-        for family in sorted(strongest)]
+        for family in sorted(strongest)
+    ]
 
 
 def test_roc_axes_start_at_the_lowest_measured_fpr(drawn: list[Figure], tmp_path: Path):
     roc = roc_table(_scores(["lira-online", "metric-corr"]))
-    plots.plot_roc_loglog(roc, tmp_path / "roc.png", "digits / cnn",
-                          families={"lira-online": "lira", "metric-corr": "metric"})
+    plots.plot_roc_loglog(
+        roc,
+        tmp_path / "roc.png",
+        "digits / cnn",
+        families={"lira-online": "lira", "metric-corr": "metric"},
+    )
     (figure,) = drawn
     lowest = 1 / NON_MEMBERS  # every repeat has as many non-members
     for axes in figure.axes:
@@ -210,14 +280,19 @@ def test_roc_axes_start_at_the_lowest_measured_fpr(drawn: list[Figure], tmp_path
     tied = roc[(roc["attack"] == "metric-corr") & (roc["fpr"] > 0)]
     # the 0/1 decision of metric-corr measures one point: its line starts there, not below
     assert lines["metric-corr"].get_xdata()[0] == pytest.approx(
-        tied.groupby("repeat")["fpr"].min().max())
+        tied.groupby("repeat")["fpr"].min().max()
+    )
 
 
-def test_study_roc_starts_at_one_over_the_pooled_non_members(drawn: list[Figure],
-                                                             tmp_path: Path):
+def test_study_roc_starts_at_one_over_the_pooled_non_members(drawn: list[Figure], tmp_path: Path):
     study = _study()
-    hparam_figures.plot_study_roc(_roc(study), _bound(), tmp_path / "roc.png", "roc",
-                                  hparam_figures.lowest_measured_fpr(study))
+    hparam_figures.plot_study_roc(
+        _roc(study),
+        _bound(),
+        tmp_path / "roc.png",
+        "roc",
+        hparam_figures.lowest_measured_fpr(study),
+    )
     (figure,) = drawn
     positives = study["positives"].min()
     for axes in figure.axes:

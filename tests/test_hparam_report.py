@@ -42,25 +42,45 @@ def _study() -> pd.DataFrame:
                         tp = int(gen.integers(1, 3 * fpr * POSITIVES + 5))
                         if (epsilon, attack, fpr) == (8.0, "lira", 0.001):
                             tp = 0  # LiRA finds nothing: relative TPR undefined
-                        rows.append({
-                            "dataset": "digits", "setting": SETTING, "shots": 8, "epsilon": epsilon,
-                            "hpo": hpo, "attack": attack, "candidates": candidates,
-                            "models_per_candidate": models, "cost": cost, "divergence": "kl",
-                            "run": run, "fpr": fpr, "tpr": tp / POSITIVES,
-                            "tpr_interp": tp / POSITIVES + gen.uniform(0, 0.002), "tp": tp,
-                            "positives": POSITIVES, "auroc": gen.uniform(0.5, 0.7),
-                        })
+                        rows.append(
+                            {
+                                "dataset": "digits",
+                                "setting": SETTING,
+                                "shots": 8,
+                                "epsilon": epsilon,
+                                "hpo": hpo,
+                                "attack": attack,
+                                "candidates": candidates,
+                                "models_per_candidate": models,
+                                "cost": cost,
+                                "divergence": "kl",
+                                "run": run,
+                                "fpr": fpr,
+                                "tpr": tp / POSITIVES,
+                                "tpr_interp": tp / POSITIVES + gen.uniform(0, 0.002),
+                                "tp": tp,
+                                "positives": POSITIVES,
+                                "auroc": gen.uniform(0.5, 0.7),
+                            }
+                        )
     study = pd.DataFrame(rows)
     ed_leaky = _cell(study, *LEAKY, "ed")
     study.loc[_mask(study, *LEAKY, "td"), "tpr_interp"] = (
-        study.loc[ed_leaky, "tpr_interp"].to_numpy() + 0.1 + np.array([0.01, 0.03, 0.02, 0.04]))
-    study.loc[_mask(study, *EQUAL, "td"), "tpr_interp"] = study.loc[_cell(study, *EQUAL, "ed"), "tpr_interp"].to_numpy()
+        study.loc[ed_leaky, "tpr_interp"].to_numpy() + 0.1 + np.array([0.01, 0.03, 0.02, 0.04])
+    )
+    study.loc[_mask(study, *EQUAL, "td"), "tpr_interp"] = study.loc[
+        _cell(study, *EQUAL, "ed"), "tpr_interp"
+    ].to_numpy()
     return study
 
 
 def _mask(study: pd.DataFrame, epsilon: float, attack: str, fpr: float, hpo: str) -> pd.Series:
-    return ((study["epsilon"] == epsilon) & (study["attack"] == attack) & (study["fpr"] == fpr)
-            & (study["hpo"] == hpo))
+    return (
+        (study["epsilon"] == epsilon)
+        & (study["attack"] == attack)
+        & (study["fpr"] == fpr)
+        & (study["hpo"] == hpo)
+    )
 
 
 def _cell(study: pd.DataFrame, epsilon: float, attack: str, fpr: float, hpo: str) -> pd.Index:
@@ -71,15 +91,21 @@ def _roc(study: pd.DataFrame) -> pd.DataFrame:
     grid = np.geomspace(1e-3, 1.0, 40)
     keys = study[["dataset", "setting", "epsilon", "hpo", "attack", "run"]].drop_duplicates()
     keys = keys[keys["attack"].isin(ht.FULL_ATTACKS)]
-    frames = [pd.DataFrame({**key._asdict(), "fpr": grid, "tpr": grid ** (0.5 + 0.05 * key.run)})
-              for key in keys.itertuples(index=False)]
+    frames = [
+        pd.DataFrame({**key._asdict(), "fpr": grid, "tpr": grid ** (0.5 + 0.05 * key.run)})
+        for key in keys.itertuples(index=False)
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
 def _bound() -> pd.DataFrame:
     fpr = np.geomspace(1e-3, 1.0, 100)
-    tpr = np.minimum.reduce([np.ones_like(fpr), math.exp(8.0) * fpr, 1 - math.exp(-8.0) * (1 - fpr)])
-    return pd.DataFrame({"dataset": "digits", "setting": SETTING, "epsilon": 8.0, "fpr": fpr, "tpr_bound": tpr})
+    tpr = np.minimum.reduce(
+        [np.ones_like(fpr), math.exp(8.0) * fpr, 1 - math.exp(-8.0) * (1 - fpr)]
+    )
+    return pd.DataFrame(
+        {"dataset": "digits", "setting": SETTING, "epsilon": 8.0, "fpr": fpr, "tpr_bound": tpr}
+    )
 
 
 def _selection() -> pd.DataFrame:
@@ -93,15 +119,25 @@ def _selection() -> pd.DataFrame:
                 for target in range(5):
                     target_lr, target_batch = gen.choice(lrs), int(gen.choice(batches))
                     exact = hpo == "td"  # TD rows: the attack recovers the target's values exactly
-                    rows.append({
-                        "dataset": "digits", "setting": SETTING, "epsilon": epsilon, "hpo": hpo, "run": run,
-                        "target": target, "chosen": int(gen.integers(0, 16)), "target_lr": target_lr,
-                        "target_batch_size": target_batch,
-                        "target_clip_norm": math.nan if math.isinf(epsilon) else 1.0,
-                        "chosen_lr": target_lr if exact else gen.choice(lrs),
-                        "chosen_batch_size": target_batch if exact else int(gen.choice(batches)),
-                        "chosen_clip_norm": math.nan if math.isinf(epsilon) else 1.0,
-                    })
+                    rows.append(
+                        {
+                            "dataset": "digits",
+                            "setting": SETTING,
+                            "epsilon": epsilon,
+                            "hpo": hpo,
+                            "run": run,
+                            "target": target,
+                            "chosen": int(gen.integers(0, 16)),
+                            "target_lr": target_lr,
+                            "target_batch_size": target_batch,
+                            "target_clip_norm": math.nan if math.isinf(epsilon) else 1.0,
+                            "chosen_lr": target_lr if exact else gen.choice(lrs),
+                            "chosen_batch_size": target_batch
+                            if exact
+                            else int(gen.choice(batches)),
+                            "chosen_clip_norm": math.nan if math.isinf(epsilon) else 1.0,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -112,7 +148,16 @@ def study() -> pd.DataFrame:
 
 def test_headline_table_order_and_cells(study: pd.DataFrame):
     table = ht.headline_table(study)
-    assert list(table.columns) == ["setting", "epsilon", "hpo", "attack", "TPR@0.1%", "TPR@1%", "TPR@10%", "runs"]
+    assert list(table.columns) == [
+        "setting",
+        "epsilon",
+        "hpo",
+        "attack",
+        "TPR@0.1%",
+        "TPR@1%",
+        "TPR@10%",
+        "runs",
+    ]
     attacks = {"td": ht.FULL_ATTACKS, "ed": ("acc-lira", "kl-lira")}
     expected = [(e, h, a) for e in ("∞", "8") for h in ("td", "ed") for a in attacks[h]]
     assert list(zip(table["epsilon"], table["hpo"], table["attack"])) == expected
@@ -147,20 +192,33 @@ def test_kl_budget_table(study: pd.DataFrame):
     table = ht.kl_budget_table(study)
     assert set(table["attack"]) == {"kl-lira", "kl-lira-c4-n1"}
     assert len(table) == 2 * len(EPSILONS) * len(FPRS)
-    row = table[(table["attack"] == "kl-lira-c4-n1") & (table["epsilon"] == 8.0) & (table["fpr"] == 0.1)].iloc[0]
+    row = table[
+        (table["attack"] == "kl-lira-c4-n1") & (table["epsilon"] == 8.0) & (table["fpr"] == 0.1)
+    ].iloc[0]
     values = study.loc[_mask(study, 8.0, "kl-lira-c4-n1", 0.1, "td"), "tpr"]
     assert row["mean_tpr"] == pytest.approx(values.mean())
     assert row["std_tpr"] == pytest.approx(values.std(ddof=1))
-    assert (row["candidates"], row["models_per_candidate"], row["cost"], row["runs"]) == (4, 1, 4, RUNS)
-    assert row["lira_tpr"] == pytest.approx(study.loc[_mask(study, 8.0, "lira", 0.1, "td"), "tpr"].mean())
-    assert row["acc_lira_tpr"] == pytest.approx(study.loc[_mask(study, 8.0, "acc-lira", 0.1, "td"), "tpr"].mean())
+    assert (row["candidates"], row["models_per_candidate"], row["cost"], row["runs"]) == (
+        4,
+        1,
+        4,
+        RUNS,
+    )
+    assert row["lira_tpr"] == pytest.approx(
+        study.loc[_mask(study, 8.0, "lira", 0.1, "td"), "tpr"].mean()
+    )
+    assert row["acc_lira_tpr"] == pytest.approx(
+        study.loc[_mask(study, 8.0, "acc-lira", 0.1, "td"), "tpr"].mean()
+    )
     # Within a cell the cheaper budget comes first.
     first = table[(table["epsilon"] == math.inf) & (table["fpr"] == 0.001)]
     assert list(first["attack"]) == ["kl-lira-c4-n1", "kl-lira"]
 
 
 def _test_row(tests: pd.DataFrame, epsilon: float, attack: str, fpr: float) -> pd.Series:
-    rows = tests[(tests["epsilon"] == epsilon) & (tests["attack"] == attack) & (tests["fpr"] == fpr)]
+    rows = tests[
+        (tests["epsilon"] == epsilon) & (tests["attack"] == attack) & (tests["fpr"] == fpr)
+    ]
     assert len(rows) == 1
     return rows.iloc[0]
 
@@ -211,7 +269,12 @@ def test_selection_table():
     selection = _selection()
     table = ht.selection_table(selection)
     assert len(table) == len(EPSILONS) * 2
-    assert list(zip(table["epsilon"], table["hpo"])) == [(math.inf, "td"), (math.inf, "ed"), (8.0, "td"), (8.0, "ed")]
+    assert list(zip(table["epsilon"], table["hpo"])) == [
+        (math.inf, "td"),
+        (math.inf, "ed"),
+        (8.0, "td"),
+        (8.0, "ed"),
+    ]
     assert (table["n_targets"] == RUNS * 5).all()
     td = table[table["hpo"] == "td"]
     assert (td["median_abs_log10_lr_ratio"] == 0.0).all() and np.allclose(td["spearman_lr"], 1.0)
@@ -225,8 +288,9 @@ def test_selection_table():
 
 def _figures(study: pd.DataFrame) -> dict[str, object]:
     return {
-        "roc": lambda p: hf.plot_study_roc(_roc(study), _bound(), p, SETTING,
-                                           hf.lowest_measured_fpr(study)),
+        "roc": lambda p: hf.plot_study_roc(
+            _roc(study), _bound(), p, SETTING, hf.lowest_measured_fpr(study)
+        ),
         "relative": lambda p: hf.plot_relative_tpr(study, p, SETTING),
         "budget": lambda p: hf.plot_kl_budget(study, p, SETTING),
         "td_vs_ed": lambda p: hf.plot_td_vs_ed(study, p, SETTING),

@@ -31,6 +31,7 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
 
 # --- heads --------------------------------------------------------------------------------------
 
+
 def test_a_head_trains_like_torch_linear_with_adam():
     # Gaussian features: Adam amplifies round-off wherever a gradient is (nearly) exactly zero,
     # as on digits' always-blank border pixels, which would make the comparison meaningless.
@@ -47,7 +48,9 @@ def test_a_head_trains_like_torch_linear_with_adam():
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
     for batch in batch_schedules([train], [recipe], 3, [7])[0]:
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x[batch])), torch.from_numpy(y[batch]))
+        loss = torch.nn.functional.cross_entropy(
+            model(torch.from_numpy(x[batch])), torch.from_numpy(y[batch])
+        )
         loss.backward()
         optimizer.step()
     np.testing.assert_allclose(weight[0], model.weight.detach().numpy().T, atol=2e-5)
@@ -67,19 +70,38 @@ def test_per_sample_clipping_equals_opacus(digits):
         model.weight.copy_(w.T)
         model.bias.copy_(b)
     private = GradSampleModule(model)
-    optimizer = DPOptimizer(torch.optim.SGD(private.parameters(), lr=0.0), noise_multiplier=0.0,
-                            max_grad_norm=clip, expected_batch_size=len(batch))
+    optimizer = DPOptimizer(
+        torch.optim.SGD(private.parameters(), lr=0.0),
+        noise_multiplier=0.0,
+        max_grad_norm=clip,
+        expected_batch_size=len(batch),
+    )
     optimizer.zero_grad()
-    torch.nn.functional.cross_entropy(private(torch.from_numpy(x[batch])), torch.from_numpy(y[batch])).backward()
+    torch.nn.functional.cross_entropy(
+        private(torch.from_numpy(x[batch])), torch.from_numpy(y[batch])
+    ).backward()
     optimizer.step()  # leaves the clipped, averaged gradient in .grad
 
-    grad_w, grad_b = head_gradients(w[None], b[None], torch.from_numpy(x[batch])[None],
-                                    torch.from_numpy(y[batch])[None], torch.ones(1, len(batch), dtype=torch.bool),
-                                    torch.tensor([clip]))
-    np.testing.assert_allclose(grad_w[0].numpy().T / len(batch), model.weight.grad.numpy(), atol=1e-6)
+    grad_w, grad_b = head_gradients(
+        w[None],
+        b[None],
+        torch.from_numpy(x[batch])[None],
+        torch.from_numpy(y[batch])[None],
+        torch.ones(1, len(batch), dtype=torch.bool),
+        torch.tensor([clip]),
+    )
+    np.testing.assert_allclose(
+        grad_w[0].numpy().T / len(batch), model.weight.grad.numpy(), atol=1e-6
+    )
     np.testing.assert_allclose(grad_b[0].numpy() / len(batch), model.bias.grad.numpy(), atol=1e-6)
-    unclipped = head_gradients(w[None], b[None], torch.from_numpy(x[batch])[None], torch.from_numpy(y[batch])[None],
-                               torch.ones(1, len(batch), dtype=torch.bool), torch.tensor([math.nan]))[0]
+    unclipped = head_gradients(
+        w[None],
+        b[None],
+        torch.from_numpy(x[batch])[None],
+        torch.from_numpy(y[batch])[None],
+        torch.ones(1, len(batch), dtype=torch.bool),
+        torch.tensor([math.nan]),
+    )[0]
     assert not np.allclose(unclipped[0].numpy(), grad_w[0].numpy() / len(batch))
 
 
@@ -88,11 +110,13 @@ def test_a_head_trains_the_same_alone_or_among_others(digits, private):
     x, y = digits
     rng = np.random.default_rng(1)
     sets = [np.flatnonzero(rng.random(400) < 0.5) for _ in range(4)]
-    recipes = [HeadRecipe(int(bs), float(lr), 1.0 if private else None, 1.2 if private else 0.0)
-               for bs, lr in zip([10, 25, 60, 200], [1e-3, 3e-3, 1e-2, 5e-3])]
+    recipes = [
+        HeadRecipe(int(bs), float(lr), 1.0 if private else None, 1.2 if private else 0.0)
+        for bs, lr in zip([10, 25, 60, 200], [1e-3, 3e-3, 1e-2, 5e-3])
+    ]
     together = fit_heads(x, y, 10, sets, recipes, epochs=4, seeds=[1, 2, 3, 4])
     for k in range(4):
-        alone = fit_heads(x, y, 10, sets[k:k + 1], recipes[k:k + 1], epochs=4, seeds=[k + 1])
+        alone = fit_heads(x, y, 10, sets[k : k + 1], recipes[k : k + 1], epochs=4, seeds=[k + 1])
         np.testing.assert_allclose(together[0][k], alone[0][0], atol=1e-5)
     accuracy = (head_logits(x[:400], *together).argmax(-1) == y[:400]).mean(1)
     assert accuracy.min() > 0.3  # they learn (chance: 0.1), with or without noise
@@ -107,6 +131,7 @@ def test_dp_noise_changes_the_weights(digits):
 
 
 # --- privacy ------------------------------------------------------------------------------------
+
 
 def test_the_bound_by_hand():
     fpr = np.array([0.0, 0.01, 0.5, 1.0])
@@ -125,7 +150,7 @@ def test_the_accountant_round_trip_and_the_tightened_bound():
     assert 1.0 < sigma < 4.0
     [eps_back] = privacy.epsilons(sigma, 0.25, 160, [1e-5])
     assert eps_back == pytest.approx(8.0, abs=0.05) and eps_back <= 8.0
-    deltas = [10.0 ** -k for k in range(1, 9)]
+    deltas = [10.0**-k for k in range(1, 9)]
     pairs = list(zip(privacy.epsilons(sigma, 0.25, 160, deltas), deltas))
     tight = privacy.tpr_bound(np.array([1e-3, 1e-2, 1e-1]), pairs)
     loose = privacy.tpr_bound(np.array([1e-3, 1e-2, 1e-1]), [(8.0, 1e-5)])
@@ -134,17 +159,29 @@ def test_the_accountant_round_trip_and_the_tightened_bound():
 
 # --- Algorithm 2 --------------------------------------------------------------------------------
 
+
 def test_forward_kl_of_two_normals_matches_integration():
     mu_p, sd_p, mu_q, sd_q = 0.3, 0.8, -0.5, 1.7
-    numeric = integrate.quad(lambda v: stats.norm.pdf(v, mu_p, sd_p) * (
-        stats.norm.logpdf(v, mu_p, sd_p) - stats.norm.logpdf(v, mu_q, sd_q)), -20, 20)[0]
-    closed = selection.DIVERGENCES["kl"](np.array(mu_p), np.array(sd_p ** 2), np.array(mu_q), np.array(sd_q ** 2))
+    numeric = integrate.quad(
+        lambda v: (
+            stats.norm.pdf(v, mu_p, sd_p)
+            * (stats.norm.logpdf(v, mu_p, sd_p) - stats.norm.logpdf(v, mu_q, sd_q))
+        ),
+        -20,
+        20,
+    )[0]
+    closed = selection.DIVERGENCES["kl"](
+        np.array(mu_p), np.array(sd_p**2), np.array(mu_q), np.array(sd_q**2)
+    )
     assert float(closed) == pytest.approx(numeric, rel=1e-7)
-    reverse = selection.DIVERGENCES["reverse-kl"](np.array(mu_p), np.array(sd_p ** 2), np.array(mu_q),
-                                                 np.array(sd_q ** 2))
+    reverse = selection.DIVERGENCES["reverse-kl"](
+        np.array(mu_p), np.array(sd_p**2), np.array(mu_q), np.array(sd_q**2)
+    )
     assert float(reverse) != pytest.approx(float(closed))
     for name, measure in selection.DIVERGENCES.items():  # zero between identical normals
-        assert float(measure(np.array(1.0), np.array(2.0), np.array(1.0), np.array(2.0))) == pytest.approx(0, abs=1e-12), name
+        assert float(
+            measure(np.array(1.0), np.array(2.0), np.array(1.0), np.array(2.0))
+        ) == pytest.approx(0, abs=1e-12), name
 
 
 def test_selection_picks_the_closest_column_and_never_the_targets_own():
@@ -156,7 +193,9 @@ def test_selection_picks_the_closest_column_and_never_the_targets_own():
     target = 2.05 + rng.normal(size=n)
     moments = selection.grid_moments(stats_, members)
     everyone = attacks.others(0, size)
-    chosen, scores = selection.select(target, moments, members, everyone, [everyone] * len(everyone))
+    chosen, scores = selection.select(
+        target, moments, members, everyone, [everyone] * len(everyone)
+    )
     assert chosen == 2 and np.isinf(scores[0]) and np.isfinite(scores[1:]).all()
     without_two = np.array([1, 3, 4])
     chosen, scores = selection.select(target, moments, members, without_two, [everyone] * 3)
@@ -182,7 +221,9 @@ def test_kl_lira_recovers_the_targets_hyperparameters_when_they_are_candidates(d
         for truth in range(len(etas)):
             target = stats_[0, truth]
             rows = attacks.others(0, size)
-            chosen, _ = selection.select(target, moments, members, np.arange(len(etas)), [rows] * len(etas))
+            chosen, _ = selection.select(
+                target, moments, members, np.arange(len(etas)), [rows] * len(etas)
+            )
             picked.append(chosen == truth)
     assert np.mean(picked) >= 0.75  # chance: 0.25
 
@@ -194,6 +235,7 @@ def _phi(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 # --- grid splits and rotation -------------------------------------------------------------------
+
 
 def test_universes_are_class_balanced_disjoint_and_round_trip(digits):
     _, y = digits
@@ -220,9 +262,16 @@ def test_rotation_makes_each_diagonal_model_the_target_once_and_never_a_shadow(m
     code = 1000 * np.arange(size)[:, None, None] + np.arange(size)[None, :, None]
     stats_ = code + 0.01 * rng.normal(size=(size, size, n))
     calls = []
-    monkeypatch.setattr(attacks, "lira_scores", lambda target, shadows, keep: (
-        calls.append((np.round(target.mean()).astype(int), np.round(shadows.mean(1)).astype(int))),
-        np.zeros(len(target)))[1])
+    monkeypatch.setattr(
+        attacks,
+        "lira_scores",
+        lambda target, shadows, keep: (
+            calls.append(
+                (np.round(target.mean()).astype(int), np.round(shadows.mean(1)).astype(int))
+            ),
+            np.zeros(len(target)),
+        )[1],
+    )
     targets = stats_[np.arange(size), np.arange(size)]
     for attack in attacks.ATTACKS:
         calls.clear()
@@ -252,7 +301,9 @@ def test_every_study_attack_scores_members_higher_on_a_memorising_grid():
         scores, labels, _ = attacks.rotate(stats_, targets, members, attack)
         metrics = attacks.roc_metrics(scores, labels, [0.01, 0.1])
         assert metrics[0]["auroc"] > 0.8, attack
-    reduced = attacks.rotate(stats_, targets, members, "kl-lira", attacks.Budget(2, 1), seed=1, tag=("t",))
+    reduced = attacks.rotate(
+        stats_, targets, members, "kl-lira", attacks.Budget(2, 1), seed=1, tag=("t",)
+    )
     assert attacks.roc_metrics(reduced[0], reduced[1], [0.1])[0]["auroc"] > 0.8
 
 
@@ -265,8 +316,15 @@ def test_the_cost_formula():
 
 # --- HPO ----------------------------------------------------------------------------------------
 
-SPACE = {"trials": 4, "epochs": 3, "sampler": "tpe", "val_ratio": 0.3, "batch_size": [10, 1000],
-         "lr": [1e-4, 1e-2], "clip_norm": [0.5, 2.0]}
+SPACE = {
+    "trials": 4,
+    "epochs": 3,
+    "sampler": "tpe",
+    "val_ratio": 0.3,
+    "batch_size": [10, 1000],
+    "lr": [1e-4, 1e-2],
+    "clip_norm": [0.5, 2.0],
+}
 
 
 def test_tuning_is_seeded_marks_the_first_best_trial_and_respects_the_space(digits):
@@ -297,19 +355,30 @@ def test_samplers_by_name():
 
 # --- backbone features --------------------------------------------------------------------------
 
+
 def test_vit_features_from_a_local_checkpoint(tmp_path):
     from transformers import ViTConfig, ViTModel
 
     from miaflow.hparams.features import backbone_features
 
     torch.manual_seed(0)
-    ViTModel(ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=24,
-                       image_size=16, patch_size=8), add_pooling_layer=False).save_pretrained(tmp_path)
+    ViTModel(
+        ViTConfig(
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=24,
+            image_size=16,
+            patch_size=8,
+        ),
+        add_pooling_layer=False,
+    ).save_pretrained(tmp_path)
     images = np.random.default_rng(0).uniform(-1, 1, size=(5, 3, 32, 32)).astype(np.float32)
     features = backbone_features(images, "vit-b16", str(tmp_path), batch_size=2)
     assert features.shape == (5, 16) and np.isfinite(features).all()
-    np.testing.assert_allclose(features, backbone_features(images, "vit-b16", str(tmp_path), batch_size=5),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        features, backbone_features(images, "vit-b16", str(tmp_path), batch_size=5), atol=1e-5
+    )
     grey = backbone_features(images[:, :1], "vit-b16", str(tmp_path))  # one channel is repeated
     assert grey.shape == (5, 16)
     with pytest.raises(ValueError, match="unknown backbone"):

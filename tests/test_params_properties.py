@@ -44,8 +44,13 @@ KeyPath = tuple[Any, ...]
 
 def node_paths(node: Any, prefix: KeyPath = ()) -> Iterator[KeyPath]:
     """Every key path of a params tree, containers and leaves alike (the root excluded)."""
-    children = (node.items() if isinstance(node, dict)
-                else enumerate(node) if isinstance(node, list) else ())
+    children = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
     for key, child in children:
         yield (*prefix, key)
         yield from node_paths(child, (*prefix, key))
@@ -60,21 +65,32 @@ def parent_and_key(params: dict, path: KeyPath) -> tuple[Any, Any]:
 
 # Values that break types, ranges and counts: odd scalars, the config's own values in the wrong
 # place, and huge or tiny numbers.
-SHIPPED_VALUES = sorted({repr(v) for p in node_paths(PARAMS)
-                         for v in [parent_and_key(PARAMS, p)[0][p[-1]]]
-                         if isinstance(v, (str, int, float, bool))})
+SHIPPED_VALUES = sorted(
+    {
+        repr(v)
+        for p in node_paths(PARAMS)
+        for v in [parent_and_key(PARAMS, p)[0][p[-1]]]
+        if isinstance(v, (str, int, float, bool))
+    }
+)
 ANY_VALUE = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-3, max_value=3),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
     st.sampled_from(SHIPPED_VALUES).map(yaml.safe_load),
     st.lists(st.integers(min_value=-2, max_value=50), max_size=3),
     st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
 )
 COUNTS = st.sampled_from([0, 1, 2, 3, 4, 7, 16, 17, 33, 100, 513, 10**4, 10**6, 10**9, 2**63])
-RATIOS = st.one_of(st.floats(min_value=0, max_value=1),
-                   st.sampled_from([1e-9, 1e-4, 0.0100000001, 0.999, 2.0, 8.0000001, 1e6, math.inf]))
-STRINGS = st.sampled_from(sorted(value for value in map(yaml.safe_load, SHIPPED_VALUES)
-                                  if isinstance(value, str)))
+RATIOS = st.one_of(
+    st.floats(min_value=0, max_value=1),
+    st.sampled_from([1e-9, 1e-4, 0.0100000001, 0.999, 2.0, 8.0000001, 1e6, math.inf]),
+)
+STRINGS = st.sampled_from(
+    sorted(value for value in map(yaml.safe_load, SHIPPED_VALUES) if isinstance(value, str))
+)
 
 
 def similar(value: Any) -> st.SearchStrategy:
@@ -106,8 +122,20 @@ def mutated(draw: st.DrawFn) -> tuple[dict, list[KeyPath]]:
     params, touched = copy.deepcopy(PARAMS), []
     pick = draw(st.randoms(use_true_random=False))  # uniform over the paths (seeded by Hypothesis)
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        kind = draw(st.sampled_from(["similar", "similar", "similar", "replace", "delete", "add",
-                                     "experiment", "profile"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "similar",
+                    "similar",
+                    "similar",
+                    "replace",
+                    "delete",
+                    "add",
+                    "experiment",
+                    "profile",
+                ]
+            )
+        )
         paths = sorted(node_paths(params), key=repr)
         numbers = [path for path in paths if counted(params, path)]
         if kind == "profile":
@@ -127,8 +155,21 @@ def mutated(draw: st.DrawFn) -> tuple[dict, list[KeyPath]]:
             containers = [p for p in paths if isinstance(parent_and_key(params, p)[0][p[-1]], dict)]
             path = pick.choice(containers or [()])
             node = parent_and_key(params, path)[0][path[-1]] if path else params
-            key = draw(st.sampled_from(["n_samples", "path", "ref_arch", "queries_used", "k",
-                                        "n_texts", "n_eval", "backbone", "extra"]))
+            key = draw(
+                st.sampled_from(
+                    [
+                        "n_samples",
+                        "path",
+                        "ref_arch",
+                        "queries_used",
+                        "k",
+                        "n_texts",
+                        "n_eval",
+                        "backbone",
+                        "extra",
+                    ]
+                )
+            )
             node[key] = draw(st.one_of(COUNTS, ANY_VALUE))
             touched.append((*path, key))
         else:
@@ -145,8 +186,10 @@ def mutated(draw: st.DrawFn) -> tuple[dict, list[KeyPath]]:
 @contextlib.contextmanager
 def time_limit(seconds: int) -> Iterator[None]:
     """Fail instead of hanging: SIGALRM interrupts the Python code running past `seconds`."""
+
     def expire(signum: int, frame: Any) -> None:
         raise TimeoutError(f"validation and planning took more than {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -178,8 +221,11 @@ def plan_everything(effective: dict) -> int:
     assert len({s["name"] for s in settings_}) == len(settings_)
     llm = plan.llm_experiments(effective)
     plan.llm_fpr_levels(effective)
-    return (len(shards) * len(trained) + len(settings_) * len(tags) * effective["hparam_study"]["runs"]
-            + len(llm) * effective["llm"]["repeats"] * effective["llm"]["pair_shards"])
+    return (
+        len(shards) * len(trained)
+        + len(settings_) * len(tags) * effective["hparam_study"]["runs"]
+        + len(llm) * effective["llm"]["repeats"] * effective["llm"]["pair_shards"]
+    )
 
 
 def related(a: str, b: str) -> bool:
@@ -197,8 +243,9 @@ def effective_path(path: KeyPath, profile: Any) -> str:
 
 def assert_well_formed(message: str) -> None:
     """`invalid params.yaml...:` and one `  - <key path>: <reason>` line per problem."""
-    assert re.fullmatch(r"invalid params\.yaml( \(profile .+\))?:(\n  - \S[^\n]*?: \S[^\n]*)+",
-                        message), message
+    assert re.fullmatch(
+        r"invalid params\.yaml( \(profile .+\))?:(\n  - \S[^\n]*?: \S[^\n]*)+", message
+    ), message
 
 
 def assert_names_a_touched_key(message: str, touched: list[KeyPath], profile: Any) -> None:
@@ -210,8 +257,9 @@ def assert_names_a_touched_key(message: str, touched: list[KeyPath], profile: An
 
 @settings(max_examples=500, derandomize=True, deadline=None, database=None)
 @given(mutated())
-def test_every_mutation_is_accepted_and_plans_or_names_its_key(example: tuple[dict, list[KeyPath]]
-                                                               ) -> None:
+def test_every_mutation_is_accepted_and_plans_or_names_its_key(
+    example: tuple[dict, list[KeyPath]],
+) -> None:
     params, touched = example
     with contextlib.chdir(REPO), time_limit(TIME_LIMIT_S):  # local `path`s are relative to it
         try:
@@ -231,8 +279,9 @@ def test_yaml_damage_names_the_line_or_the_key(tmp_path_factory, data: st.DataOb
     plans, or is rejected like any params."""
     lines = (REPO / "params.yaml").read_text().splitlines()
     at = data.draw(st.integers(min_value=0, max_value=len(lines) - 1))
-    damage = data.draw(st.sampled_from(["[", "]", ":", "  ", "\t", "- ", "{", "'", "&a ", "*b",
-                                        "seed: 1", "\x00"]))
+    damage = data.draw(
+        st.sampled_from(["[", "]", ":", "  ", "\t", "- ", "{", "'", "&a ", "*b", "seed: 1", "\x00"])
+    )
     column = data.draw(st.integers(min_value=0, max_value=len(lines[at])))
     lines[at] = lines[at][:column] + damage + lines[at][column:]
     path = tmp_path_factory.mktemp("yaml") / "params.yaml"

@@ -19,29 +19,48 @@ def dry_run(repo: Path, root: Path, profile: str) -> str:
         copy = shutil.copytree if source.is_dir() else shutil.copy
         copy(source, root / name)
     snakemake = Path(sys.executable).parent / "snakemake"
-    result = subprocess.run([str(snakemake), "-n", "--quiet", "rules", "--config", f"profile={profile}"],
-                            cwd=root, capture_output=True, text=True)
+    result = subprocess.run(
+        [str(snakemake), "-n", "--quiet", "rules", "--config", f"profile={profile}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
 
 def test_paper_profile_plans_downloads_and_every_stage(repo, tmp_path):
     plan = dry_run(repo, tmp_path, "paper")
-    for rule in ("download_dataset", "train_shard", "query_canaries", "score_attacks", "study_tables",
-                 "hparam_features", "hparam_grid", "hparam_report", "llm_tokens", "llm_pairs",
-                 "llm_scores", "llm_report"):
+    for rule in (
+        "download_dataset",
+        "train_shard",
+        "query_canaries",
+        "score_attacks",
+        "study_tables",
+        "hparam_features",
+        "hparam_grid",
+        "hparam_report",
+        "llm_tokens",
+        "llm_pairs",
+        "llm_scores",
+        "llm_report",
+    ):
         assert rule in plan
 
 
-def planned_from_local_copies(repo: Path, root: Path, shared_data: Path, profile: str
-                              ) -> dict[str, int]:
+def planned_from_local_copies(
+    repo: Path, root: Path, shared_data: Path, profile: str
+) -> dict[str, int]:
     """Job counts per rule of a profile's plan, reading ../shared (never downloading)."""
     (root / "shared").symlink_to(shared_data.parent)
     (root / "project").mkdir()
     plan = dry_run(repo, root / "project", profile)
     assert "download_dataset" not in plan
-    return {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
-            if len(line.split()) == 2 and line.split()[1].isdigit()}
+    return {
+        line.split()[0]: int(line.split()[1])
+        for line in plan.splitlines()
+        if len(line.split()) == 2 and line.split()[1].isdigit()
+    }
 
 
 def test_llm_cpu_profile_plans_the_language_models_from_local_copies(repo, tmp_path, shared_data):

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from test_jobs import fake_snakemake
+from test_verify import flip_byte_keeping_size_and_time
 
 from miaflow import io, provenance
 from miaflow.jobs import adapter
 from miaflow.workflow import verify
-from test_jobs import fake_snakemake
-from test_verify import flip_byte_keeping_size_and_time
 
 
 def copy_job(*, source: str, copied: str) -> None:
@@ -30,8 +30,14 @@ def join_job(*, folder: str, joined: str) -> None:
 
 
 def run_job(job, inputs: dict, outputs: dict, stage: str = "train") -> None:
-    adapter.run(job, fake_snakemake(input={**inputs, "code": ["miaflow/io.py"]}, output=outputs,
-                                    log=[f"records/{stage}/logs/{job.__name__}.log"]))
+    adapter.run(
+        job,
+        fake_snakemake(
+            input={**inputs, "code": ["miaflow/io.py"]},
+            output=outputs,
+            log=[f"records/{stage}/logs/{job.__name__}.log"],
+        ),
+    )
 
 
 @pytest.fixture
@@ -47,11 +53,15 @@ def project(tmp_path: Path, monkeypatch) -> Path:
 
 def test_an_output_records_its_content_and_its_inputs(project: Path):
     record = json.loads(Path("records/prepare/provenance/results/first.bin.json").read_text())
-    assert record == {"artifact": "results/first.bin", "rule": "a_rule",
-                      "sha256": io.file_hash("results/first.bin"),
-                      "inputs": {"data/raw.bin": io.file_hash("data/raw.bin")}}
+    assert record == {
+        "artifact": "results/first.bin",
+        "rule": "a_rule",
+        "sha256": io.file_hash("results/first.bin"),
+        "inputs": {"data/raw.bin": io.file_hash("data/raw.bin")},
+    }
     assert provenance.find_record("results/first.bin") == Path(
-        "records/prepare/provenance/results/first.bin.json")
+        "records/prepare/provenance/results/first.bin.json"
+    )
 
 
 def test_a_recorded_input_that_hashes_as_written_is_read(project: Path):
@@ -111,7 +121,8 @@ def test_verify_names_a_garbled_record(project: Path):
     record = Path("records/prepare/provenance/results/first.bin.json")
     record.write_text(record.read_text().replace('"artifact"', '"artefact"'))
     assert [(p.path, p.what) for p in verify.verify(project)[1]] == [
-        ("records/prepare/provenance/results/first.bin.json", "corrupt")]
+        ("records/prepare/provenance/results/first.bin.json", "corrupt")
+    ]
 
 
 def test_remove_damaged_removes_what_differs_and_what_was_computed_from_it(project: Path):
@@ -122,8 +133,12 @@ def test_remove_damaged_removes_what_differs_and_what_was_computed_from_it(proje
     flip_byte_keeping_size_and_time(Path("results/parts/part-2.bin"))
     Path("records/train/provenance/results/second.bin.json").write_text("{")
     removed = {d.artifact: d.reason for d in provenance.remove_damaged()}
-    assert removed.keys() == {"results/parts", "results/second.bin", "results/from_parts.bin",
-                              "results/last.bin"}
+    assert removed.keys() == {
+        "results/parts",
+        "results/second.bin",
+        "results/from_parts.bin",
+        "results/last.bin",
+    }
     assert removed["results/last.bin"] == "computed from results/from_parts.bin"
     assert "written as" in removed["results/parts"]
     assert not any(Path(a).exists() for a in removed)

@@ -12,10 +12,10 @@ from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
 from miaflow import io
-from miaflow.jobs import evaluate, queries, train
-from miaflow.workflow.plan import Experiment
 from miaflow.attacks import ATTACKS, AttackInputs, run_attack
 from miaflow.data import Dataset, write_dataset
+from miaflow.jobs import evaluate, queries, train
+from miaflow.models.training import save_shard, train_models
 from miaflow.queries.hopskipjump import Budget, boundary_distances
 from miaflow.queries.sets import (
     ANGLE_CANDIDATES,
@@ -32,7 +32,7 @@ from miaflow.queries.sets import (
     rotate,
 )
 from miaflow.splits import make_splits
-from miaflow.models.training import save_shard, train_models
+from miaflow.workflow.plan import Experiment
 
 # --- neighbours ---------------------------------------------------------------------------------
 
@@ -53,8 +53,14 @@ def test_continuous_tabular_neighbours_use_per_feature_scales():
     rng = np.random.default_rng(0)
     features = np.stack([rng.uniform(0, 2, 3000), rng.uniform(-10, 10, 3000)], axis=1)
     features = features.astype(np.float32)
-    queries = make_query_set(features, np.arange(3000), "tabular", seed=1, dataset="toy",
-                             neighbour={"magnitude": 0.1, "n_queries": 4})
+    queries = make_query_set(
+        features,
+        np.arange(3000),
+        "tabular",
+        seed=1,
+        dataset="toy",
+        neighbour={"magnitude": 0.1, "n_queries": 4},
+    )
     scales = np.array(queries.info[NEIGHBOUR]["scale"])
     np.testing.assert_allclose(scales, (features.max(0) - features.min(0)) / 2)
     noise = (queries.features[NEIGHBOUR] - features[None]).reshape(-1, 2)
@@ -97,11 +103,24 @@ def test_queries_are_deterministic_by_named_seed(tmp_path):
 
 def test_queries_table_round_trip():
     images = np.random.default_rng(0).normal(size=(7, 1, 3, 3)).astype(np.float32)
-    queries = make_query_set(images, np.arange(10, 17), "image", 1, "toy",
-                             neighbour={"n_queries": 3}, augment={"n_queries": 2})
+    queries = make_query_set(
+        images,
+        np.arange(10, 17),
+        "image",
+        1,
+        "toy",
+        neighbour={"n_queries": 3},
+        augment={"n_queries": 2},
+    )
     blocks = read_queries(queries.to_table(), (1, 3, 3))
-    assert sorted(blocks) == [("augment", 1), ("augment", 2), ("neighbour", 1), ("neighbour", 2),
-                              ("neighbour", 3), ("orig", 0)]
+    assert sorted(blocks) == [
+        ("augment", 1),
+        ("augment", 2),
+        ("neighbour", 1),
+        ("neighbour", 2),
+        ("neighbour", 3),
+        ("orig", 0),
+    ]
     ids, values = blocks[(NEIGHBOUR, 2)]
     np.testing.assert_array_equal(ids, np.arange(10, 17))
     np.testing.assert_array_equal(values, queries.features[NEIGHBOUR][1])
@@ -109,6 +128,7 @@ def test_queries_table_round_trip():
 
 
 # --- augmentations ------------------------------------------------------------------------------
+
 
 def test_angle_candidates_and_draw():
     assert len(ANGLE_CANDIDATES) == 282
@@ -196,6 +216,7 @@ def test_evaluated_subset_is_a_seeded_prefix():
 
 # --- HopSkipJump --------------------------------------------------------------------------------
 
+
 def _linear(w: np.ndarray, b: float):
     """Two-class linear model: class 1 iff w·x + b > 0; distance to its boundary is |w·x+b|/|w|."""
     weight = torch.from_numpy(w.astype(np.float32))
@@ -203,6 +224,7 @@ def _linear(w: np.ndarray, b: float):
     def logits_of(x):
         score = x.reshape(len(x), -1) @ weight + b
         return torch.stack([torch.zeros_like(score), score], dim=1)
+
     return logits_of
 
 
@@ -215,8 +237,9 @@ def test_hopskipjump_finds_the_distance_to_a_linear_boundary():
     labels = (margin > 0).astype(np.int64)
     labels[0] = 1 - labels[0]  # misclassified: d = 0
     true_distance = np.abs(margin) / np.linalg.norm(w)
-    distance, success = boundary_distances(_linear(w, 0.0), x, labels,
-                                           Budget(max_iter=20, max_eval=2000), 5, seed=3)
+    distance, success = boundary_distances(
+        _linear(w, 0.0), x, labels, Budget(max_iter=20, max_eval=2000), 5, seed=3
+    )
     assert distance[0] == 0.0 and not success[0]
     assert success[1:].all()
     assert np.all(distance[1:] >= true_distance[1:] * (1 - 1e-4))  # never inside the boundary
@@ -224,11 +247,13 @@ def test_hopskipjump_finds_the_distance_to_a_linear_boundary():
     # the ranking, which is all the attack uses, is already right.
     assert np.all(distance[1:] <= 1.5 * true_distance[1:])
     assert spearmanr(distance[1:], true_distance[1:]).statistic > 0.95
-    longer, _ = boundary_distances(_linear(w, 0.0), x, labels, Budget(max_iter=60, max_eval=2000),
-                                   5, seed=3)
+    longer, _ = boundary_distances(
+        _linear(w, 0.0), x, labels, Budget(max_iter=60, max_eval=2000), 5, seed=3
+    )
     assert np.mean(longer[1:] / true_distance[1:]) < np.mean(distance[1:] / true_distance[1:])
-    again, _ = boundary_distances(_linear(w, 0.0), x, labels, Budget(max_iter=20, max_eval=2000),
-                                  5, seed=3)
+    again, _ = boundary_distances(
+        _linear(w, 0.0), x, labels, Budget(max_iter=20, max_eval=2000), 5, seed=3
+    )
     np.testing.assert_array_equal(distance, again)
 
 
@@ -239,13 +264,15 @@ def test_hopskipjump_failure_distance_uses_the_first_image():
     def constant(points):  # always class 0: no adversarial start exists
         return torch.stack([torch.ones(len(points)), torch.zeros(len(points))], dim=1)
 
-    distance, success = boundary_distances(constant, x, np.zeros(3, np.int64),
-                                           Budget(max_iter=2, init_size=5), 8, seed=0)
+    distance, success = boundary_distances(
+        constant, x, np.zeros(3, np.int64), Budget(max_iter=2, init_size=5), 8, seed=0
+    )
     assert not success.any()
     np.testing.assert_allclose(distance, 1.5 * np.sqrt(4))
 
 
 # --- attacks: known answers on hand-made outputs ---------------------------------------------------
+
 
 def _known_outputs(tmp_path, modality: str, extra_blocks=()) -> tuple[str, np.ndarray]:
     """Outputs of `target-0` on samples [3, 7]: two classes, logits [0, v], label 1.
@@ -253,8 +280,12 @@ def _known_outputs(tmp_path, modality: str, extra_blocks=()) -> tuple[str, np.nd
     Loss log(1 + e^−v) falls as v grows; the model is correct iff v > 0.
     v (orig, neighbour 1, neighbour 2): sample 3: 0, −1, 1; sample 7: 2, 1, 0.
     """
-    values = {(ORIG, 0): [0.0, 2.0], (NEIGHBOUR, 1): [-1.0, 1.0], (NEIGHBOUR, 2): [1.0, 0.0],
-              **dict(extra_blocks)}
+    values = {
+        (ORIG, 0): [0.0, 2.0],
+        (NEIGHBOUR, 1): [-1.0, 1.0],
+        (NEIGHBOUR, 2): [1.0, 0.0],
+        **dict(extra_blocks),
+    }
     ids = np.array([3, 7])
     blocks = {key: (ids, np.array(v, np.float32)[:, None]) for key, v in values.items()}
     labels = np.zeros(8, np.int64)
@@ -265,17 +296,28 @@ def _known_outputs(tmp_path, modality: str, extra_blocks=()) -> tuple[str, np.nd
         return np.stack([np.zeros_like(v), v], axis=1)[None]
 
     path = tmp_path / f"{modality}.parquet"
-    io.write_parquet(path, query_outputs(blocks, labels, ["target-0"], logits_of),
-                     info_metadata({"modality": modality}))
+    io.write_parquet(
+        path,
+        query_outputs(blocks, labels, ["target-0"], logits_of),
+        info_metadata({"modality": modality}),
+    )
     return str(path), ids
 
 
 def _query_inputs(queries: str, ids: np.ndarray, **extra) -> AttackInputs:
-    return AttackInputs(target={}, reference={}, reference_keep=np.ones((1, len(ids)), bool),
-                        target_on_population={}, population={},
-                        population_keep=np.zeros((0, 0), bool), options={}, seed=0,
-                        target_model="target-0", extra={"outputs": queries, **extra},
-                        sample_ids=ids)
+    return AttackInputs(
+        target={},
+        reference={},
+        reference_keep=np.ones((1, len(ids)), bool),
+        target_on_population={},
+        population={},
+        population_keep=np.zeros((0, 0), bool),
+        options={},
+        seed=0,
+        target_model="target-0",
+        extra={"outputs": queries, **extra},
+        sample_ids=ids,
+    )
 
 
 def test_query_neighbor_counts_neighbours_with_higher_loss(tmp_path):
@@ -309,15 +351,24 @@ def test_query_adv_tabular_is_mean_correctness_over_the_sample_and_its_neighbour
 def test_query_adv_image_reads_distances_and_leaves_the_rest_unevaluated(tmp_path):
     queries, ids = _known_outputs(tmp_path, "image")
     distances = tmp_path / "hsj.parquet"
-    io.write_parquet(distances, pa.table({"model_id": ["target-0", "target-1"],
-                                          "sample_id": [7, 3], "distance": [0.25, 9.0],
-                                          "success": [True, True]}))
+    io.write_parquet(
+        distances,
+        pa.table(
+            {
+                "model_id": ["target-0", "target-1"],
+                "sample_id": [7, 3],
+                "distance": [0.25, 9.0],
+                "success": [True, True],
+            }
+        ),
+    )
     scores = run_attack("query-adv", _query_inputs(queries, ids, distances=str(distances)))
     assert np.isnan(scores[0]) and scores[1] == 0.25
     assert ATTACKS["query-adv"].subset
 
 
 # --- every query attack, end to end through the jobs, on models that memorise -------------------
+
 
 def _memorising_experiment(tmp_path, modality: str):
     """A dataset with random labels (only memorisation helps), small MLPs trained on it, written
@@ -332,25 +383,56 @@ def _memorising_experiment(tmp_path, modality: str):
     splits = make_splits(n, seed=0, dataset="toy", repeats=2, n_reference=2, n_population=0)
     splits_path = tmp_path / "splits.parquet"
     io.write_parquet(splits_path, splits.to_table(), {"data_hash": dataset.content_hash()})
-    arch = {"kind": "mlp", "hidden": [64], "activation": "tanh", "optimizer": "adam", "lr": 0.01,
-            "weight_decay": 0.0, "epochs": 60, "batch_size": 32, "patience": 0}
+    arch = {
+        "kind": "mlp",
+        "hidden": [64],
+        "activation": "tanh",
+        "optimizer": "adam",
+        "lr": 0.01,
+        "weight_decay": 0.0,
+        "epochs": 60,
+        "batch_size": 32,
+        "patience": 0,
+    }
     weights, _ = train_models(dataset, splits, list(splits.model_ids), "mlp", arch, seed=0)
     shard = tmp_path / "shard-0.safetensors"
-    save_shard(shard, weights, {"arch_name": "mlp", "arch": arch, "n_classes": 2,
-                                "data_hash": dataset.content_hash(), "seed": 0})
+    save_shard(
+        shard,
+        weights,
+        {
+            "arch_name": "mlp",
+            "arch": arch,
+            "n_classes": 2,
+            "data_hash": dataset.content_hash(),
+            "seed": 0,
+        },
+    )
     signals = tmp_path / "signals.parquet"
     train.compute_signals(data=data, models=shard, signals=signals, threads=1)
     query_set = tmp_path / "queries.parquet"
-    queries.query_sets(data=data, splits=splits_path, query_set=query_set,
-                       neighbour={"magnitude": 0.5}, augment={}, seed=0)
+    queries.query_sets(
+        data=data,
+        splits=splits_path,
+        query_set=query_set,
+        neighbour={"magnitude": 0.5},
+        augment={},
+        seed=0,
+    )
     outputs = tmp_path / "outputs.parquet"
-    queries.query_outputs(data=data, query_set=query_set, models=[shard], outputs=outputs,
-                          threads=1)
+    queries.query_outputs(
+        data=data, query_set=query_set, models=[shard], outputs=outputs, threads=1
+    )
     distances = tmp_path / "distances.parquet"
-    queries.query_distances(data=data, splits=splits_path, models=[shard], distances=distances,
-                            arch_name="mlp",
-                            options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
-                            seed=0, threads=1)
+    queries.query_distances(
+        data=data,
+        splits=splits_path,
+        models=[shard],
+        distances=distances,
+        arch_name="mlp",
+        options={"max_iter": 3, "max_eval": 200, "boundary_eva_num": 60},
+        seed=0,
+        threads=1,
+    )
     return splits_path, signals, {"outputs": outputs, "distances": distances}
 
 
@@ -361,12 +443,22 @@ def test_query_attacks_detect_members_of_memorising_models(tmp_path, modality):
     splits, signals, artifacts = _memorising_experiment(tmp_path, modality)
     for attack in ["query-neighbor", "query-augment", "query-adv"]:
         output = tmp_path / f"{attack}.parquet"
-        evaluate.score_attacks(splits=splits, signals=[signals], reference_signals=[signals],
-                               scores=output, timings=tmp_path / f"{attack}.tsv",
-                               metrics=tmp_path / f"{attack}-metrics.parquet",
-                               roc=tmp_path / f"{attack}-roc.parquet",
-                               experiment=Experiment("toy", "mlp", "mlp"), attacks=[attack],
-                               options={}, seed=0, fpr_levels=[0.1], confidence=0.95, **artifacts)
+        evaluate.score_attacks(
+            splits=splits,
+            signals=[signals],
+            reference_signals=[signals],
+            scores=output,
+            timings=tmp_path / f"{attack}.tsv",
+            metrics=tmp_path / f"{attack}-metrics.parquet",
+            roc=tmp_path / f"{attack}-roc.parquet",
+            experiment=Experiment("toy", "mlp", "mlp"),
+            attacks=[attack],
+            options={},
+            seed=0,
+            fpr_levels=[0.1],
+            confidence=0.95,
+            **artifacts,
+        )
         scores = pd.read_parquet(output)
         for repeat, part in scores.groupby("repeat"):
             auroc = roc_auc_score(part["is_member"], part["score"])
@@ -385,13 +477,22 @@ def _correctness_table(path, members: dict[str, np.ndarray], kinds: dict[str, st
         for index in range(11):
             kind = ORIG if index == 0 else kinds[model]
             correct = np.where(member, 1.0, (rng.random(len(member)) < 0.3).astype(float))
-            rows.append(pa.table({"model_id": [model] * len(member),
-                                  "sample_id": np.arange(len(member)),
-                                  "query_kind": [kind] * len(member),
-                                  "query_index": np.full(len(member), index, np.int32),
-                                  "correct": correct}))
-    info = {"modality": "image", AUGMENT: {}, **({AUGMENT_SHADOW: {}} if AUGMENT_SHADOW in
-                                                kinds.values() else {})}
+            rows.append(
+                pa.table(
+                    {
+                        "model_id": [model] * len(member),
+                        "sample_id": np.arange(len(member)),
+                        "query_kind": [kind] * len(member),
+                        "query_index": np.full(len(member), index, np.int32),
+                        "correct": correct,
+                    }
+                )
+            )
+    info = {
+        "modality": "image",
+        AUGMENT: {},
+        **({AUGMENT_SHADOW: {}} if AUGMENT_SHADOW in kinds.values() else {}),
+    }
     io.write_parquet(path, pa.concat_tables(rows), info_metadata(info))
 
 
@@ -400,8 +501,12 @@ def test_query_augment_learns_from_the_shadow_membership(tmp_path, shadow_kind):
     rng = np.random.default_rng(1)
     shadow_members, target_members = rng.random(300) < 0.5, rng.random(300) < 0.5
     path = tmp_path / "outputs.parquet"
-    _correctness_table(path, {"reference-0": shadow_members, "target-0": target_members},
-                       {"reference-0": shadow_kind, "target-0": AUGMENT}, seed=2)
+    _correctness_table(
+        path,
+        {"reference-0": shadow_members, "target-0": target_members},
+        {"reference-0": shadow_kind, "target-0": AUGMENT},
+        seed=2,
+    )
     inputs = _query_inputs(str(path), np.arange(300))
     inputs = AttackInputs(**{**inputs.__dict__, "reference_keep": shadow_members[None]})
     assert roc_auc_score(target_members, run_attack("query-augment", inputs)) > 0.9
@@ -410,6 +515,7 @@ def test_query_augment_learns_from_the_shadow_membership(tmp_path, shadow_kind):
 
 
 # --- the rules, through the real snakemake ---------------------------------------------------------
+
 
 def test_query_rules_run_through_snakemake(tmp_path, repo):
     """The hook end to end: score_attacks pulls each query attack's artifacts from the rules."""
@@ -434,18 +540,24 @@ def test_query_rules_run_through_snakemake(tmp_path, repo):
     params["splits"].update(repeats=2, n_reference=2, n_population=2)
     params["training"]["models_per_job"] = 6
     params["attacks"] = ["query-neighbor", "query-augment", "query-adv"]
-    params["attack_options"]["query-adv"] = {"max_iter": 2, "max_eval": 100, "init_eval": 20,
-                                             "boundary_eva_num": 40}
+    params["attack_options"]["query-adv"] = {
+        "max_iter": 2,
+        "max_eval": 100,
+        "init_eval": 20,
+        "boundary_eva_num": 40,
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     scores = "results/evaluate/scores/digits/lr.parquet"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(["snakemake", scores, "--cores", "2"], cwd=root, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["snakemake", scores, "--cores", "2"], cwd=root, env=env, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     queries = pd.read_parquet(root / "results/queries/sets/digits.parquet")
     assert set(queries["query_kind"]) == {ORIG, NEIGHBOUR, AUGMENT}
-    outputs = pd.read_parquet(root / "results/queries/outputs/digits/lr.parquet",
-                              columns=["model_id"])
+    outputs = pd.read_parquet(
+        root / "results/queries/outputs/digits/lr.parquet", columns=["model_id"]
+    )
     assert set(outputs["model_id"]) == {"target-0", "target-1", "reference-0"}
     table = pd.read_parquet(root / scores)
     adv = table[table["attack"] == "query-adv"]

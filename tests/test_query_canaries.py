@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.metrics import roc_auc_score
+from test_query_surrogates import CNN, _digest, _scores
 
 from miaflow.attacks import ATTACKS, AttackInputs, run_attack
 from miaflow.attacks.reference import in_out_stats
@@ -18,7 +19,6 @@ from miaflow.signals import outputs_table, write_signal_shard
 from miaflow.splits import make_splits
 from miaflow.workflow import plan as workflow
 from miaflow.workflow.plan import Experiment
-from test_query_surrogates import CNN, _digest, _scores
 
 
 def test_crop_and_flip_are_crops_of_the_padded_image_or_their_mirror():
@@ -27,10 +27,15 @@ def test_crop_and_flip_are_crops_of_the_padded_image_or_their_mirror():
     padded = torch.nn.functional.pad(images, (4,) * 4, value=-1.0)
     seen_flip = seen_plain = False
     for b, crop in enumerate(out):
-        windows = [(padded[b % 2, :, t:t + 5, l:l + 6], f) for t in range(9) for l in range(9)
-                   for f in (False, True)]
-        candidates = [f for window, f in windows
-                      if torch.equal(crop, window.flip(-1) if f else window)]
+        windows = [
+            (padded[b % 2, :, t : t + 5, l : l + 6], f)
+            for t in range(9)
+            for l in range(9)
+            for f in (False, True)
+        ]
+        candidates = [
+            f for window, f in windows if torch.equal(crop, window.flip(-1) if f else window)
+        ]
         assert candidates, f"output {b} is no crop of the padded image"
         seen_flip |= any(candidates)
         seen_plain |= not all(candidates)
@@ -68,8 +73,9 @@ def test_canaries_stay_in_the_epsilon_ball_and_the_valid_range():
     assert anchors.shape == (3, 4, 1, 6, 6)
     models = [_LogitOfMean(50.0), _LogitOfMean(-50.0)]
     keep = np.array([[True, True, False], [False, False, True]])
-    canaries = canary_module.optimise_canaries(models, keep, anchors, np.zeros(3, np.int64),
-                                              steps=30, generator=rng)
+    canaries = canary_module.optimise_canaries(
+        models, keep, anchors, np.zeros(3, np.int64), steps=30, generator=rng
+    )
     assert canaries.shape == anchors.shape
     assert canaries.min() >= -1.0 and canaries.max() <= 1.0
     moved = np.abs(canaries - anchors)
@@ -86,8 +92,9 @@ def test_canaries_move_towards_the_in_goal_within_epsilon():
     anchors = canary_module.canary_anchors(images, 3, rng)
     models = [_LogitOfMean(50.0), _LogitOfMean(0.0)]
     keep = np.array([[True, True], [False, False]])
-    canaries = canary_module.optimise_canaries(models, keep, anchors, np.zeros(2, np.int64),
-                                              steps=30, generator=rng)
+    canaries = canary_module.optimise_canaries(
+        models, keep, anchors, np.zeros(2, np.int64), steps=30, generator=rng
+    )
     np.testing.assert_allclose(canaries, anchors + canary_module.CANARY_EPSILON, atol=1e-6)
     assert set(np.unique(anchors)) == {-1.0, 0.0}  # crops of a zero image padded with -1
 
@@ -102,18 +109,34 @@ def test_query_ref_scores_are_mean_canary_llrs(tmp_path):
     ref_phi = rng.normal(size=(4, len(pool))) + 2.0 * keep
     target_phi = rng.normal(size=len(pool))
     evaluated = slice(0, len(pool), 2)  # every other point has a canary
-    rows = [pd.DataFrame({"model_id": m, "sample_id": pool[evaluated], "canary": 0,
-                          "phi": values[evaluated]})
-            for m, values in zip([*refs, "target-0"], [*ref_phi, target_phi])]
-    inputs = AttackInputs(target={}, reference={}, reference_keep=keep, target_on_population={},
-                          population={}, population_keep=np.zeros((0, 0), bool), options={},
-                          extra={"canaries": _parquet(tmp_path, pd.concat(rows))}, sample_ids=pool)
+    rows = [
+        pd.DataFrame(
+            {"model_id": m, "sample_id": pool[evaluated], "canary": 0, "phi": values[evaluated]}
+        )
+        for m, values in zip([*refs, "target-0"], [*ref_phi, target_phi])
+    ]
+    inputs = AttackInputs(
+        target={},
+        reference={},
+        reference_keep=keep,
+        target_on_population={},
+        population={},
+        population_keep=np.zeros((0, 0), bool),
+        options={},
+        extra={"canaries": _parquet(tmp_path, pd.concat(rows))},
+        sample_ids=pool,
+    )
     scores = run_attack("query-ref", inputs)
     assert np.isnan(scores[1::2]).all()  # not evaluated: NaN is kept for the table to drop
-    lira_inputs = AttackInputs(target={"phi": target_phi[evaluated]},
-                               reference={"phi": ref_phi[:, evaluated]},
-                               reference_keep=keep[:, evaluated], target_on_population={},
-                               population={}, population_keep=np.zeros((0, 0), bool), options={})
+    lira_inputs = AttackInputs(
+        target={"phi": target_phi[evaluated]},
+        reference={"phi": ref_phi[:, evaluated]},
+        reference_keep=keep[:, evaluated],
+        target_on_population={},
+        population={},
+        population_keep=np.zeros((0, 0), bool),
+        options={},
+    )
     np.testing.assert_allclose(scores[0::2], run_attack("model-lira", lira_inputs))
 
 
@@ -123,19 +146,35 @@ def test_query_ref_averages_over_canaries(tmp_path):
     keep = np.stack([splits.members(f"reference-{m}")[pool] for m in range(2)])
     rng = np.random.default_rng(2)
     phi = rng.normal(size=(3, len(pool), 2))  # reference-0, reference-1, target-0; 2 canaries
-    rows = [pd.DataFrame({"model_id": m, "sample_id": np.repeat(pool, 2),
-                          "canary": np.tile([0, 1], len(pool)), "phi": phi[k].reshape(-1)})
-            for k, m in enumerate(["reference-0", "reference-1", "target-0"])]
-    inputs = AttackInputs(target={}, reference={}, reference_keep=keep, target_on_population={},
-                          population={}, population_keep=np.zeros((0, 0), bool), options={},
-                          extra={"canaries": _parquet(tmp_path, pd.concat(rows[::-1]))},
-                          sample_ids=pool)
+    rows = [
+        pd.DataFrame(
+            {
+                "model_id": m,
+                "sample_id": np.repeat(pool, 2),
+                "canary": np.tile([0, 1], len(pool)),
+                "phi": phi[k].reshape(-1),
+            }
+        )
+        for k, m in enumerate(["reference-0", "reference-1", "target-0"])
+    ]
+    inputs = AttackInputs(
+        target={},
+        reference={},
+        reference_keep=keep,
+        target_on_population={},
+        population={},
+        population_keep=np.zeros((0, 0), bool),
+        options={},
+        extra={"canaries": _parquet(tmp_path, pd.concat(rows[::-1]))},
+        sample_ids=pool,
+    )
     flat_keep = np.repeat(keep, 2, axis=1)
     phi_in, phi_out = in_out_stats(phi[:2].reshape(2, -1), flat_keep)
     from scipy.stats import norm
 
-    llr = (norm.logpdf(phi[2].reshape(-1), phi_in.median, phi_in.pooled_std)
-           - norm.logpdf(phi[2].reshape(-1), phi_out.median, phi_out.pooled_std))
+    llr = norm.logpdf(phi[2].reshape(-1), phi_in.median, phi_in.pooled_std) - norm.logpdf(
+        phi[2].reshape(-1), phi_out.median, phi_out.pooled_std
+    )
     np.testing.assert_allclose(run_attack("query-ref", inputs), llr.reshape(-1, 2).mean(axis=1))
 
 
@@ -153,8 +192,8 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     and Query-ref must find the members as Model-lira does (checks rows, keep and alignment).
     """
     monkeypatch.setattr(canary_module, "crop_and_flip", lambda images, generator: images)
-    from miaflow.splits import make_splits as draw
     from miaflow.models.training import save_shard, train_models
+    from miaflow.splits import make_splits as draw
 
     rng = np.random.default_rng(0)
     n = 160
@@ -167,31 +206,64 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     write_parquet(splits_path, splits.to_table(), {"data_hash": dataset.content_hash()})
     weights, _ = train_models(dataset, splits, list(splits.model_ids), "cnn", CNN, seed=0)
     shard = tmp_path / "shard-0.safetensors"
-    save_shard(shard, weights, {"arch_name": "cnn", "arch": CNN, "n_classes": 2,
-                                "data_hash": dataset.content_hash(), "seed": 0})
+    save_shard(
+        shard,
+        weights,
+        {
+            "arch_name": "cnn",
+            "arch": CNN,
+            "n_classes": 2,
+            "data_hash": dataset.content_hash(),
+            "seed": 0,
+        },
+    )
     from miaflow.models.training import load_shard, shard_logits
 
     loaded, metadata = load_shard(shard)
     signals = tmp_path / "signals.parquet"
-    write_signal_shard(signals, outputs_table(metadata["model_ids"], np.arange(n), dataset.labels,
-                                              shard_logits(loaded, metadata, images)),
-                       {"data_hash": dataset.content_hash()})
+    write_signal_shard(
+        signals,
+        outputs_table(
+            metadata["model_ids"],
+            np.arange(n),
+            dataset.labels,
+            shard_logits(loaded, metadata, images),
+        ),
+        {"data_hash": dataset.content_hash()},
+    )
 
     output = tmp_path / "canaries.parquet"
     options = {"boundary_eva_num": 50, "n_canaries": 3, "steps": 5}
-    queries.query_canaries(data=data, splits=splits_path, models=[shard], canaries=output,
-                           arch_name="cnn", options=options, seed=0, threads=1)
+    queries.query_canaries(
+        data=data,
+        splits=splits_path,
+        models=[shard],
+        canaries=output,
+        arch_name="cnn",
+        options=options,
+        seed=0,
+        threads=1,
+    )
     table = pd.read_parquet(output)
     assert len(table) == (4 + 2) * 50 * 3
     assert set(table["sample_id"]) <= set(splits.target_samples)
     scored = _scores(tmp_path, splits_path, signals, "query-ref", {"canaries": output})
     assert len(scored) == 50  # NaN rows of points without canaries are dropped
-    np.testing.assert_array_equal(np.sort(scored["sample_id"].unique()),
-                                  np.sort(table["sample_id"].unique()))
+    np.testing.assert_array_equal(
+        np.sort(scored["sample_id"].unique()), np.sort(table["sample_id"].unique())
+    )
     assert roc_auc_score(scored["is_member"], scored["score"]) > 0.7
     again = tmp_path / "canaries-again.parquet"
-    queries.query_canaries(data=data, splits=splits_path, models=[shard], canaries=again,
-                           arch_name="cnn", options=options, seed=0, threads=1)
+    queries.query_canaries(
+        data=data,
+        splits=splits_path,
+        models=[shard],
+        canaries=again,
+        arch_name="cnn",
+        options=options,
+        seed=0,
+        threads=1,
+    )
     assert _digest(again) == _digest(output)
 
 
@@ -208,20 +280,32 @@ def test_query_ref_is_image_only_and_skipped_on_tabular_data():
     assert ATTACKS["query-ref"].modalities == {"image"} and ATTACKS["query-ref"].subset
     config = {"attacks": ["metric-loss", "query-ref", "query-qrm"]}
     assert workflow.attacks_for(config, Experiment("digits", "cnn", "cnn")) == [
-        "metric-loss", "query-ref", "query-qrm"]
+        "metric-loss",
+        "query-ref",
+        "query-qrm",
+    ]
     assert workflow.attacks_for(config, Experiment("purchase", "mlp", "mlp")) == [
-        "metric-loss", "query-qrm"]
+        "metric-loss",
+        "query-qrm",
+    ]
 
 
 def test_only_subset_attacks_keep_nan_scores(monkeypatch):
     from miaflow.attacks import Attack
 
     raw = np.array([1.0, np.nan, np.inf])
-    inputs = AttackInputs(target={}, reference={}, reference_keep=np.zeros((0, 3), bool),
-                          target_on_population={}, population={},
-                          population_keep=np.zeros((0, 0), bool), options={})
-    monkeypatch.setitem(ATTACKS, "partial", Attack("partial", "query", frozenset(), lambda _: raw,
-                                                   subset=True))
+    inputs = AttackInputs(
+        target={},
+        reference={},
+        reference_keep=np.zeros((0, 3), bool),
+        target_on_population={},
+        population={},
+        population_keep=np.zeros((0, 0), bool),
+        options={},
+    )
+    monkeypatch.setitem(
+        ATTACKS, "partial", Attack("partial", "query", frozenset(), lambda _: raw, subset=True)
+    )
     monkeypatch.setitem(ATTACKS, "whole", Attack("whole", "query", frozenset(), lambda _: raw))
     np.testing.assert_array_equal(run_attack("partial", inputs), [1.0, np.nan, 1.0 + 1e-6])
     np.testing.assert_array_equal(run_attack("whole", inputs), [1.0, 0.0, 1.0 + 1e-6])

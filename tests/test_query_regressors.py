@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import torch
 from sklearn.metrics import roc_auc_score
+from test_query_surrogates import CATBOOST, LR, MLP, _digest, _scores, _write_experiment
 
 from miaflow.io import read_parquet_metadata
 from miaflow.jobs import queries
 from miaflow.models.kinds import KINDS
 from miaflow.queries.regressors import gaussian_nll
 from miaflow.signals import SignalStore
-from test_query_surrogates import CATBOOST, LR, MLP, _digest, _scores, _write_experiment
 
 
 def _qrm_target(features, labels):
@@ -25,6 +25,7 @@ def _qrm_target(features, labels):
         phi = features @ w + 3.0 * splits.keep
         sign = np.where(np.arange(2) == labels[:, None], 0.5, -0.5)
         return (phi[..., None] * sign).astype(np.float32)
+
     return logits_of
 
 
@@ -43,9 +44,17 @@ def qrm_toy(tmp_path_factory):
 def test_query_qrm_detects_members(qrm_toy, arch):
     root, (data, splits_path, signals, splits), _ = qrm_toy
     output = root / f"regressors-{arch['kind']}.parquet"
-    queries.query_regressors(data=data, splits=splits_path, signals=[signals], regressors=output,
-                             arch_name=arch["kind"], arch=arch,
-                             options={"epochs": 20, "catboost_iterations": 50}, seed=0, threads=1)
+    queries.query_regressors(
+        data=data,
+        splits=splits_path,
+        signals=[signals],
+        regressors=output,
+        arch_name=arch["kind"],
+        arch=arch,
+        options={"epochs": 20, "catboost_iterations": 50},
+        seed=0,
+        threads=1,
+    )
     scores = _scores(root, splits_path, signals, "query-qrm", {"regressors": output})
     assert roc_auc_score(scores["is_member"], scores["score"]) > 0.9
     assert read_parquet_metadata(output)["signal"] == KINDS[arch["kind"]].qrm_signal
@@ -55,9 +64,17 @@ def test_query_qrm_catboost_is_reproducible(qrm_toy):
     root, (data, splits_path, signals, _), _ = qrm_toy
     first, second = root / "cb-1.parquet", root / "cb-2.parquet"
     for path in (first, second):
-        queries.query_regressors(data=data, splits=splits_path, signals=[signals], regressors=path,
-                                 arch_name="catboost", arch=CATBOOST,
-                                 options={"catboost_iterations": 30}, seed=0, threads=1)
+        queries.query_regressors(
+            data=data,
+            splits=splits_path,
+            signals=[signals],
+            regressors=path,
+            arch_name="catboost",
+            arch=CATBOOST,
+            options={"catboost_iterations": 30},
+            seed=0,
+            threads=1,
+        )
     assert _digest(first) == _digest(second)
     table = pd.read_parquet(first)
     assert np.isfinite(table[["mu", "log_sigma"]].to_numpy()).all()
@@ -67,12 +84,23 @@ def test_query_qrm_linear_path_known_answer(qrm_toy):
     """LR path: mu = least-squares fit of phi on A, sigma = std of phi over A."""
     root, (data, splits_path, signals, splits), features = qrm_toy
     output = root / "regressors-known.parquet"
-    queries.query_regressors(data=data, splits=splits_path, signals=[signals], regressors=output,
-                             arch_name="lr", arch=LR, options={}, seed=0, threads=1)
+    queries.query_regressors(
+        data=data,
+        splits=splits_path,
+        signals=[signals],
+        regressors=output,
+        arch_name="lr",
+        arch=LR,
+        options={},
+        seed=0,
+        threads=1,
+    )
     store = SignalStore.read([signals])
     aux, pool = splits.auxiliary_samples, splits.target_samples
     phi_aux = store.matrix(["target-1"], "phi", aux)[0]
-    design = np.hstack([features[aux], np.ones((len(aux), 1))]).astype(np.float32).astype(np.float64)
+    design = (
+        np.hstack([features[aux], np.ones((len(aux), 1))]).astype(np.float32).astype(np.float64)
+    )
     coef = np.linalg.lstsq(design, phi_aux, rcond=None)[0]
     regressors = pd.read_parquet(output)
     mine = regressors[regressors["model_id"] == "target-1"]
@@ -89,5 +117,6 @@ def test_gaussian_nll_formula():
     output = torch.tensor([[1.0, np.log(2.0)], [0.0, 0.0]])
     target = torch.tensor([3.0, 0.0])
     # log 2 + ½·(3 − 1)²/4 = log 2 + 0.5; and 0.
-    np.testing.assert_allclose(gaussian_nll(output, target).numpy(),
-                               [np.log(2.0) + 0.5, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(
+        gaussian_nll(output, target).numpy(), [np.log(2.0) + 0.5, 0.0], rtol=1e-6
+    )

@@ -12,12 +12,17 @@ def test_tddbench_lists_its_21_algorithms_once():
 
 def test_every_attack_is_implemented_tested_and_documented(repo):
     readme = (repo / "README.md").read_text()
-    tests = "".join(path.read_text() for path in sorted((repo / "tests").glob("test_*.py"))
-                    if path.name != "test_registry.py")
+    tests = "".join(
+        path.read_text()
+        for path in sorted((repo / "tests").glob("test_*.py"))
+        if path.name != "test_registry.py"
+    )
     missing = {
         "implementation": [n for n in TDDBENCH_ALGORITHMS if n not in ATTACKS],
         "docstring": [n for n, attack in ATTACKS.items() if not attack.doc],
         "README row": [n for n in {*ATTACKS, *TDDBENCH_ALGORITHMS} if f"`{n}`" not in readme],
         "test naming it": [n for n in {*ATTACKS, *TDDBENCH_ALGORITHMS} if f'"{n}"' not in tests],
     }
-    assert not any(missing.values()), {what: sorted(names) for what, names in missing.items() if names}
+    assert not any(missing.values()), {
+        what: sorted(names) for what, names in missing.items() if names
+    }

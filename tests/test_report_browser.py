@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from test_workflow_e2e import run
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -51,15 +50,21 @@ def test_every_result_is_in_its_category_with_its_caption(copy_of_finished_run):
     project = copy_of_finished_run
     page = build_report(project).read_text(encoding="utf-8")
     categories, results = embedded(page, "categories"), embedded(page, "results")
-    where = {path: (category, subcategory) for category, subcategories in categories.items()
-             for subcategory, paths in subcategories.items() for path in paths}
+    where = {
+        path: (category, subcategory)
+        for category, subcategories in categories.items()
+        for subcategory, paths in subcategories.items()
+        for path in paths
+    }
     figures = sorted(p.name for p in (project / "results/figures").glob("*.png"))
-    assert figures and {f"results/figures/{name}" for name in figures} <= set(where), \
+    assert figures and {f"results/figures/{name}" for name in figures} <= set(where), (
         "a figure is missing from the report"
+    )
     tables = sorted(p.name for p in (project / "results/tables").glob("*.csv"))
     assert {f"results/tables/{name}" for name in tables} <= set(where), "a table is missing"
-    assert not [path for path in where if not path.endswith((".csv", ".png"))], \
+    assert not [path for path in where if not path.endswith((".csv", ".png"))], (
         "only csv tables and PNG figures are in the report (md and tex stay files)"
+    )
     expected = {
         "results/tables/auroc.csv": ("Headline", "AUROC"),
         "results/tables/tests.csv": ("Headline", "Paired tests"),
@@ -67,8 +72,10 @@ def test_every_result_is_in_its_category_with_its_caption(copy_of_finished_run):
         f"results/figures/roc-{DATASET}-{ARCH}.png": (f"Dataset {DATASET}", f"{ARCH} targets"),
         f"results/figures/scaling-{DATASET}-{ARCH}.png": (f"Dataset {DATASET}", f"{ARCH} targets"),
         f"results/tables/metrics-{DATASET}-{ARCH}.csv": (f"Dataset {DATASET}", f"{ARCH} targets"),
-        "results/figures/roc-breast_cancer-lr_ref_catboost.png":
-            ("Dataset breast_cancer", "lr targets, catboost references"),
+        "results/figures/roc-breast_cancer-lr_ref_catboost.png": (
+            "Dataset breast_cancer",
+            "lr targets, catboost references",
+        ),
         "results/tables/hparam_tpr.csv": ("Hyperparameter study", "TPR at fixed FPR"),
         "results/figures/hparam-roc-digits_s3.png": ("Hyperparameter study", "TPR at fixed FPR"),
         "results/tables/llm.csv": ("Language models", "Attacks"),
@@ -96,17 +103,22 @@ def test_every_result_is_in_its_category_with_its_caption(copy_of_finished_run):
 
 # --- the page in a browser -----------------------------------------------------------------------
 
+
 def chromium() -> str:
     """Chromium's executable; installed from Debian packages when missing (needs root)."""
     found = shutil.which("chromium")
     if found:
         return found
     if not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed, and there is no apt-get to install the Debian "
-                    "package `chromium`")
+        pytest.skip(
+            "chromium is not installed, and there is no apt-get to install the Debian "
+            "package `chromium`"
+        )
     if os.geteuid() != 0:
-        pytest.skip(f"chromium is not installed, and `apt-get install -y chromium` needs root "
-                    f"(this test runs as uid {os.geteuid()})")
+        pytest.skip(
+            f"chromium is not installed, and `apt-get install -y chromium` needs root "
+            f"(this test runs as uid {os.geteuid()})"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = ["apt-get", "install", "-y", "-q", "chromium"]
     result = subprocess.run(install, capture_output=True, text=True, env=env)
@@ -115,20 +127,34 @@ def chromium() -> str:
         result = subprocess.run(install, capture_output=True, text=True, env=env)
     found = shutil.which("chromium")
     if result.returncode or not found:
-        pytest.skip(f"`{' '.join(install)}` failed ({result.returncode}):\n"
-                    f"{(result.stdout + result.stderr)[-2000:]}")
+        pytest.skip(
+            f"`{' '.join(install)}` failed ({result.returncode}):\n"
+            f"{(result.stdout + result.stderr)[-2000:]}"
+        )
     return found
 
 
 def open_page(browser: str, page: Path, screenshot: Path) -> str:
     """Load `page` in headless Chromium, let its scripts run (20 s of virtual time), write a
     screenshot and return the rendered DOM."""
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--hide-scrollbars", f"--user-data-dir={screenshot.parent / 'chromium-profile'}",
-               f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=20000",
-               "--dump-dom", f"--screenshot={screenshot}", page.as_uri()]
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={screenshot.parent / 'chromium-profile'}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        "--virtual-time-budget=20000",
+        "--dump-dom",
+        f"--screenshot={screenshot}",
+        page.as_uri(),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"chromium failed ({result.returncode}):\n{result.stderr[-2000:]}"
+    assert result.returncode == 0, (
+        f"chromium failed ({result.returncode}):\n{result.stderr[-2000:]}"
+    )
     data = screenshot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "the screenshot is no PNG"
     assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == WINDOW
@@ -200,8 +226,9 @@ window.addEventListener("load", function () {
     return copy
 
 
-def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(copy_of_finished_run,
-                                                                            tmp_path):
+def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(
+    copy_of_finished_run, tmp_path
+):
     browser = chromium()
     project = copy_of_finished_run
     page = build_report(project)
@@ -210,36 +237,59 @@ def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(copy
     landing = visible(open_page(browser, page, tmp_path / "report.png"))
     assert "miaflow: a membership-inference benchmark" in landing
     assert "A higher score means more likely a member" in landing
-    for category in ("Headline", f"Dataset {DATASET}", "Hyperparameter study", "Language models",
-                     "Cost"):
+    for category in (
+        "Headline",
+        f"Dataset {DATASET}",
+        "Hyperparameter study",
+        "Language models",
+        "Cost",
+    ):
         assert f"<span>{category}</span>" in landing, f"no category {category!r} in the menu"
     with (project / "results/tables/auroc.csv").open(encoding="utf-8", newline="") as handle:
         auroc = [[" ".join(cell.split()) for cell in row] for row in csv.reader(handle)]
     shown = [table for table in Tables(landing).tables if table and table[0] == auroc[0]]
     assert shown, f"the headline table {auroc[0]} is not on the first page"
     assert shown[0] == auroc, "the headline table on the first page differs from auroc.csv"
-    assert any(row[0] == "model-lira" and re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", row[1])
-               for row in shown[0][1:])
+    assert any(
+        row[0] == "model-lira" and re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", row[1])
+        for row in shown[0][1:]
+    )
 
     # A reader opens the dataset's category and the ROC figure of its target model.
     figure = f"roc-{DATASET}-{ARCH}.png"
-    navigate = clicking(page, [("nav a", f"Dataset {DATASET}", None),
-                               ("nav tr", "ROC curves of every attack (log-log)", "a")], "roc.html")
+    navigate = clicking(
+        page,
+        [
+            ("nav a", f"Dataset {DATASET}", None),
+            ("nav tr", "ROC curves of every attack (log-log)", "a"),
+        ],
+        "roc.html",
+    )
     opened = visible(open_page(browser, navigate, tmp_path / "report-roc.png"))
     assert 'data-clicked="all"' in opened, re.findall(r'data-missing="[^"]*"', opened)
     assert f"Dataset {DATASET}" in opened  # the breadcrumbs: the category opened on its results
-    for label in ("ROC curves of every attack (log-log)", "Every metric of every attack",
-                  "AUROC against the number of reference models"):
+    for label in (
+        "ROC curves of every attack (log-log)",
+        "Every metric of every attack",
+        "AUROC against the number of reference models",
+    ):
         assert label in opened, f"the {DATASET} page does not list {label!r}"
     images = re.findall(r'<img src="data:image/png;[^"]*?base64,([^"]+)"', opened)
     expected = (project / "results/figures" / figure).read_bytes()
-    assert any(base64.b64decode(html.unescape(data)) == expected for data in images), \
+    assert any(base64.b64decode(html.unescape(data)) == expected for data in images), (
         f"the page shows no {figure}"
+    )
 
     # ... and the description of the headline table: what it is, from which settings, the table.
-    navigate = clicking(page, [("nav a", "Headline", None), ("nav a", "AUROC", None),
-                               ("nav tr", "AUROC per attack and experiment (TDDBench Table 4)",
-                                "a:nth-of-type(2)")], "auroc.html")
+    navigate = clicking(
+        page,
+        [
+            ("nav a", "Headline", None),
+            ("nav a", "AUROC", None),
+            ("nav tr", "AUROC per attack and experiment (TDDBench Table 4)", "a:nth-of-type(2)"),
+        ],
+        "auroc.html",
+    )
     described = visible(open_page(browser, navigate, tmp_path / "report-auroc.png"))
     assert 'data-clicked="all"' in described, re.findall(r'data-missing="[^"]*"', described)
     assert "Description" in described and "TDDBench Table 4" in described

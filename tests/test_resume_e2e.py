@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_verify import flip_byte_keeping_size_and_time
 from test_workflow_e2e import digests, locked_artifacts, make_project, run, tiny_params
 
 from miaflow.workflow import resume, verify
-from test_verify import flip_byte_keeping_size_and_time
 
 pytestmark = pytest.mark.e2e
 
@@ -28,8 +28,10 @@ KILL_POINTS = ["results/prepare/splits", "results/train/models", "results/evalua
 
 def small_params() -> dict:
     params = tiny_params()
-    params["experiments"] = [{"dataset": "breast_cancer", "arch": "lr"},
-                             {"dataset": "digits", "arch": "cnn"}]
+    params["experiments"] = [
+        {"dataset": "breast_cancer", "arch": "lr"},
+        {"dataset": "digits", "arch": "cnn"},
+    ]
     params["attacks"] = ["metric-loss", "model-lira", "lira-offline", "query-neighbor"]
     params["llm"]["experiments"] = []
     return params
@@ -38,8 +40,14 @@ def small_params() -> dict:
 def kill_when_present(root: Path, folder: str, timeout: float = 600.0) -> None:
     """Start COMMAND and kill its whole process group (-9) once a file appears under `folder`."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    process = subprocess.Popen(COMMAND, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        COMMAND,
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline:
         if any(path.is_file() for path in (root / folder).rglob("*")):
@@ -74,30 +82,41 @@ def test_kill_9_at_three_points_then_the_same_command_finishes_identically(refer
     assert "up to date" in run(["dvc", "status", *COMMAND[2:]], crashed).stdout
 
 
-CLAIM = ("import sys; from miaflow.workflow.resume import claim_working_directory; "
-         "print(claim_working_directory(sys.argv[1]))")
+CLAIM = (
+    "import sys; from miaflow.workflow.resume import claim_working_directory; "
+    "print(claim_working_directory(sys.argv[1]))"
+)
 
 
 def test_only_the_holder_of_the_run_lock_clears_leftovers(tmp_path):
     """While a run is alive, another process touches nothing (a concurrent run then still stops
     on Snakemake's own lock); once it is dead, the next one clears what it left."""
-    holder = subprocess.Popen([sys.executable, "-c", f"{CLAIM}; sys.stdout.flush(); "
-                               "import time; time.sleep(60)", str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"{CLAIM}; sys.stdout.flush(); import time; time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "[]"
         (tmp_path / ".snakemake" / "locks").mkdir()
         (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("")
         (tmp_path / "results").mkdir()
         (tmp_path / "results" / ".scores.parquet.abc.tmp").write_text("")
-        second = subprocess.run([sys.executable, "-c", CLAIM, str(tmp_path)], capture_output=True,
-                                text=True, check=True)
+        second = subprocess.run(
+            [sys.executable, "-c", CLAIM, str(tmp_path)], capture_output=True, text=True, check=True
+        )
         assert second.stdout.strip() == "None" and len(resume.stale_leftovers(tmp_path)) == 2
     finally:
         holder.kill()
         holder.wait()
-    after = subprocess.run([sys.executable, "-c", CLAIM, str(tmp_path)], capture_output=True,
-                           text=True, check=True)
+    after = subprocess.run(
+        [sys.executable, "-c", CLAIM, str(tmp_path)], capture_output=True, text=True, check=True
+    )
     assert ".scores.parquet.abc.tmp" in after.stdout and "0.input.lock" in after.stdout
     assert resume.stale_leftovers(tmp_path) == []
 
@@ -120,7 +139,8 @@ def test_corrupt_truncated_and_deleted_intermediates_are_rebuilt(reference, tmp_
     models[0].write_bytes(bytes(weights))
     signals[1].unlink()
     assert {p.path for p in verify.verify(damaged)[1]} == {
-        str(path.relative_to(damaged)) for path in (data, signals[0], signals[1], models[0])}
+        str(path.relative_to(damaged)) for path in (data, signals[0], signals[1], models[0])
+    }
     result = run(COMMAND, damaged)
     said = result.stdout + result.stderr
     for path in (data, signals[0], models[0]):

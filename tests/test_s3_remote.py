@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from test_workflow_e2e import digests
 
 pytestmark = [pytest.mark.s3, pytest.mark.e2e]
@@ -62,8 +61,10 @@ def s3(monkeypatch, tmp_path) -> Iterator[S3]:
         import requests
         from moto.server import ThreadedMotoServer
     except ImportError as error:
-        pytest.fail(f"the S3 remote test needs moto's server, boto3 and requests ({error}); "
-                    "`make setup` installs them (envs/requirements.txt)")
+        pytest.fail(
+            f"the S3 remote test needs moto's server, boto3 and requests ({error}); "
+            "`make setup` installs them (envs/requirements.txt)"
+        )
     # This process's own AWS settings (a profile, a credentials file) must not leak into boto3.
     for name in [name for name in os.environ if name.startswith("AWS_")]:
         monkeypatch.delenv(name)
@@ -95,26 +96,43 @@ def s3(monkeypatch, tmp_path) -> Iterator[S3]:
     previous_auth = None
     try:
         # Authentication is off for the first requests: they create the bucket and the user.
-        setup = boto3.session.Session(aws_access_key_id="setup", aws_secret_access_key="setup",
-                                      region_name=REGION)
+        setup = boto3.session.Session(
+            aws_access_key_id="setup", aws_secret_access_key="setup", region_name=REGION
+        )
         setup.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
         iam = setup.client("iam", endpoint_url=endpoint)
         iam.create_user(UserName="miaflow")
-        iam.put_user_policy(UserName="miaflow", PolicyName="dvc-remote", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17",
-             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        iam.put_user_policy(
+            UserName="miaflow",
+            PolicyName="dvc-remote",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+                }
+            ),
+        )
         key = iam.create_access_key(UserName="miaflow")["AccessKey"]
         reply = requests.post(f"{endpoint}/moto-api/reset-auth", data=b"0", timeout=30)
         reply.raise_for_status()
         previous_auth = reply.json()["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"]
-        session = boto3.session.Session(aws_access_key_id=key["AccessKeyId"],
-                                        aws_secret_access_key=key["SecretAccessKey"], region_name=REGION)
-        yield S3(endpoint, key["AccessKeyId"], key["SecretAccessKey"],
-                 session.client("s3", endpoint_url=endpoint))
+        session = boto3.session.Session(
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+            region_name=REGION,
+        )
+        yield S3(
+            endpoint,
+            key["AccessKeyId"],
+            key["SecretAccessKey"],
+            session.client("s3", endpoint_url=endpoint),
+        )
     finally:
         try:
             if previous_auth is not None:
-                requests.post(f"{endpoint}/moto-api/reset-auth", data=previous_auth.encode(), timeout=30)
+                requests.post(
+                    f"{endpoint}/moto-api/reset-auth", data=previous_auth.encode(), timeout=30
+                )
             requests.post(f"{endpoint}/moto-api/reset", timeout=30)
         finally:
             server.stop()
@@ -125,19 +143,29 @@ def command_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of the dvc, git and snakemake commands: no AWS setting from this process,
     a fresh home (no ~/.aws), no instance-metadata look-up for credentials, the venv's commands."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
-    env.update(HOME=str(home), AWS_EC2_METADATA_DISABLED="true",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra)
+    env.update(
+        HOME=str(home),
+        AWS_EC2_METADATA_DISABLED="true",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **extra,
+    )
     return env
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
+def run(
+    args: list[str], cwd: Path, env: dict[str, str], check: bool = True
+) -> subprocess.CompletedProcess:
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if check and result.returncode:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
-def timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+def timed(
+    args: list[str], cwd: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess, float]:
     start = time.perf_counter()
     result = run(args, cwd, env)
     return result, time.perf_counter() - start
@@ -146,15 +174,20 @@ def timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.C
 def cache_objects(root: Path) -> dict[str, int]:
     """Size of every object in the project's DVC cache, by its path under files/md5/."""
     cache = root / ".dvc/cache/files/md5"
-    return {path.relative_to(cache).as_posix(): path.stat().st_size
-            for path in cache.rglob("*") if path.is_file()}
+    return {
+        path.relative_to(cache).as_posix(): path.stat().st_size
+        for path in cache.rglob("*")
+        if path.is_file()
+    }
 
 
 def record_digests(root: Path) -> dict[str, str]:
     """sha256 of every run record (records/, DVC-tracked like results/)."""
-    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted((root / "records").rglob("*"))
-            if path.is_file() and path.name != ".snakemake_timestamp"}
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted((root / "records").rglob("*"))
+        if path.is_file() and path.name != ".snakemake_timestamp"
+    }
 
 
 @contextmanager
@@ -177,14 +210,23 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
     run(["dvc", "remote", "modify", "storage", "endpointurl", s3.endpoint], project, env)
     run(["dvc", "remote", "modify", "storage", "region", REGION], project, env)
     run(["dvc", "remote", "modify", "--local", "storage", "access_key_id", s3.key_id], project, env)
-    run(["dvc", "remote", "modify", "--local", "storage", "secret_access_key", s3.secret], project, env)
+    run(
+        ["dvc", "remote", "modify", "--local", "storage", "secret_access_key", s3.secret],
+        project,
+        env,
+    )
     run(["git", "add", "-A"], project, env)
     run(["git", "commit", "-q", "-m", "Results of the tiny config"], project, env)
     run(["git", "tag", TAG], project, env)
     tracked = run(["git", "ls-files"], project, env).stdout.split()
     assert ".dvc/config" in tracked and "dvc.lock" in tracked and ".dvc/config.local" not in tracked
     assert s3.secret in (project / ".dvc/config.local").read_text()
-    leaks = run(["git", "grep", "-F", "-l", "-e", s3.key_id, "-e", s3.secret, TAG], project, env, check=False)
+    leaks = run(
+        ["git", "grep", "-F", "-l", "-e", s3.key_id, "-e", s3.secret, TAG],
+        project,
+        env,
+        check=False,
+    )
     assert leaks.returncode == 1, f"a credential is in a tracked file: {leaks.stdout}{leaks.stderr}"
 
     # DVC creates no bucket: a push to a missing one fails, naming it.
@@ -207,23 +249,47 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
     run(["git", "checkout", "-q", TAG], clone, env)
     assert not (clone / ".dvc/config.local").exists()
     no_credentials = run(["dvc", "pull"], clone, env, check=False)
-    assert no_credentials.returncode != 0 and "Unable to locate credentials" in no_credentials.stderr
-    wrong_secret = run(["dvc", "pull"], clone, command_env(home, AWS_ACCESS_KEY_ID=s3.key_id,
-                                                           AWS_SECRET_ACCESS_KEY="not-the-secret"), check=False)
+    assert (
+        no_credentials.returncode != 0 and "Unable to locate credentials" in no_credentials.stderr
+    )
+    wrong_secret = run(
+        ["dvc", "pull"],
+        clone,
+        command_env(home, AWS_ACCESS_KEY_ID=s3.key_id, AWS_SECRET_ACCESS_KEY="not-the-secret"),
+        check=False,
+    )
     assert wrong_secret.returncode != 0 and "Forbidden" in wrong_secret.stderr
     with refused_port() as port:
         run(["dvc", "remote", "add", "--local", "unreachable", REMOTE_URL], clone, env)
-        run(["dvc", "remote", "modify", "--local", "unreachable", "endpointurl", f"http://127.0.0.1:{port}"],
-            clone, env)
-        unreachable = run(["dvc", "pull", "--remote", "unreachable"], clone, keys_in_env, check=False)
+        run(
+            [
+                "dvc",
+                "remote",
+                "modify",
+                "--local",
+                "unreachable",
+                "endpointurl",
+                f"http://127.0.0.1:{port}",
+            ],
+            clone,
+            env,
+        )
+        unreachable = run(
+            ["dvc", "pull", "--remote", "unreachable"], clone, keys_in_env, check=False
+        )
     assert unreachable.returncode != 0
     assert f'Could not connect to the endpoint URL: "http://127.0.0.1:{port}/' in unreachable.stderr
     assert not (clone / "results").exists()
 
     credentials = home / "miaflow-credentials"
-    credentials.write_text(f"[reviewer]\naws_access_key_id = {s3.key_id}\n"
-                           f"aws_secret_access_key = {s3.secret}\n")
-    run(["dvc", "remote", "modify", "--local", "storage", "credentialpath", str(credentials)], clone, env)
+    credentials.write_text(
+        f"[reviewer]\naws_access_key_id = {s3.key_id}\naws_secret_access_key = {s3.secret}\n"
+    )
+    run(
+        ["dvc", "remote", "modify", "--local", "storage", "credentialpath", str(credentials)],
+        clone,
+        env,
+    )
     run(["dvc", "remote", "modify", "--local", "storage", "profile", "reviewer"], clone, env)
     pulled, pull_s = timed(["dvc", "pull"], clone, env)
     assert f"{len(cache)} files fetched" in pulled.stdout
@@ -231,12 +297,18 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
     assert digests(clone) == digests(project)
     assert record_digests(clone) == record_digests(project)
     tables = sorted(path.name for path in (project / "results/tables").glob("*.csv"))
-    assert "auroc.csv" in tables and tables == sorted(path.name for path in (clone / "results/tables").glob("*.csv"))
+    assert "auroc.csv" in tables and tables == sorted(
+        path.name for path in (clone / "results/tables").glob("*.csv")
+    )
     for name in tables:
-        assert (clone / "results/tables" / name).read_bytes() == (project / "results/tables" / name).read_bytes()
+        assert (clone / "results/tables" / name).read_bytes() == (
+            project / "results/tables" / name
+        ).read_bytes()
 
     # Pulled files carry checkout-order times and the clone has no .snakemake/ records: touch once.
-    planned = re.search(r"^total\s+(\d+)$", run(["snakemake", "-n"], clone, env).stdout, re.MULTILINE)
+    planned = re.search(
+        r"^total\s+(\d+)$", run(["snakemake", "-n"], clone, env).stdout, re.MULTILINE
+    )
     run(["snakemake", "--touch"], clone, env)
     dry = run(["snakemake", "-n"], clone, env)
     assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -251,7 +323,8 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
     scope = ["dvc", "gc", "--cloud", "--all-tags", "--all-branches"]
     dry = run([*scope, "--dry"], project, env)
     assert [line for line in dry.stdout.splitlines() if line.startswith("Removing ")] == [
-        f"Removing {BUCKET}/{orphan}"]
+        f"Removing {BUCKET}/{orphan}"
+    ]
     assert s3.keys() == remote | {orphan}
     gc = run([*scope, "--force"], project, env)
     assert "Removed 1 objects from remote." in gc.stdout
@@ -259,8 +332,14 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
     assert run(["dvc", "status", "--cloud"], clone, env).stdout.strip() == IN_SYNC
 
     size_mb = sum(cache.values()) / 2**20
-    request.node.user_properties += [("dvc_push_seconds", round(push_s, 2)), ("dvc_pull_seconds", round(pull_s, 2)),
-                                     ("remote_objects", len(cache)), ("remote_megabytes", round(size_mb, 2))]
-    print(f"\nS3 remote (moto, 127.0.0.1): {len(cache)} objects, {size_mb:.1f} MiB; "
-          f"dvc push {push_s:.1f} s, dvc pull {pull_s:.1f} s; "
-          f"jobs `snakemake -n` planned before `snakemake --touch`: {planned[1] if planned else 0}")
+    request.node.user_properties += [
+        ("dvc_push_seconds", round(push_s, 2)),
+        ("dvc_pull_seconds", round(pull_s, 2)),
+        ("remote_objects", len(cache)),
+        ("remote_megabytes", round(size_mb, 2)),
+    ]
+    print(
+        f"\nS3 remote (moto, 127.0.0.1): {len(cache)} objects, {size_mb:.1f} MiB; "
+        f"dvc push {push_s:.1f} s, dvc pull {pull_s:.1f} s; "
+        f"jobs `snakemake -n` planned before `snakemake --touch`: {planned[1] if planned else 0}"
+    )

@@ -5,8 +5,13 @@ import pyarrow as pa
 import pytest
 
 from miaflow.io import read_parquet_metadata
-from miaflow.signals import (SIGNALS, SignalStore, outputs_table, signals_from_logits,
-                             write_signal_shard)
+from miaflow.signals import (
+    SIGNALS,
+    SignalStore,
+    outputs_table,
+    signals_from_logits,
+    write_signal_shard,
+)
 
 LN = np.log
 
@@ -109,8 +114,9 @@ def test_modified_entropy_is_zero_for_a_confident_correct_prediction():
     assert s["entropy"][0] < 1e-20
 
 
-def _toy_table(model_ids: list[str], sample_ids: np.ndarray,
-               seed: int) -> tuple[pa.Table, np.ndarray]:
+def _toy_table(
+    model_ids: list[str], sample_ids: np.ndarray, seed: int
+) -> tuple[pa.Table, np.ndarray]:
     rng = np.random.default_rng(seed)
     logits = rng.normal(size=(len(model_ids), len(sample_ids), 3)).astype(np.float32)
     labels = rng.integers(0, 3, size=len(sample_ids))

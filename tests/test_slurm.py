@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from test_workflow_e2e import digests, make_project, run, tiny_params
 
 from miaflow.workflow import cluster, stages
 from miaflow.workflow.cluster import Headroom
-from test_workflow_e2e import digests, make_project, run, tiny_params
 
 pytestmark = pytest.mark.slurm
 
@@ -31,7 +31,12 @@ CLUSTER_SCRIPT = REPO / "tests" / "slurm" / "cluster.sh"
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 # Job states are checked 1 s (not 10) after the start and 1 s (not 40) after a check that saw a
 # job end; the plugin adds 10 s after each check that saw none.
-FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1"]
+FAST_POLLING = [
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--seconds-between-status-checks",
+    "1",
+]
 
 
 def write_benchmark(records: Path, stage: str, rule: str, job: str, s: str, max_rss: str) -> None:
@@ -46,7 +51,8 @@ def write_rules(root: Path) -> None:
     (root / "rules" / "toy.smk").write_text(
         "rule fit:\n    resources:\n        gpu=lambda w: 1,\n    shell: 'true'\n\n\n"
         "rule score:\n    threads: 1\n    shell: 'true'\n\n\n"
-        "rule toy:\n    input: 'a'\n    localrule: True\n")
+        "rule toy:\n    input: 'a'\n    localrule: True\n"
+    )
 
 
 @pytest.fixture
@@ -79,8 +85,11 @@ def test_requests_apply_headroom_rounding_and_floors(records):
         "fit": {"mem_mb": 1024, "runtime": 35},  # 600 MiB x 1.5 = 900 -> 1024; 700 s x 3 = 35 min
         "score": {"mem_mb": 512, "runtime": 5},  # unmeasured memory and 6 s: the floors
     }
-    gpu = cluster.requests(peaks, Headroom(mem_factor=2, time_factor=1, min_mem_mb=0, min_runtime=1,
-                                           gpu_mem_mb=2048), gpu={"fit"})
+    gpu = cluster.requests(
+        peaks,
+        Headroom(mem_factor=2, time_factor=1, min_mem_mb=0, min_runtime=1, gpu_mem_mb=2048),
+        gpu={"fit"},
+    )
     assert gpu == {"fit": {"mem_mb": 3328, "runtime": 12}, "score": {"mem_mb": 0, "runtime": 1}}
 
 
@@ -101,19 +110,27 @@ def test_profile_update_keeps_the_rest_and_is_stable(records, tmp_path):
     profile = tmp_path / "profile"
     profile.mkdir()
     (profile / "config.yaml").write_text(PROFILE)
-    first = cluster.update_profile(profile, [records], Headroom(), "a toy run", "regen", root=tmp_path)
+    first = cluster.update_profile(
+        profile, [records], Headroom(), "a toy run", "regen", root=tmp_path
+    )
     text = (profile / "config.yaml").read_text()
     assert text.startswith(PROFILE) and cluster.MARKER in text
-    assert "# Measured on a toy run: 3 benchmark files of 2 rules." in text and "# Regenerate: regen" in text
+    assert (
+        "# Measured on a toy run: 3 benchmark files of 2 rules." in text
+        and "# Regenerate: regen" in text
+    )
     settings = yaml.safe_load(text)
     assert settings["executor"] == "slurm" and settings["set-resources"] == first
     # A key added by hand below the marker, and an entry of a rule these records lack, are kept;
     # mem_mb and runtime follow the new records.
     edited = text.replace("  fit:  #", "  gone:\n    mem_mb: 7\n  fit:  #").replace(
-        "    runtime: 35\n", "    runtime: 35\n    slurm_partition: \"gpu-a\"\n")
+        "    runtime: 35\n", '    runtime: 35\n    slurm_partition: "gpu-a"\n'
+    )
     (profile / "config.yaml").write_text(edited)
     write_benchmark(records, "train", "fit", "c/shard-0", "1400.0", "10.0")
-    cluster.update_profile(profile, [records], Headroom(), "a toy run", "regen", cpu_only=True, root=tmp_path)
+    cluster.update_profile(
+        profile, [records], Headroom(), "a toy run", "regen", cpu_only=True, root=tmp_path
+    )
     again = (profile / "config.yaml").read_text()
     assert again.startswith(PROFILE) and again.count(cluster.MARKER) == 1
     assert yaml.safe_load(again)["set-resources"] == {
@@ -123,7 +140,9 @@ def test_profile_update_keeps_the_rest_and_is_stable(records, tmp_path):
     }
     assert "(the values below, if any, else the cluster's defaults): gone." in again
     # Rewriting from the same records changes nothing.
-    cluster.update_profile(profile, [records], Headroom(), "a toy run", "regen", cpu_only=True, root=tmp_path)
+    cluster.update_profile(
+        profile, [records], Headroom(), "a toy run", "regen", cpu_only=True, root=tmp_path
+    )
     assert (profile / "config.yaml").read_text() == again
 
 
@@ -138,8 +157,18 @@ def test_set_resources_above_the_marker_is_refused(records, tmp_path):
 def test_command_line(records, tmp_path, capsys):
     path = tmp_path / "config.yaml"
     path.write_text(PROFILE)
-    cluster.main(["--records", str(records), "--profile", str(path), "--time-factor", "1",
-                  "--min-runtime", "1"])
+    cluster.main(
+        [
+            "--records",
+            str(records),
+            "--profile",
+            str(path),
+            "--time-factor",
+            "1",
+            "--min-runtime",
+            "1",
+        ]
+    )
     assert "mem_mb and runtime of 2 rules" in capsys.readouterr().out
     text = path.read_text()
     assert yaml.safe_load(text)["set-resources"]["fit"]["runtime"] == 12
@@ -147,6 +176,7 @@ def test_command_line(records, tmp_path, capsys):
 
 
 # --- the shipped profiles ---------------------------------------------------------------------
+
 
 def profile(name: str) -> dict:
     return yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
@@ -164,11 +194,16 @@ def test_slurm_profiles_replace_the_default_workflow_profile(name):
     default, settings = profile("default"), profile(name)
     assert settings["executor"] == "slurm" and "cores" not in settings
     assert "default-resources" not in settings  # a site's own --profile keeps its defaults
-    assert {k: v for k, v in default.items() if k not in ("cores", "resources")}.items() <= settings.items()
+    assert {
+        k: v for k, v in default.items() if k not in ("cores", "resources")
+    }.items() <= settings.items()
     requested = {rule for rule, values in settings["set-resources"].items() if "mem_mb" in values}
     assert requested <= cluster.job_rules() and len(requested) >= 30
-    assert all(values["runtime"] >= 1 for rule, values in settings["set-resources"].items()
-               if rule in requested)
+    assert all(
+        values["runtime"] >= 1
+        for rule, values in settings["set-resources"].items()
+        if rule in requested
+    )
 
 
 def test_report_stage_jobs_are_one_group():
@@ -186,6 +221,7 @@ def test_cpu_profile_asks_no_rule_for_a_gpu_and_the_gpu_profile_keeps_them():
 
 
 # --- a one-node cluster -----------------------------------------------------------------------
+
 
 def free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
@@ -206,8 +242,13 @@ def slurm_cluster():
     state.chmod(0o755)
     ports = dict(zip(["CTLD_PORT", "SLURMD_PORT", "DBD_PORT", "DB_PORT"], map(str, free_ports(4))))
     started = time.monotonic()
-    result = subprocess.run(["bash", str(CLUSTER_SCRIPT), "start", str(state)], env={**os.environ, **ports},
-                            capture_output=True, text=True, timeout=1200)
+    result = subprocess.run(
+        ["bash", str(CLUSTER_SCRIPT), "start", str(state)],
+        env={**os.environ, **ports},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     try:
         if result.returncode == 77:
             *details, reason = result.stderr.strip().splitlines() or ["(no reason given)"]
@@ -225,8 +266,10 @@ def slurm_params() -> dict:
     """Small and fast: one tabular dataset, a torch model (a GPU rule) and a scikit-learn one,
     three attacks, no hyperparameter study and no language model."""
     params = tiny_params()
-    params["experiments"] = [{"dataset": "breast_cancer", "arch": "mlp"},
-                             {"dataset": "breast_cancer", "arch": "lr"}]
+    params["experiments"] = [
+        {"dataset": "breast_cancer", "arch": "mlp"},
+        {"dataset": "breast_cancer", "arch": "lr"},
+    ]
     params["attacks"] = ["metric-loss", "model-lira", "lira-offline"]
     params["training"]["models_per_job"] = "auto"
     params["hparam_study"]["settings"] = []
@@ -241,10 +284,23 @@ def snakemake_env() -> dict[str, str]:
 def slurm_jobs(output: str) -> pd.DataFrame:
     """The SLURM jobs of one Snakemake run (named by its run id), from accounting."""
     run_id = next(line.split()[-1] for line in output.splitlines() if "SLURM run ID:" in line)
-    listed = subprocess.run(["sacct", "-X", "--allusers", "--noheader", "--parsable2",
-                             "--starttime", "2000-01-01", "--name", run_id,
-                             "--format=JobIDRaw,State,Comment,AllocTRES"],
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [
+            "sacct",
+            "-X",
+            "--allusers",
+            "--noheader",
+            "--parsable2",
+            "--starttime",
+            "2000-01-01",
+            "--name",
+            run_id,
+            "--format=JobIDRaw,State,Comment,AllocTRES",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = [line.split("|") for line in listed.splitlines()]
     return pd.DataFrame(rows, columns=["job", "state", "comment", "tres"])
 
@@ -259,13 +315,25 @@ def slurm_run(slurm_cluster, tmp_path_factory) -> dict:
     log = root / "local.log"
     started = time.monotonic()
     with log.open("w") as output:
-        local_run = subprocess.Popen(["snakemake", "--cores", "2"], cwd=local, env=snakemake_env(),
-                                     stdout=output, stderr=subprocess.STDOUT)
-        result = run(["snakemake", "--workflow-profile", "profiles/slurm-cpu", *FAST_POLLING], remote)
+        local_run = subprocess.Popen(
+            ["snakemake", "--cores", "2"],
+            cwd=local,
+            env=snakemake_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        result = run(
+            ["snakemake", "--workflow-profile", "profiles/slurm-cpu", *FAST_POLLING], remote
+        )
         wall = time.monotonic() - started
         assert local_run.wait(timeout=600) == 0, log.read_text()
-    return {"local": local, "cluster": remote, "output": result.stdout + result.stderr, "wall": wall,
-            "start": slurm_cluster["start"]}
+    return {
+        "local": local,
+        "cluster": remote,
+        "output": result.stdout + result.stderr,
+        "wall": wall,
+        "start": slurm_cluster["start"],
+    }
 
 
 @pytest.mark.e2e
@@ -273,7 +341,9 @@ def test_a_run_through_slurm_gives_the_artifacts_of_a_local_run(slurm_run, capsy
     jobs = slurm_jobs(slurm_run["output"])
     with_this = f"{len(jobs)} SLURM jobs in {slurm_run['wall']:.0f} s"
     with capsys.disabled():
-        print(f"\nSLURM cluster started in {slurm_run['start']:.0f} s; profiles/slurm-cpu: {with_this}")
+        print(
+            f"\nSLURM cluster started in {slurm_run['start']:.0f} s; profiles/slurm-cpu: {with_this}"
+        )
     local, remote = digests(slurm_run["local"]), digests(slurm_run["cluster"])
     assert local.keys() == remote.keys() and "results/metrics.parquet" in local
     assert [k for k in local if local[k] != remote[k]] == []
@@ -284,8 +354,12 @@ def test_a_run_through_slurm_gives_the_artifacts_of_a_local_run(slurm_run, capsy
     group = jobs["comment"].str.startswith("rule_report_")  # named by the group and its rules
     assert group.sum() == 1 and "cost_table" in jobs.loc[group, "comment"].item()
     assert {c.split("_wildcards")[0] for c in jobs.loc[~group, "comment"]} == {
-        "rule_prepare_dataset", "rule_hparam_collect", "rule_train_shard", "rule_score_attacks",
-        "rule_scaling_sweep"}
+        "rule_prepare_dataset",
+        "rule_hparam_collect",
+        "rule_train_shard",
+        "rule_score_attacks",
+        "rule_scaling_sweep",
+    }
     assert len(jobs) == 1 + 1 + 2 + 2 + 2 + 1, with_this
     assert not jobs["tres"].str.contains("gpu").any(), jobs
 
@@ -313,11 +387,25 @@ def test_gpu_profile_asks_slurm_for_a_gpu_for_torch_jobs_only(slurm_run):
     """profiles/slurm: training the MLP (torch) gets one of the node's GPUs, the logistic
     regression none; the models come out byte-identical again."""
     remote = slurm_run["cluster"]
-    result = run(["snakemake", "--workflow-profile", "profiles/slurm", *FAST_POLLING,
-                  "--forcerun", "train_shard", "--until", "train_shard"], remote)
+    result = run(
+        [
+            "snakemake",
+            "--workflow-profile",
+            "profiles/slurm",
+            *FAST_POLLING,
+            "--forcerun",
+            "train_shard",
+            "--until",
+            "train_shard",
+        ],
+        remote,
+    )
     jobs = slurm_jobs(result.stdout + result.stderr).set_index("comment")
     assert len(jobs) == 2 and (jobs["state"] == "COMPLETED").all(), jobs
-    gpu = {comment.split("_wildcards_")[1]: "gres/gpu=1" in tres for comment, tres in jobs["tres"].items()}
+    gpu = {
+        comment.split("_wildcards_")[1]: "gres/gpu=1" in tres
+        for comment, tres in jobs["tres"].items()
+    }
     assert gpu == {"breast_cancer_mlp_0": True, "breast_cancer_lr_0": False}
     trained = {k: v for k, v in digests(remote).items() if k.startswith("results/train/")}
     assert trained and trained.items() <= digests(slurm_run["local"]).items()

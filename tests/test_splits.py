@@ -71,8 +71,17 @@ def test_odd_paired_design_is_rejected():
 def test_default_partition_is_tddbench_with_the_shadow_on_the_target_pool(splits):
     assert splits.reserved is None and splits.shadow_pool == "target"
     assert splits.shadow_model == "reference-0"
-    explicit = make_splits(1000, seed=7, dataset="toy", repeats=3, n_reference=6, n_population=4,
-                           target_ratio=0.5, member_ratio=0.5, shadow="target")
+    explicit = make_splits(
+        1000,
+        seed=7,
+        dataset="toy",
+        repeats=3,
+        n_reference=6,
+        n_population=4,
+        target_ratio=0.5,
+        member_ratio=0.5,
+        shadow="target",
+    )
     assert np.array_equal(explicit.keep, splits.keep)
 
 
@@ -80,9 +89,18 @@ def test_default_partition_is_tddbench_with_the_shadow_on_the_target_pool(splits
 def memguard() -> Splits:
     """MemGuard's Location30 protocol, scaled: |T| 400 with exactly 200 members per target, |A| 200
     (a shadow of 100 members and 100 non-members), the rest in reserve."""
-    return make_splits(1000, seed=7, dataset="toy", target_size=400, members=200,
-                       auxiliary_size=200, shadow="auxiliary", repeats=3, n_reference=2,
-                       n_population=2)
+    return make_splits(
+        1000,
+        seed=7,
+        dataset="toy",
+        target_size=400,
+        members=200,
+        auxiliary_size=200,
+        shadow="auxiliary",
+        repeats=3,
+        n_reference=2,
+        n_population=2,
+    )
 
 
 def test_sizes_and_exact_member_counts(memguard):
@@ -102,7 +120,9 @@ def test_population_models_and_the_shadow_stay_in_the_auxiliary_pool(memguard):
     assert memguard.shadow_model == "population-0"
     assert not shadow[~memguard.in_auxiliary_pool].any()
     held_out = memguard.pool_of("population-0") & ~shadow
-    assert shadow.sum() + held_out.sum() == 200  # its shadow-test set is the rest of A, not the reserve
+    assert (
+        shadow.sum() + held_out.sum() == 200
+    )  # its shadow-test set is the rest of A, not the reserve
     assert not memguard.members("reference-0")[~memguard.in_target_pool].any()
 
 

@@ -19,8 +19,10 @@ from miaflow.workflow import code, stages
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-TOP_LEVEL_OUTS = {"report": {"results/metrics.parquet", "results/tables", "results/figures"},
-                  "hparams": {"results/hparam_study.parquet", "results/dp_bound.parquet"}}
+TOP_LEVEL_OUTS = {
+    "report": {"results/metrics.parquet", "results/tables", "results/figures"},
+    "hparams": {"results/hparam_study.parquet", "results/dp_bound.parquet"},
+}
 
 
 def dvc_stages(repo: Path) -> dict:
@@ -37,9 +39,12 @@ def snakemake_command(stage: dict) -> str:
 
 
 def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder_one_records_folder(repo):
-    assert sorted(p.stem for p in (repo / "rules").glob("*.smk")) == sorted([*stages.STAGES, "common"])
+    assert sorted(p.stem for p in (repo / "rules").glob("*.smk")) == sorted(
+        [*stages.STAGES, "common"]
+    )
     assert sorted(p.stem for p in (repo / "miaflow/jobs").glob("*.py")) == sorted(
-        [*stages.STAGES, "__init__", "adapter", "common"])
+        [*stages.STAGES, "__init__", "adapter", "common"]
+    )
     assert list(dvc_stages(repo)) == list(stages.STAGES)
     for name, stage in dvc_stages(repo).items():
         outs = _outputs(stage)
@@ -51,8 +56,9 @@ def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder_one_reco
 
 
 def test_every_rule_belongs_to_exactly_the_dvc_stage_of_its_rule_file(repo):
-    listed = subprocess.run([SNAKEMAKE, "--list-rules"], cwd=repo, capture_output=True, text=True,
-                            check=True).stdout
+    listed = subprocess.run(
+        [SNAKEMAKE, "--list-rules"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
     every_rule = {line.split()[0] for line in listed.splitlines() if line[:1].strip()}
     allowed = {}
     for name, stage in dvc_stages(repo).items():
@@ -67,18 +73,27 @@ def test_every_stage_depends_on_exactly_the_code_its_command_runs(repo):
     """Otherwise `dvc repro` skips a stage whose code changed and `dvc status` reports it clean.
     `python -m miaflow.workflow.stages` rewrites the deps."""
     for name, stage in dvc_stages(repo).items():
-        listed = sorted(d for d in stage["deps"]
-                        if not d.startswith(stages.OUTPUT_ROOTS) and d not in stages.USER_INPUTS)
+        listed = sorted(
+            d
+            for d in stage["deps"]
+            if not d.startswith(stages.OUTPUT_ROOTS) and d not in stages.USER_INPUTS
+        )
         assert listed == stages.code_deps(name, repo), f"dvc.yaml stage {name}: deps out of date"
-    assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses("report", "miaflow.models.ensemble")
+    assert stages.uses("train", "miaflow.models.ensemble") and not stages.uses(
+        "report", "miaflow.models.ensemble"
+    )
 
 
 def test_the_parse_time_imports_are_those_of_every_rule_file(repo):
     """Every stage's command parses every rule file, so each one's imports are code of every
     stage; `from package import submodule` counts the submodule."""
     modules = stages.parse_modules(repo)
-    assert {"miaflow.config", "miaflow.workflow.plan", "miaflow.llm.models",
-            "miaflow.evaluation.published"} <= set(modules)
+    assert {
+        "miaflow.config",
+        "miaflow.workflow.plan",
+        "miaflow.llm.models",
+        "miaflow.evaluation.published",
+    } <= set(modules)
     assert "miaflow/llm/models.py" in stages.code_deps("prepare", repo)
 
 
@@ -104,19 +119,24 @@ def test_the_whole_config_reaches_only_plan_functions(repo):
     assert "config" not in (repo / "miaflow/jobs/adapter.py").read_text()
     plan = ast.parse((repo / "miaflow/workflow/plan.py").read_text())
     functions = {n.name for n in plan.body if isinstance(n, ast.FunctionDef)}
-    trees = {"miaflow/workflow/plan.py": plan,
-             **{f"rules/{p.name}": stages.rule_file(p) for p in (repo / "rules").glob("*.smk")}}
+    trees = {
+        "miaflow/workflow/plan.py": plan,
+        **{f"rules/{p.name}": stages.rule_file(p) for p in (repo / "rules").glob("*.smk")},
+    }
     for path, tree in trees.items():
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
             arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
-            if (not any(isinstance(a, ast.Name) and a.id == "config" for a in arguments)
-                    or ast.unparse(call.func) == "script"):
+            if (
+                not any(isinstance(a, ast.Name) and a.id == "config" for a in arguments)
+                or ast.unparse(call.func) == "script"
+            ):
                 continue
             callee = call.func
             if isinstance(callee, ast.Attribute) and ast.unparse(callee.value) == "plan":
                 callee = ast.Name(callee.attr)
-            assert isinstance(callee, ast.Name) and callee.id in functions, \
+            assert isinstance(callee, ast.Name) and callee.id in functions, (
                 f"{path}: {ast.unparse(call)} hands the whole config outside miaflow.workflow.plan"
+            )
 
 
 def test_common_rule_file_holds_only_what_several_stage_files_read(repo):
@@ -136,26 +156,33 @@ def test_common_rule_file_holds_only_what_several_stage_files_read(repo):
         assert not own[stage].keys() & common.keys(), f"rules/{stage}.smk redefines common names"
         others = set().union(*(own[s].keys() for s in stages.STAGES if s != stage))
         read = stages.names_read(trees[stage])
-        assert not read & (others - own[stage].keys()), \
+        assert not read & (others - own[stage].keys()), (
             f"rules/{stage}.smk reads names of other stage files: {read & others}"
+        )
 
 
 def test_every_stage_depends_on_the_stages_whose_outputs_its_rules_read(repo):
     """Otherwise `dvc repro` may run a stage before the one it reads from, and a change upstream
     leaves it stale. Rule-to-rule edges come from Snakemake's rule graph of the whole workflow."""
-    graph = subprocess.run([SNAKEMAKE, "all", "--rulegraph"], cwd=repo, capture_output=True,
-                           text=True, check=True).stdout
+    graph = subprocess.run(
+        [SNAKEMAKE, "all", "--rulegraph"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
     names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)"', graph, re.M))
     stage_of = {rule: name for name in stages.STAGES for rule in stages.rules(name, repo)}
     declared = dvc_stages(repo)
-    edges = {(stage_of[names[a]], stage_of[names[b]])
-             for a, b in re.findall(r"^\s*(\d+) -> (\d+)", graph, re.M) if names[b] != "all"}
+    edges = {
+        (stage_of[names[a]], stage_of[names[b]])
+        for a, b in re.findall(r"^\s*(\d+) -> (\d+)", graph, re.M)
+        if names[b] != "all"
+    }
     assert ("train", "report") in edges  # the graph was read
     for producer, consumer in edges - {(s, s) for s in stages.STAGES}:
         deps = [d for d in declared[consumer]["deps"] if d.startswith(stages.OUTPUT_ROOTS)]
-        assert any(d == out or d.startswith(f"{out}/") or out.startswith(f"{d}/")
-                   for d in deps for out in _outputs(declared[producer])), \
-            f"dvc.yaml stage {consumer} reads outputs of stage {producer} but has no dep on them"
+        assert any(
+            d == out or d.startswith(f"{out}/") or out.startswith(f"{d}/")
+            for d in deps
+            for out in _outputs(declared[producer])
+        ), f"dvc.yaml stage {consumer} reads outputs of stage {producer} but has no dep on them"
 
 
 def test_the_closure_follows_lazy_imports_and_includes_parent_packages(tmp_path):
@@ -168,10 +195,19 @@ def test_the_closure_follows_lazy_imports_and_includes_parent_packages(tmp_path)
     (package / "c.py").write_text("x = 1\n")
     (package / "unused.py").write_text("")
     assert code.closure("miaflow.a", tmp_path) == (
-        "miaflow", "miaflow.a", "miaflow.c", "miaflow.sub", "miaflow.sub.b")
+        "miaflow",
+        "miaflow.a",
+        "miaflow.c",
+        "miaflow.sub",
+        "miaflow.sub.b",
+    )
     assert code.files("miaflow.a", tmp_path) == [
-        "miaflow/__init__.py", "miaflow/a.py", "miaflow/c.py", "miaflow/sub/__init__.py",
-        "miaflow/sub/b.py"]
+        "miaflow/__init__.py",
+        "miaflow/a.py",
+        "miaflow/c.py",
+        "miaflow/sub/__init__.py",
+        "miaflow/sub/b.py",
+    ]
 
 
 def import_edges(root: Path) -> dict[str, set[str]]:
@@ -200,7 +236,7 @@ def test_the_package_import_graph_has_no_cycle(repo):
         state[module] = "open"
         for target in sorted(edges.get(module, ())):
             if state.get(target) == "open":
-                pytest.fail("import cycle: " + " -> ".join([*path[path.index(target):], target]))
+                pytest.fail("import cycle: " + " -> ".join([*path[path.index(target) :], target]))
             if target not in state:
                 visit(target, [*path, target])
         state[module] = "done"
@@ -220,26 +256,36 @@ def test_no_module_uses_another_modules_private_names(repo):
                 assert not private, f"{path} imports private names {private} of {node.module}"
                 aliases.update(a.asname or a.name for a in node.names)
             elif isinstance(node, ast.Import):
-                aliases.update(a.asname or a.name.split(".")[0] for a in node.names
-                               if a.name.startswith("miaflow"))
+                aliases.update(
+                    a.asname or a.name.split(".")[0]
+                    for a in node.names
+                    if a.name.startswith("miaflow")
+                )
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                    and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
                 pytest.fail(f"{path}:{node.lineno} uses {node.value.id}.{node.attr}")
 
 
 # References to files of the repository (`docs/x.md#anchor`, `miaflow/x/y.py`, `rules/x.smk`,
 # `scripts/x.py`, folders too) and dotted names (`miaflow.x.y`, `miaflow.x.y.name`).
 FILE_REFERENCE = re.compile(
-    r"(?<![\w./-])((?:docs|miaflow|rules|scripts)/[\w./-]*\w)(?:#([a-z0-9-]+))?")
+    r"(?<![\w./-])((?:docs|miaflow|rules|scripts)/[\w./-]*\w)(?:#([a-z0-9-]+))?"
+)
 DOTTED_REFERENCE = re.compile(r"(?<![\w./-])miaflow(?:\.\w+)+")
 
 
 def section_slugs(markdown: Path) -> set[str]:
     """The anchors of a Markdown file's headings, as GitHub derives them."""
-    return {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
-            for h in re.findall(r"^#+ (.+)$", markdown.read_text(), re.M)}
+    return {
+        re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+        for h in re.findall(r"^#+ (.+)$", markdown.read_text(), re.M)
+    }
 
 
 def top_level_names(path: Path) -> set[str]:
@@ -266,8 +312,7 @@ def broken_reference(repo: Path, reference: str, anchor: str | None = None) -> s
             return f"{reference} has no section #{anchor}"
         return None
     parts = reference.split(".")
-    known = max(k for k in range(1, len(parts) + 1)
-                if code.module_file(".".join(parts[:k]), repo))
+    known = max(k for k in range(1, len(parts) + 1) if code.module_file(".".join(parts[:k]), repo))
     if known < len(parts):
         module = ".".join(parts[:known])
         if parts[known] not in top_level_names(repo / code.module_file(module, repo)):
@@ -279,11 +324,19 @@ def test_code_and_rules_point_only_inside_the_repository(repo):
     """Code (comments and docstrings included), params.yaml, the schema and docs/ cite files,
     sections and modules that exist: a moved file or renamed section fails here, not in a
     reader's hands. (The README names placeholders such as `rules/X.smk`: not checked.)"""
-    code_files = [repo / "Snakefile", *(repo / "rules").glob("*.smk"),
-                  *(repo / "scripts").glob("*.py"), *(repo / "miaflow").rglob("*.py")]
+    code_files = [
+        repo / "Snakefile",
+        *(repo / "rules").glob("*.smk"),
+        *(repo / "scripts").glob("*.py"),
+        *(repo / "miaflow").rglob("*.py"),
+    ]
     broken = []
-    for path in [*code_files, repo / "params.yaml", repo / "miaflow/schemas/params.schema.json",
-                 *(repo / "docs").glob("*.md")]:
+    for path in [
+        *code_files,
+        repo / "params.yaml",
+        repo / "miaflow/schemas/params.schema.json",
+        *(repo / "docs").glob("*.md"),
+    ]:
         text = path.read_text()
         if path in code_files:  # params.yaml may name data under ../shared (a local setting)
             assert "shared/" not in text and "ALGORITHMS.md" not in text, path
@@ -298,17 +351,22 @@ def test_scripts_only_hand_the_snakemake_object_to_a_job(repo):
         rule = script.stem
         stage = next(s for s in stages.STAGES if rule in stages.rules(s, repo))
         body = [line for line in script.read_text().splitlines()[1:] if line.strip()]
-        assert body == [f"from miaflow.jobs import {stage}", "from miaflow.jobs.adapter import run",
-                        f"run({stage}.{rule}, snakemake)"], script
+        assert body == [
+            f"from miaflow.jobs import {stage}",
+            "from miaflow.jobs.adapter import run",
+            f"run({stage}.{rule}, snakemake)",
+        ], script
 
 
 def test_snakemake_lint_is_clean(repo):
     result = subprocess.run([SNAKEMAKE, "--lint"], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0 and "Congratulations" in result.stdout + result.stderr, (
-        result.stdout + result.stderr)
+        result.stdout + result.stderr
+    )
 
 
 # --- DVC plots -----------------------------------------------------------------------------------
+
 
 def _plot_sources(plot: str | dict) -> list[str]:
     """What a top-level plot of dvc.yaml reads: its path, or the files of its `y`."""
@@ -328,8 +386,9 @@ def test_the_plots_read_stage_outputs_and_survive_rewriting_the_deps(repo, tmp_p
     outputs = [out for stage in document["stages"].values() for out in _outputs(stage)]
     for plot in plots:
         for source in _plot_sources(plot):
-            assert any(source == out or source.startswith(f"{out}/") for out in outputs), \
+            assert any(source == out or source.startswith(f"{out}/") for out in outputs), (
                 f"plot {plot} reads {source}, which no DVC stage outputs"
+            )
     for name in ("Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "dvc.yaml"):
         source = repo / name
         if source.is_dir():
@@ -339,7 +398,7 @@ def test_the_plots_read_stage_outputs_and_survive_rewriting_the_deps(repo, tmp_p
     stages.write_dvc_deps(tmp_path / "dvc.yaml")
     rewritten = (tmp_path / "dvc.yaml").read_text()
     assert yaml.safe_load(rewritten)["plots"] == plots
-    block = text[text.index("\nplots:"):]
+    block = text[text.index("\nplots:") :]
     assert rewritten.endswith(block), "the plots section changed when the deps were rewritten"
 
 
@@ -350,8 +409,10 @@ def test_dvc_plots_show_renders_the_roc_and_scaling_figures(copy_of_finished_run
     project, out = copy_of_finished_run, tmp_path / "plots"
     run(["dvc", "plots", "show", "-o", str(out)], project)
     page = (out / "index.html").read_text(encoding="utf-8")
-    shown = {Path(src).name.rsplit("_results_figures_", 1)[-1]: out / src
-             for src in re.findall(r'<img src="([^"]+)"', page)}
+    shown = {
+        Path(src).name.rsplit("_results_figures_", 1)[-1]: out / src
+        for src in re.findall(r'<img src="([^"]+)"', page)
+    }
     figures = sorted((project / "results/figures").glob("*.png"))
     names = {figure.name for figure in figures}
     assert {"roc-digits-cnn.png", "scaling-digits-cnn.png", "auroc-vs-gap.png"} <= names

@@ -32,26 +32,46 @@ def test_every_branch_of_snakemakes_command_line_that_runs_no_jobs_is_known():
     for branch in ast.walk(function):
         if not isinstance(branch, ast.If):
             continue
-        called = {node.func.attr for node in ast.walk(branch.body[0])
-                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and isinstance(node.func.value, ast.Name)
-                  and node.func.value.id in ("dag_api", "workflow_api")}
+        called = {
+            node.func.attr
+            for node in ast.walk(branch.body[0])
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in ("dag_api", "workflow_api")
+        }
         if called and "execute_workflow" not in called:
-            tested |= {node.attr for node in ast.walk(branch.test)
-                       if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                       and node.value.id == "args"}
+            tested |= {
+                node.attr
+                for node in ast.walk(branch.test)
+                if isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "args"
+            }
     assert tested - {"report_after_run"} <= set(NON_EXECUTING)
     assert {"summary", "dag", "lint", "list_rules", "unlock"} <= tested  # the walk finds them
 
 
-@pytest.mark.parametrize("options, runs", [
-    ([], True), (["-n"], False), (["--touch"], False), (["--summary"], False),
-    (["--detailed-summary"], False), (["--dag"], False), (["--rulegraph"], False),
-    (["--lint"], False), (["--list-rules"], False), (["--list-changes", "code"], False),
-    (["--report", "report.html"], False), (["--report", "report.html", "--report-after-run"], True),
-])
-def test_a_command_line_runs_jobs_unless_it_asks_for_something_else(options, runs, tmp_path,
-                                                                     monkeypatch):
+@pytest.mark.parametrize(
+    "options, runs",
+    [
+        ([], True),
+        (["-n"], False),
+        (["--touch"], False),
+        (["--summary"], False),
+        (["--detailed-summary"], False),
+        (["--dag"], False),
+        (["--rulegraph"], False),
+        (["--lint"], False),
+        (["--list-rules"], False),
+        (["--list-changes", "code"], False),
+        (["--report", "report.html"], False),
+        (["--report", "report.html", "--report-after-run"], True),
+    ],
+)
+def test_a_command_line_runs_jobs_unless_it_asks_for_something_else(
+    options, runs, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)  # no Snakefile, hence no workflow profile
     _, args = cli.parse_args(options)
     if args.report:
@@ -60,8 +80,11 @@ def test_a_command_line_runs_jobs_unless_it_asks_for_something_else(options, run
 
 
 def listing(root: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(path): (path.read_bytes(), path.stat().st_mtime_ns)
-            for path in sorted(root.rglob("*")) if path.is_file()}
+    return {
+        str(path): (path.read_bytes(), path.stat().st_mtime_ns)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.fixture
@@ -80,7 +103,9 @@ def test_a_command_that_runs_no_jobs_names_the_damage_and_changes_nothing(damage
     said = start(runs=False)
     assert listing(damaged) == before
     assert [line.split(" is to be rebuilt")[0] for line in said] == [
-        "warning: results/first.bin", "warning: results/second.bin"]
+        "warning: results/first.bin",
+        "warning: results/second.bin",
+    ]
     assert "but it was written as" in said[0] and "computed from results/first.bin" in said[1]
 
 
@@ -98,7 +123,9 @@ def test_a_command_that_runs_no_jobs_reads_nothing_while_a_run_is_alive(damaged:
 def test_a_run_removes_the_damage_and_what_was_computed_from_it(damaged: Path):
     said = start(runs=True)
     assert [line.split(",")[0] for line in said] == [
-        "removed results/first.bin", "removed results/second.bin"]
+        "removed results/first.bin",
+        "removed results/second.bin",
+    ]
     assert not Path("results/first.bin").exists() and not Path("results/second.bin").exists()
 
 
@@ -110,9 +137,11 @@ def test_a_run_after_make_runs_sweep_leaves_the_sweep_to_it(damaged: Path):
 def tree(root: Path) -> dict[str, tuple[str, int, int]]:
     """sha256, size and modification time of every file of a project but Snakemake's and git's
     own folders."""
-    return {str(path.relative_to(root)): (io.file_hash(path), *_size_and_time(path))
-            for path in sorted(root.rglob("*")) if path.is_file()
-            and path.relative_to(root).parts[0] not in (".snakemake", ".git")}
+    return {
+        str(path.relative_to(root)): (io.file_hash(path), *_size_and_time(path))
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.relative_to(root).parts[0] not in (".snakemake", ".git")
+    }
 
 
 def _size_and_time(path: Path) -> tuple[int, int]:
@@ -122,7 +151,8 @@ def _size_and_time(path: Path) -> tuple[int, int]:
 
 @pytest.mark.e2e
 def test_commands_that_run_no_jobs_leave_a_damaged_run_as_it_is_and_a_run_rebuilds_it(
-        copy_of_finished_run: Path):
+    copy_of_finished_run: Path,
+):
     """A flipped byte, size and time kept, in a table and in the study's ROC curves: -n and the
     other commands that run no jobs name both and change no file, `make verify` names both, and
     a run removes them with what was computed from them and rebuilds them as they were."""
@@ -149,7 +179,12 @@ def test_make_run_sweeps_once_then_tells_the_stage_commands(damaged: Path):
     repo = Path(__file__).resolve().parents[1]
     recipe = (repo / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
     assert f"python -m miaflow.workflow.start && {SWEPT}=1 dvc repro" in recipe
-    result = subprocess.run([sys.executable, "-m", "miaflow.workflow.start"], capture_output=True,
-                            text=True, check=True, env=dict(os.environ, PYTHONPATH=str(repo)))
+    result = subprocess.run(
+        [sys.executable, "-m", "miaflow.workflow.start"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+    )
     assert result.stderr.startswith("removed results/first.bin, to be rebuilt")
     assert not Path("results/first.bin").exists()

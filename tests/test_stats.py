@@ -11,16 +11,28 @@ from scipy.stats import false_discovery_control, norm, permutation_test, ttest_r
 from miaflow.evaluation import stats
 from miaflow.evaluation.metrics import attack_metrics
 from miaflow.evaluation.multiplicity import min_permutation_p
-from miaflow.evaluation.stats import (TEST_COLUMNS, comparisons, delong_test, one_sided_tests,
-                                      paired_tests, permutation_pvalues,
-                                      sample_permutation_pvalues, sign_flips)
+from miaflow.evaluation.stats import (
+    TEST_COLUMNS,
+    comparisons,
+    delong_test,
+    one_sided_tests,
+    paired_tests,
+    permutation_pvalues,
+    sample_permutation_pvalues,
+    sign_flips,
+)
 
 # Per-repeat AUROC of two attacks on one dataset/model: "strong" beats "weak" in every repeat by
 # distinct margins.
 WEAK = np.array([0.60, 0.62, 0.58, 0.61, 0.59])
 STRONG = WEAK + np.array([0.10, 0.12, 0.08, 0.11, 0.09])
-FAMILIES = {"strong": "lira", "weak": "metric", "copy": "metric", "noise": "model",
-            "noise2": "model"}
+FAMILIES = {
+    "strong": "lira",
+    "weak": "metric",
+    "copy": "metric",
+    "noise": "model",
+    "noise2": "model",
+}
 
 
 def test_one_sided_tests_direction_and_exact_permutation_p():
@@ -50,20 +62,27 @@ def test_one_sided_tests_equal_scipy_pair_by_pair():
 
 # --- the vectorised permutation test against scipy.stats.permutation_test, pair by pair ---------
 
+
 def _scipy_p(d_a: np.ndarray, d_b: np.ndarray, n_resamples: int | None, seed: int) -> float:
-    return float(permutation_test(
-        (d_a, d_b), lambda a, b, axis: np.mean(a - b, axis=axis), permutation_type="samples",
-        vectorized=True, alternative="greater",
-        n_resamples=np.inf if n_resamples is None else n_resamples,
-        rng=np.random.default_rng(seed)).pvalue)
+    return float(
+        permutation_test(
+            (d_a, d_b),
+            lambda a, b, axis: np.mean(a - b, axis=axis),
+            permutation_type="samples",
+            vectorized=True,
+            alternative="greater",
+            n_resamples=np.inf if n_resamples is None else n_resamples,
+            rng=np.random.default_rng(seed),
+        ).pvalue
+    )
 
 
 def _tied_pairs(gen: np.random.Generator, rows: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Metric-like values on coarse grids (k / 50, k / 7), so differences tie and cancel."""
     a = np.round(gen.uniform(0.4, 0.9, (rows, n)) * 50) / 50
     b = np.round(gen.uniform(0.4, 0.9, (rows, n)) * 7) / 7
-    b[: rows // 4] = a[: rows // 4]                          # all differences zero
-    b[rows // 4: rows // 2, ::2] = a[rows // 4: rows // 2, ::2]  # some differences zero
+    b[: rows // 4] = a[: rows // 4]  # all differences zero
+    b[rows // 4 : rows // 2, ::2] = a[rows // 4 : rows // 2, ::2]  # some differences zero
     return a, b
 
 
@@ -133,17 +152,27 @@ def test_chunks_do_not_change_p(monkeypatch):
 
 # --- questions, sample-level tests and the table ----------------------------------------------
 
+
 def test_comparisons_ask_the_best_and_the_families_bests():
-    means = pd.DataFrame({"dataset": "toy", "target_model": "mlp", "metric": "auroc",
-                          "attack": ["weak", "strong", "copy", "noise"],
-                          "mean": [0.6, 0.7, 0.6, 0.5]})
+    means = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "target_model": "mlp",
+            "metric": "auroc",
+            "attack": ["weak", "strong", "copy", "noise"],
+            "mean": [0.6, 0.7, 0.6, 0.5],
+        }
+    )
     table = comparisons(means, FAMILIES)
     best = table[table.family == "vs-best"]
     assert set(best.attack_a) == {"strong"} and set(best.attack_b) == {"weak", "copy", "noise"}
     # Families' bests: lira (strong), metric (copy before weak: ties go by name), model (noise).
     pairs = table.loc[table.family == "family-best", ["attack_a", "attack_b"]]
     assert [tuple(p) for p in pairs.to_numpy()] == [
-        ("strong", "copy"), ("strong", "noise"), ("copy", "noise")]
+        ("strong", "copy"),
+        ("strong", "noise"),
+        ("copy", "noise"),
+    ]
     assert table.attack_family_a.tolist()[:1] == ["lira"]
 
 
@@ -155,18 +184,33 @@ def test_rank_metrics_equal_the_library_metrics():
         expected = attack_metrics(member, scores, [0.001, 0.01, 0.1, 0.3])
         ranks = stats._doubled_midranks(scores)[np.argsort(~member, kind="stable")]
         got = stats._rank_metrics(ranks[None], int(member.sum()), [None, 0.001, 0.01, 0.1, 0.3])
-        np.testing.assert_allclose(got[0], [expected[m] for m in (
-            "auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr",
-            "tpr_at_30pct_fpr")])
+        np.testing.assert_allclose(
+            got[0],
+            [
+                expected[m]
+                for m in (
+                    "auroc",
+                    "tpr_at_0.1pct_fpr",
+                    "tpr_at_1pct_fpr",
+                    "tpr_at_10pct_fpr",
+                    "tpr_at_30pct_fpr",
+                )
+            ],
+        )
 
 
-def _samples(gen: np.random.Generator, repeats: int = 3, n: int = 200,
-             ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
+def _samples(
+    gen: np.random.Generator,
+    repeats: int = 3,
+    n: int = 200,
+) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
     """Membership and scores per repeat: "strong" separates members, "weak" a little, "copy"
     is "weak" exactly, "noise" and "noise2" are independent noise."""
     member = [gen.random(n) < 0.5 for _ in range(repeats)]
-    scores = {"strong": [gen.normal(1.5 * m, 1) for m in member],
-              "weak": [gen.normal(0.2 * m, 1) for m in member]}
+    scores = {
+        "strong": [gen.normal(1.5 * m, 1) for m in member],
+        "weak": [gen.normal(0.2 * m, 1) for m in member],
+    }
     scores["copy"] = [s.copy() for s in scores["weak"]]
     scores["noise"] = [gen.normal(0, 1, n) for _ in range(repeats)]
     scores["noise2"] = [gen.normal(0, 1, n) for _ in range(repeats)]
@@ -192,8 +236,11 @@ def test_sample_permutation_p_is_valid_under_h0():
     p = []
     for trial in range(200):
         member, scores = _samples(gen, repeats=2, n=40)
-        p.append(sample_permutation_pvalues(scores["noise"], scores["noise2"], member,
-                                            ["auroc", "tpr_at_10pct_fpr"], 99, trial))
+        p.append(
+            sample_permutation_pvalues(
+                scores["noise"], scores["noise2"], member, ["auroc", "tpr_at_10pct_fpr"], 99, trial
+            )
+        )
     p = np.array(p)
     assert (np.mean(p <= 0.1, axis=0) < 0.1 + 4 * np.sqrt(0.09 / 200)).all()
     assert (np.mean(p <= 0.5, axis=0) > 0.3).all()  # not degenerate
@@ -205,9 +252,11 @@ def test_delong_equals_the_pairwise_definition():
     a, b = scores["strong"], scores["weak"]
     total_d = total_v = 0.0
     for x, y, m in zip(a, b, member):
+
         def placements(s):
             kernel = (s[m][:, None] > s[~m][None]) + 0.5 * (s[m][:, None] == s[~m][None])
             return kernel.mean(axis=1), kernel.mean(axis=0)
+
         (x10, x01), (y10, y01) = placements(x), placements(y)
         total_d += x10.mean() - y10.mean()
         total_v += np.var(x10 - y10, ddof=1) / m.sum() + np.var(x01 - y01, ddof=1) / (~m).sum()
@@ -221,26 +270,46 @@ def _scores_and_metrics(gen: np.random.Generator) -> tuple[pd.DataFrame, pd.Data
     score_rows, metric_rows = [], []
     for attack, per_repeat in scores.items():
         for repeat, (s, m) in enumerate(zip(per_repeat, member)):
-            score_rows.append(pd.DataFrame({
-                "dataset": "toy", "target_model": "mlp", "attack": attack, "repeat": repeat,
-                "sample_id": np.arange(len(s)), "score": s, "is_member": m}))
-            metric_rows += [{"dataset": "toy", "target_model": "mlp", "attack": attack,
-                             "repeat": repeat, "metric": name, "value": value}
-                            for name, value in attack_metrics(m, s).items()]
+            score_rows.append(
+                pd.DataFrame(
+                    {
+                        "dataset": "toy",
+                        "target_model": "mlp",
+                        "attack": attack,
+                        "repeat": repeat,
+                        "sample_id": np.arange(len(s)),
+                        "score": s,
+                        "is_member": m,
+                    }
+                )
+            )
+            metric_rows += [
+                {
+                    "dataset": "toy",
+                    "target_model": "mlp",
+                    "attack": attack,
+                    "repeat": repeat,
+                    "metric": name,
+                    "value": value,
+                }
+                for name, value in attack_metrics(m, s).items()
+            ]
     return pd.concat(score_rows, ignore_index=True), pd.DataFrame(metric_rows)
 
 
 def test_paired_tests_families_and_adjustment():
     scores, metrics = _scores_and_metrics(np.random.default_rng(7))
-    tests = paired_tests(metrics, scores, FAMILIES, ("auroc", "tpr_at_10pct_fpr"),
-                         n_resamples=99, seed=1)
+    tests = paired_tests(
+        metrics, scores, FAMILIES, ("auroc", "tpr_at_10pct_fpr"), n_resamples=99, seed=1
+    )
     assert list(tests.columns) == TEST_COLUMNS
     assert set(tests.metric) == {"auroc", "tpr_at_10pct_fpr"}
     assert (tests.mean_diff >= 0).all() and (tests.n_repeats == 4).all()
     for _, family in tests.groupby(["family", "metric"]):
         for test in ("ttest", "perm"):
-            np.testing.assert_allclose(family[f"p_{test}_by"], false_discovery_control(
-                family[f"p_{test}"], method="by"))
+            np.testing.assert_allclose(
+                family[f"p_{test}_by"], false_discovery_control(family[f"p_{test}"], method="by")
+            )
             assert family[f"reject_{test}"].equals(family[f"p_{test}_by"] <= 0.05)
         assert (family.min_p_perm_by == min_permutation_p(99, len(family))).all()
     auroc = tests[(tests.metric == "auroc") & (tests.family == "vs-best")].set_index("attack_b")
@@ -249,18 +318,29 @@ def test_paired_tests_families_and_adjustment():
     assert tests.loc[tests.metric != "auroc", "p_delong"].isna().all()
     same = tests[(tests.attack_a == "copy") | (tests.attack_b == "copy")]
     assert not same.query("attack_a == 'weak' or attack_b == 'weak'")[
-        ["reject_ttest", "reject_perm", "reject_delong"]].any(axis=None)
-    again = paired_tests(metrics, scores, FAMILIES, ("auroc", "tpr_at_10pct_fpr"),
-                         n_resamples=99, seed=1)
+        ["reject_ttest", "reject_perm", "reject_delong"]
+    ].any(axis=None)
+    again = paired_tests(
+        metrics, scores, FAMILIES, ("auroc", "tpr_at_10pct_fpr"), n_resamples=99, seed=1
+    )
     pd.testing.assert_frame_equal(tests, again)
 
 
 def test_paired_tests_without_scores_test_over_repeats_only():
-    metrics = pd.DataFrame([
-        {"dataset": "toy", "target_model": "mlp", "attack": attack, "repeat": repeat,
-         "metric": "auroc", "value": value}
-        for attack, values in {"strong": STRONG, "weak": WEAK}.items()
-        for repeat, value in enumerate(values)])
+    metrics = pd.DataFrame(
+        [
+            {
+                "dataset": "toy",
+                "target_model": "mlp",
+                "attack": attack,
+                "repeat": repeat,
+                "metric": "auroc",
+                "value": value,
+            }
+            for attack, values in {"strong": STRONG, "weak": WEAK}.items()
+            for repeat, value in enumerate(values)
+        ]
+    )
     tests = paired_tests(metrics, None, FAMILIES)
     assert len(tests) == 2 and set(tests.family) == {"vs-best", "family-best"}
     assert tests.reject_ttest.all() and tests.p_perm.isna().all() and tests.p_delong.isna().all()

@@ -10,21 +10,48 @@ import pandas as pd
 import pytest
 
 from miaflow import io
-from miaflow.workflow.summary import best_attacks, job_seconds, low_fpr_metric, main, summary, tpr_label
+from miaflow.workflow.summary import (
+    best_attacks,
+    job_seconds,
+    low_fpr_metric,
+    main,
+    summary,
+    tpr_label,
+)
 
 
-def metric_rows(dataset: str, target_model: str, attack: str, aurocs: list[float],
-                tpr: float | None = 0.05) -> list[dict]:
+def metric_rows(
+    dataset: str, target_model: str, attack: str, aurocs: list[float], tpr: float | None = 0.05
+) -> list[dict]:
     """One AUROC (and TPR at 0.1%, 1% and 10% FPR) per repeat, in the contract's long format."""
     rows = []
     for repeat, auroc in enumerate(aurocs):
-        rows.append({"dataset": dataset, "target_model": target_model, "attack": attack,
-                     "repeat": repeat, "metric": "auroc", "value": auroc})
+        rows.append(
+            {
+                "dataset": dataset,
+                "target_model": target_model,
+                "attack": attack,
+                "repeat": repeat,
+                "metric": "auroc",
+                "value": auroc,
+            }
+        )
         if tpr is not None:
-            rows += [{"dataset": dataset, "target_model": target_model, "attack": attack,
-                      "repeat": repeat, "metric": name, "value": value}
-                     for name, value in (("tpr_at_0.1pct_fpr", tpr / 10), ("tpr_at_1pct_fpr", tpr),
-                                         ("tpr_at_10pct_fpr", tpr * 5))]
+            rows += [
+                {
+                    "dataset": dataset,
+                    "target_model": target_model,
+                    "attack": attack,
+                    "repeat": repeat,
+                    "metric": name,
+                    "value": value,
+                }
+                for name, value in (
+                    ("tpr_at_0.1pct_fpr", tpr / 10),
+                    ("tpr_at_1pct_fpr", tpr),
+                    ("tpr_at_10pct_fpr", tpr * 5),
+                )
+            ]
     return rows
 
 
@@ -58,19 +85,28 @@ def project(tmp_path: Path) -> Path:
     for name in ("roc-digits-cnn.png", "roc-adult-mlp.png", "auroc-vs-gap.png"):
         (tmp_path / f"results/figures/{name}").write_bytes(b"png")
     header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-    for path, seconds in (("train/benchmarks/train_shard/digits/cnn/shard-0.tsv", 50.5),
-                          ("evaluate/benchmarks/score_attacks/digits/cnn.tsv", 39.5)):
+    for path, seconds in (
+        ("train/benchmarks/train_shard/digits/cnn/shard-0.tsv", 50.5),
+        ("evaluate/benchmarks/score_attacks/digits/cnn.tsv", 39.5),
+    ):
         (tmp_path / "records" / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "records" / path).write_text(f"{header}{seconds}\t0:00:50\t1\t1\t1\t1\t0\t0\t0\t1.0\n")
+        (tmp_path / "records" / path).write_text(
+            f"{header}{seconds}\t0:00:50\t1\t1\t1\t1\t0\t0\t0\t1.0\n"
+        )
     (tmp_path / "records/evaluate/benchmarks/score_attacks/digits/cnn.attacks.tsv").write_text(
-        "attack\ts\tcpu_time\nlira\t30.0\t29.0\n")
+        "attack\ts\tcpu_time\nlira\t30.0\t29.0\n"
+    )
     return tmp_path
 
 
 def test_best_attack_is_the_highest_mean_auroc_per_experiment_over_its_target_models():
     best = best_attacks(synthetic_metrics()).set_index(["dataset", "target_model"])
-    assert list(best.index) == [("adult", "catboost"), ("adult", "mlp"), ("digits", "cnn"),
-                                ("text", "gpt2")]
+    assert list(best.index) == [
+        ("adult", "catboost"),
+        ("adult", "mlp"),
+        ("digits", "cnn"),
+        ("text", "gpt2"),
+    ]
     assert best.loc[("digits", "cnn"), "attack"] == "lira"
     assert best.loc[("digits", "cnn"), "auroc"] == pytest.approx(0.70)
     assert best.loc[("digits", "cnn"), "auroc_std"] == pytest.approx(0.02)  # ddof 1, 3 targets
@@ -120,7 +156,7 @@ def test_summary_says_where_things_are_and_the_headline(project):
     assert f"{project / 'results/tables'}/ (2, as csv, md and tex" in text
     assert f"{project / 'results/figures'}/ (3)" in text
     assert f"{project / 'records'}/<stage>/logs/" in text
-    assert lines[lines.index(next(line for line in lines if line.startswith("Best"))) + 1:-1] == [
+    assert lines[lines.index(next(line for line in lines if line.startswith("Best"))) + 1 : -1] == [
         "  adult/catboost  rmia  AUROC 0.800 ± 0.000, TPR@1%FPR 0.050  (over 2 target models)",
         "  adult/mlp       loss  AUROC 0.690 ± 0.000, TPR@1%FPR 0.050  (over 2 target models)",
         "  digits/cnn      lira  AUROC 0.700 ± 0.020, TPR@1%FPR 0.100  (over 3 target models)",
@@ -136,13 +172,15 @@ def test_summary_says_whether_the_report_shows_these_results(project):
     os.utime(report, (2_000, 2_000))
     assert f"  report:   {report} (current)" in summary(project)
     os.utime(metrics, (3_000, 3_000))
-    assert (f"  report:   {report} (older than {metrics}: `make report` rebuilds it)"
-            in summary(project))
+    assert f"  report:   {report} (older than {metrics}: `make report` rebuilds it)" in summary(
+        project
+    )
 
 
 def test_without_a_start_the_time_is_the_job_time_of_the_run_records(project):
-    assert summary(project)[-1] == ("Job time: 1 min 30 s over 2 jobs (run records; jobs in "
-                                    "parallel add up, so not wall time).")
+    assert summary(project)[-1] == (
+        "Job time: 1 min 30 s over 2 jobs (run records; jobs in parallel add up, so not wall time)."
+    )
 
 
 def test_an_unfinished_project_gets_a_summary_too(tmp_path, capsys):
@@ -155,8 +193,14 @@ def test_an_unfinished_project_gets_a_summary_too(tmp_path, capsys):
 def test_the_top_attacks_of_each_experiment_best_first():
     best = best_attacks(synthetic_metrics(), top=2)
     assert [(row.target_model, row.attack) for row in best.itertuples()] == [
-        ("catboost", "rmia"), ("catboost", "loss"), ("mlp", "loss"), ("mlp", "rmia"),
-        ("cnn", "lira"), ("cnn", "loss"), ("gpt2", "mink")]  # an undefined AUROC is no rank
+        ("catboost", "rmia"),
+        ("catboost", "loss"),
+        ("mlp", "loss"),
+        ("mlp", "rmia"),
+        ("cnn", "lira"),
+        ("cnn", "loss"),
+        ("gpt2", "mink"),
+    ]  # an undefined AUROC is no rank
 
 
 def test_the_audit_stage_prints_each_audits_best_attacks(tmp_path: Path, capsys):
@@ -165,10 +209,14 @@ def test_the_audit_stage_prints_each_audits_best_attacks(tmp_path: Path, capsys)
     from miaflow.jobs.audit import BEST, audit
 
     metrics = pd.DataFrame(
-        metric_rows("sklearn_digits", "forest", "lira", [0.9]) +
-        [row for k, attack in enumerate(["loss", "entropy", "zlib"])
-         for row in metric_rows("sklearn_digits", "forest", attack, [0.6 + k / 100])] +
-        metric_rows("purchase", "mine", "loss", [0.55], tpr=0.02))
+        metric_rows("sklearn_digits", "forest", "lira", [0.9])
+        + [
+            row
+            for k, attack in enumerate(["loss", "entropy", "zlib"])
+            for row in metric_rows("sklearn_digits", "forest", attack, [0.6 + k / 100])
+        ]
+        + metric_rows("purchase", "mine", "loss", [0.55], tpr=0.02)
+    )
     paths = []
     for (dataset, name), table in metrics.groupby(["dataset", "target_model"]):
         paths.append(tmp_path / f"results/audit/metrics/{dataset}/{name}.parquet")
@@ -177,8 +225,11 @@ def test_the_audit_stage_prints_each_audits_best_attacks(tmp_path: Path, capsys)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("Best attacks of each audit")
     assert [line.split()[:2] for line in printed[1:]] == [
-        ["purchase/mine", "loss"], ["sklearn_digits/forest", "lira"],
-        ["sklearn_digits/forest", "zlib"], ["sklearn_digits/forest", "entropy"]]
+        ["purchase/mine", "loss"],
+        ["sklearn_digits/forest", "lira"],
+        ["sklearn_digits/forest", "zlib"],
+        ["sklearn_digits/forest", "entropy"],
+    ]
     assert BEST == 3 and "AUROC 0.900, TPR@1%FPR 0.050  (over 1 target model)" in printed[2]
     audit(metrics=[])
     assert capsys.readouterr().out.startswith("No audits configured")

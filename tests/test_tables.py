@@ -22,7 +22,9 @@ from miaflow.evaluation.tables import (
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SNAKEMAKE_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+SNAKEMAKE_HEADER = (
+    "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+)
 
 
 def test_format_mean_std():
@@ -33,7 +35,9 @@ def test_format_mean_std():
 
 
 def test_write_table_writes_three_files(tmp_path: Path):
-    table = pd.DataFrame({"attack": ["metric_loss", "lira"], "toy/mlp": ["0.812 ± 0.013", "0.900 ± 0.002"]})
+    table = pd.DataFrame(
+        {"attack": ["metric_loss", "lira"], "toy/mlp": ["0.812 ± 0.013", "0.900 ± 0.002"]}
+    )
     write_table(table, tmp_path / "auroc", "AUROC of tpr_at_1pct, 5% level")
 
     assert (tmp_path / "auroc.csv").read_text() == (
@@ -57,7 +61,9 @@ def _summary() -> pd.DataFrame:
         ("toy", "cnn", "loss", "auroc", 0.7, 0.01, 5),  # lira missing here
         ("toy", "mlp", "loss", "tpr_at_1pct_fpr", 0.05, 0.01, 5),  # not AUROC
     ]
-    return pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std", "n_repeats"])
+    return pd.DataFrame(
+        rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std", "n_repeats"]
+    )
 
 
 def test_auroc_table():
@@ -72,33 +78,57 @@ def test_auroc_table():
 
 
 def test_accuracy_table():
-    models = pd.DataFrame({
-        "dataset": "toy", "arch": "mlp", "model_id": ["target-0", "target-1", "reference-0"],
-        "role": ["target", "target", "reference"],
-        "train_acc": [1.0, 0.9, 0.1], "test_acc": [0.8, 0.8, 0.1],
-    })
+    models = pd.DataFrame(
+        {
+            "dataset": "toy",
+            "arch": "mlp",
+            "model_id": ["target-0", "target-1", "reference-0"],
+            "role": ["target", "target", "reference"],
+            "train_acc": [1.0, 0.9, 0.1],
+            "test_acc": [0.8, 0.8, 0.1],
+        }
+    )
     table = accuracy_table(models)
-    assert table.to_dict("records") == [{
-        "dataset": "toy", "arch": "mlp", "n_models": 2,
-        "train_acc": f"0.950 ± {np.std([1.0, 0.9], ddof=1):.3f}",
-        "test_acc": "0.800 ± 0.000",
-        "gap": f"0.150 ± {np.std([0.2, 0.1], ddof=1):.3f}",
-    }]
+    assert table.to_dict("records") == [
+        {
+            "dataset": "toy",
+            "arch": "mlp",
+            "n_models": 2,
+            "train_acc": f"0.950 ± {np.std([1.0, 0.9], ddof=1):.3f}",
+            "test_acc": "0.800 ± 0.000",
+            "gap": f"0.150 ± {np.std([0.2, 0.1], ddof=1):.3f}",
+        }
+    ]
 
 
 def _tests(min_p_perm_by: float) -> pd.DataFrame:
     """Rows as `miaflow.evaluation.stats.paired_tests` writes them: two questions on toy/mlp."""
-    return pd.DataFrame({
-        "family": ["family-best", "vs-best", "vs-best"], "dataset": "toy", "target_model": "mlp",
-        "metric": "auroc", "attack_a": ["a", "a", "a"], "attack_b": ["b", "b", "c"],
-        "attack_family_a": "lira", "attack_family_b": ["metric", "metric", "lira"],
-        "n_repeats": 5, "n_samples": 1000, "mean_a": 0.7, "mean_b": [0.6, 0.6, 0.69],
-        "mean_diff": [0.1, 0.1, 0.01], "p_ttest_by": [0.004, 0.008, 0.5],
-        "reject_ttest": [True, True, False], "p_perm_by": [0.01, 0.02, 0.6],
-        "reject_perm": [True, True, False], "p_delong_by": [1e-9, 2e-9, 0.3],
-        "reject_delong": [True, True, False], "n_resamples": 199,
-        "min_p_perm_by": min_p_perm_by, "alpha": 0.05,
-    })
+    return pd.DataFrame(
+        {
+            "family": ["family-best", "vs-best", "vs-best"],
+            "dataset": "toy",
+            "target_model": "mlp",
+            "metric": "auroc",
+            "attack_a": ["a", "a", "a"],
+            "attack_b": ["b", "b", "c"],
+            "attack_family_a": "lira",
+            "attack_family_b": ["metric", "metric", "lira"],
+            "n_repeats": 5,
+            "n_samples": 1000,
+            "mean_a": 0.7,
+            "mean_b": [0.6, 0.6, 0.69],
+            "mean_diff": [0.1, 0.1, 0.01],
+            "p_ttest_by": [0.004, 0.008, 0.5],
+            "reject_ttest": [True, True, False],
+            "p_perm_by": [0.01, 0.02, 0.6],
+            "reject_perm": [True, True, False],
+            "p_delong_by": [1e-9, 2e-9, 0.3],
+            "reject_delong": [True, True, False],
+            "n_resamples": 199,
+            "min_p_perm_by": min_p_perm_by,
+            "alpha": 0.05,
+        }
+    )
 
 
 def test_tests_table():
@@ -133,37 +163,57 @@ def _write_benchmark(path: Path, *records: str) -> Path:
 def test_read_benchmarks_and_cost_table(tmp_path: Path):
     root = tmp_path / "results"
     paths = [
-        _write_benchmark(root / "train" / "benchmarks" / "train_target" / "toy" / "mlp-0.tsv",
-                         "12.5000\t0:00:12\t512.25\t900.00\t500.00\t505.00\t1.00\t2.00\t95.00\t11.90"),
-        _write_benchmark(root / "train" / "benchmarks" / "train_target" / "toy" / "mlp-1.tsv",
-                         "7.5000\t0:00:07\t1024.00\t1500.00\t1000.00\t1001.00\t-\t-\t90.00\t6.80"),
-        _write_benchmark(root / "attack" / "benchmarks" / "score" / "toy" / "loss.tsv",
-                         "0.2500\t0:00:00\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA"),
+        _write_benchmark(
+            root / "train" / "benchmarks" / "train_target" / "toy" / "mlp-0.tsv",
+            "12.5000\t0:00:12\t512.25\t900.00\t500.00\t505.00\t1.00\t2.00\t95.00\t11.90",
+        ),
+        _write_benchmark(
+            root / "train" / "benchmarks" / "train_target" / "toy" / "mlp-1.tsv",
+            "7.5000\t0:00:07\t1024.00\t1500.00\t1000.00\t1001.00\t-\t-\t90.00\t6.80",
+        ),
+        _write_benchmark(
+            root / "attack" / "benchmarks" / "score" / "toy" / "loss.tsv",
+            "0.2500\t0:00:00\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA",
+        ),
     ]
     runs = read_benchmarks(paths)
     assert runs[["stage", "rule", "job"]].values.tolist() == [
-        ["attack", "score", "toy/loss"], ["train", "train_target", "toy/mlp-0"],
+        ["attack", "score", "toy/loss"],
+        ["train", "train_target", "toy/mlp-0"],
         ["train", "train_target", "toy/mlp-1"],
     ]
     assert runs["s"].tolist() == [0.25, 12.5, 7.5]
     assert np.isnan(runs.loc[0, "max_rss"]) and np.isnan(runs.loc[2, "io_in"])
     assert "h:m:s" not in runs.columns
 
-    misplaced = _write_benchmark(root / "train" / "train_target" / "x.tsv",
-                                 "1.0\t0:00:01\t1\t1\t1\t1\t1\t1\t1\t1")
+    misplaced = _write_benchmark(
+        root / "train" / "train_target" / "x.tsv", "1.0\t0:00:01\t1\t1\t1\t1\t1\t1\t1\t1"
+    )
     with pytest.raises(ValueError, match="benchmarks"):
         read_benchmarks([misplaced])
 
     table = cost_table(runs)
-    assert table.columns.tolist() == ["stage", "rule", "jobs", "total_wall_s", "max_wall_s",
-                                      "peak_max_rss_mib", "total_cpu_s"]
+    assert table.columns.tolist() == [
+        "stage",
+        "rule",
+        "jobs",
+        "total_wall_s",
+        "max_wall_s",
+        "peak_max_rss_mib",
+        "total_cpu_s",
+    ]
     train = table[table.rule == "train_target"].iloc[0]
     assert (train.jobs, train.total_wall_s, train.max_wall_s) == (2, 20.0, 12.5)
     assert (train.peak_max_rss_mib, train.total_cpu_s) == (1024.0, pytest.approx(18.7))
     attack = table[table.rule == "score"].iloc[0]
     assert np.isnan(attack.total_cpu_s)  # not measured is not zero
     total = table.iloc[-1]
-    assert (total.stage, total.jobs, total.total_wall_s, total.peak_max_rss_mib) == ("total", 3, 20.25, 1024.0)
+    assert (total.stage, total.jobs, total.total_wall_s, total.peak_max_rss_mib) == (
+        "total",
+        3,
+        20.25,
+        1024.0,
+    )
 
 
 def _roc(dataset: str = "toy") -> pd.DataFrame:
@@ -171,8 +221,18 @@ def _roc(dataset: str = "toy") -> pd.DataFrame:
     for attack, power in [("strong", 0.3), ("weak", 0.8)]:
         fpr = np.concatenate([[0.0], np.geomspace(1e-5, 1, 50)])
         for repeat in range(2):
-            rows.append(pd.DataFrame({"dataset": dataset, "target_model": "mlp", "attack": attack,
-                                      "repeat": repeat, "fpr": fpr, "tpr": fpr ** (power + 0.01 * repeat)}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "dataset": dataset,
+                        "target_model": "mlp",
+                        "attack": attack,
+                        "repeat": repeat,
+                        "fpr": fpr,
+                        "tpr": fpr ** (power + 0.01 * repeat),
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -196,11 +256,18 @@ def test_plot_roc_loglog_rejects_several_models(tmp_path: Path):
 
 # --- TDDBench Tables 5, 7, 14–16 and Figures 2, 4 ------------------------------------------------
 
+
 def _summary_rows() -> pd.DataFrame:
-    rows = [("d1", "mlp", "metric-loss", "auroc", 0.6, 0.01), ("d1", "cnn", "metric-loss", "auroc", 0.7, 0.02),
-            ("d1", "mlp", "model-loss", "auroc", 0.8, 0.03), ("d1", "mlp", "model-loss", "fpr", 0.2, 0.1),
-            ("d1", "mlp", "model-loss", "tpr_at_1pct_fpr", 0.05, 0.01)]
-    frame = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"])
+    rows = [
+        ("d1", "mlp", "metric-loss", "auroc", 0.6, 0.01),
+        ("d1", "cnn", "metric-loss", "auroc", 0.7, 0.02),
+        ("d1", "mlp", "model-loss", "auroc", 0.8, 0.03),
+        ("d1", "mlp", "model-loss", "fpr", 0.2, 0.1),
+        ("d1", "mlp", "model-loss", "tpr_at_1pct_fpr", 0.05, 0.01),
+    ]
+    frame = pd.DataFrame(
+        rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"]
+    )
     return frame.assign(n_repeats=5)
 
 
@@ -219,8 +286,13 @@ def test_all_metrics_table_orders_metrics_as_reported():
 
 
 def test_family_table_averages_auroc_and_takes_the_costliest_attack_run():
-    timings = pd.DataFrame({"attack": ["metric-loss", "model-loss", "metric-loss"],
-                            "s": [1.0, 5.0, 3.0], "cpu_time": [0.5, 4.0, 2.5]})
+    timings = pd.DataFrame(
+        {
+            "attack": ["metric-loss", "model-loss", "metric-loss"],
+            "s": [1.0, 5.0, 3.0],
+            "cpu_time": [0.5, 4.0, 2.5],
+        }
+    )
     families = {"metric-loss": "metric", "model-loss": "model"}
     table = tables.family_table(_summary_rows(), timings, families).set_index("family")
     assert table.loc["metric", "average_auroc"] == "0.650"
@@ -229,16 +301,39 @@ def test_family_table_averages_auroc_and_takes_the_costliest_attack_run():
 
 
 def test_study_figures_are_deterministic_pngs(tmp_path):
-    metrics = pd.DataFrame({"dataset": "d1", "target_model": "mlp", "attack": ["metric-loss"] * 2,
-                            "repeat": [0, 1], "metric": "auroc", "value": [0.6, 0.7]})
-    models = pd.DataFrame({"dataset": "d1", "arch": "mlp", "model_id": ["target-0", "target-1"],
-                           "role": "target", "train_acc": [1.0, 0.9], "test_acc": [0.7, 0.8]})
-    sweep = pd.DataFrame({"attack": ["model-loss"] * 4 + ["query-neighbor"] * 2,
-                          "axis": ["reference models"] * 4 + ["queries"] * 2,
-                          "count": [2, 2, 4, 4, 1, 10], "repeat": [0, 1, 0, 1, 0, 0],
-                          "auroc": [0.6, 0.62, 0.7, 0.71, 0.55, 0.6]})
+    metrics = pd.DataFrame(
+        {
+            "dataset": "d1",
+            "target_model": "mlp",
+            "attack": ["metric-loss"] * 2,
+            "repeat": [0, 1],
+            "metric": "auroc",
+            "value": [0.6, 0.7],
+        }
+    )
+    models = pd.DataFrame(
+        {
+            "dataset": "d1",
+            "arch": "mlp",
+            "model_id": ["target-0", "target-1"],
+            "role": "target",
+            "train_acc": [1.0, 0.9],
+            "test_acc": [0.7, 0.8],
+        }
+    )
+    sweep = pd.DataFrame(
+        {
+            "attack": ["model-loss"] * 4 + ["query-neighbor"] * 2,
+            "axis": ["reference models"] * 4 + ["queries"] * 2,
+            "count": [2, 2, 4, 4, 1, 10],
+            "repeat": [0, 1, 0, 1, 0, 0],
+            "auroc": [0.6, 0.62, 0.7, 0.71, 0.55, 0.6],
+        }
+    )
     for name in ("a", "b"):
-        plots.plot_auroc_vs_gap(metrics, models, {"metric-loss": "metric"}, tmp_path / f"gap-{name}.png")
+        plots.plot_auroc_vs_gap(
+            metrics, models, {"metric-loss": "metric"}, tmp_path / f"gap-{name}.png"
+        )
         plots.plot_scaling_sweep(sweep, tmp_path / f"sweep-{name}.png", "d1 / mlp")
     for stem in ("gap", "sweep"):
         first = (tmp_path / f"{stem}-a.png").read_bytes()
@@ -246,11 +341,19 @@ def test_study_figures_are_deterministic_pngs(tmp_path):
 
 
 def test_reference_mismatch_table_sets_mixed_references_beside_matched_ones():
-    rows = [("d1", "mlp", "model-loss", "auroc", 0.8, 0.01), ("d1", "mlp_ref_lr", "model-loss", "auroc", 0.7, 0.02),
-            ("d1", "cnn", "model-loss", "auroc", 0.6, 0.01)]
-    summary = pd.DataFrame(rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"])
-    architectures = {("d1", "mlp"): ("mlp", "mlp"), ("d1", "mlp_ref_lr"): ("mlp", "lr"),
-                     ("d1", "cnn"): ("cnn", "cnn")}
+    rows = [
+        ("d1", "mlp", "model-loss", "auroc", 0.8, 0.01),
+        ("d1", "mlp_ref_lr", "model-loss", "auroc", 0.7, 0.02),
+        ("d1", "cnn", "model-loss", "auroc", 0.6, 0.01),
+    ]
+    summary = pd.DataFrame(
+        rows, columns=["dataset", "target_model", "attack", "metric", "mean", "std"]
+    )
+    architectures = {
+        ("d1", "mlp"): ("mlp", "mlp"),
+        ("d1", "mlp_ref_lr"): ("mlp", "lr"),
+        ("d1", "cnn"): ("cnn", "cnn"),
+    }
     table = tables.reference_mismatch_table(summary.assign(n_repeats=5), architectures)
     assert list(table.columns) == ["attack", "d1: mlp ← lr", "d1: mlp ← mlp"]  # no cnn: never mixed
     assert table.iloc[0]["d1: mlp ← lr"] == "0.700 ± 0.020"
@@ -258,11 +361,22 @@ def test_reference_mismatch_table_sets_mixed_references_beside_matched_ones():
 
 def test_table_modules_do_not_import_matplotlib():
     # Importing matplotlib costs about a second per job; only the plotting functions need it.
-    modules = ["miaflow.evaluation.tables", "miaflow.evaluation.song_mittal_tables",
-               "miaflow.evaluation.hparam_tables", "miaflow.jobs.report",
-               "miaflow.evaluation.stats", "miaflow.evaluation.metrics"]
-    code = (f"import sys, {', '.join(modules)}\n"
-            "assert 'matplotlib' not in sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)")
+    modules = [
+        "miaflow.evaluation.tables",
+        "miaflow.evaluation.song_mittal_tables",
+        "miaflow.evaluation.hparam_tables",
+        "miaflow.jobs.report",
+        "miaflow.evaluation.stats",
+        "miaflow.evaluation.metrics",
+    ]
+    code = (
+        f"import sys, {', '.join(modules)}\n"
+        "assert 'matplotlib' not in sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)"
+    )
     root = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=root,
-                   env=dict(os.environ, PYTHONPATH=str(root)))
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )

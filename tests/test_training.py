@@ -6,17 +6,40 @@ import numpy as np
 import pytest
 
 from miaflow.data import Dataset
-from miaflow.splits import Splits, make_splits
 from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
+from miaflow.splits import Splits, make_splits
 
 ARCHS = {
-    "mlp": {"kind": "mlp", "hidden": [32], "activation": "tanh", "optimizer": "adam", "lr": 0.01,
-            "weight_decay": 0.0, "epochs": 15, "batch_size": 32, "patience": 0},
-    "cnn": {"kind": "cnn", "channels": [4], "hidden": 16, "optimizer": "sgd", "lr": 0.05,
-            "weight_decay": 0.0, "epochs": 5, "batch_size": 32, "patience": 2},
+    "mlp": {
+        "kind": "mlp",
+        "hidden": [32],
+        "activation": "tanh",
+        "optimizer": "adam",
+        "lr": 0.01,
+        "weight_decay": 0.0,
+        "epochs": 15,
+        "batch_size": 32,
+        "patience": 0,
+    },
+    "cnn": {
+        "kind": "cnn",
+        "channels": [4],
+        "hidden": 16,
+        "optimizer": "sgd",
+        "lr": 0.05,
+        "weight_decay": 0.0,
+        "epochs": 5,
+        "batch_size": 32,
+        "patience": 2,
+    },
     "lr": {"kind": "lr", "C": 1.0, "max_iter": 50},
-    "catboost": {"kind": "catboost", "iterations": 30, "learning_rate": 0.3, "depth": 3,
-                 "early_stopping_rounds": 5},
+    "catboost": {
+        "kind": "catboost",
+        "iterations": 30,
+        "learning_rate": 0.3,
+        "depth": 3,
+        "early_stopping_rounds": 5,
+    },
 }
 
 
@@ -69,10 +92,13 @@ def test_mlp_memorises_its_members():
 def test_different_models_get_different_seeds():
     """Two models with the same training set still differ: each has its own named seed."""
     dataset = toy_dataset(image=False)
-    members = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=0,
-                          n_population=0).members("target-0")
+    members = make_splits(
+        240, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0
+    ).members("target-0")
     splits = Splits(("target-0", "target-1"), np.stack([members, members]), np.ones(240, bool))
-    weights, _ = train_models(dataset, splits, ["target-0", "target-1"], "mlp", ARCHS["mlp"], seed=3)
+    weights, _ = train_models(
+        dataset, splits, ["target-0", "target-1"], "mlp", ARCHS["mlp"], seed=3
+    )
     first, second = (weights[m]["net.1.weight"] for m in ("target-0", "target-1"))
     assert not np.array_equal(first, second)
 
@@ -81,11 +107,15 @@ def test_inference_runs_in_eval_mode(monkeypatch):
     """A dropout layer must be off when outputs are computed (the LiRA code's old bug)."""
     import torch
 
-    from miaflow.models import architectures as models, training
+    from miaflow.models import architectures as models
+    from miaflow.models import training
 
     def with_dropout(arch, input_shape, n_classes):
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Dropout(0.9),
-                                   torch.nn.Linear(int(np.prod(input_shape)), n_classes))
+        return torch.nn.Sequential(
+            torch.nn.Flatten(),
+            torch.nn.Dropout(0.9),
+            torch.nn.Linear(int(np.prod(input_shape)), n_classes),
+        )
 
     monkeypatch.setattr(models, "build_torch_model", with_dropout)
     module = with_dropout(None, (10,), 3)
@@ -123,15 +153,31 @@ def test_gpu_path_options_apply_to_models_trained_one_by_one(job_torch_session):
     features[:, 0] += labels[:, None, None]
     dataset = Dataset("toy-images", "image", features, labels.astype(np.int64), 3)
     splits = make_splits(64, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0)
-    arch = {"kind": "wrn28_2", "optimizer": "sgd", "lr": 0.05, "weight_decay": 5e-4, "epochs": 2,
-            "batch_size": 16, "patience": 0, "augment": True}
+    arch = {
+        "kind": "wrn28_2",
+        "optimizer": "sgd",
+        "lr": 0.05,
+        "weight_decay": 5e-4,
+        "epochs": 2,
+        "batch_size": 16,
+        "patience": 0,
+        "augment": True,
+    }
     base, base_records = train_models(dataset, splits, ["target-0"], "wrn28_2", arch, seed=3)
-    nhwc, nhwc_records = train_models(dataset, splits, ["target-0"], "wrn28_2", dict(arch, channels_last=True), seed=3)
-    half, half_records = train_models(dataset, splits, ["target-0"], "wrn28_2", dict(arch, precision="bf16"), seed=3)
+    nhwc, nhwc_records = train_models(
+        dataset, splits, ["target-0"], "wrn28_2", dict(arch, channels_last=True), seed=3
+    )
+    half, half_records = train_models(
+        dataset, splits, ["target-0"], "wrn28_2", dict(arch, precision="bf16"), seed=3
+    )
+
     def difference(weights):
         return max(np.abs(weights["target-0"][k] - v).max() for k, v in base["target-0"].items())
 
-    assert all(v.flags.c_contiguous and v.dtype == base["target-0"][k].dtype for k, v in nhwc["target-0"].items())
+    assert all(
+        v.flags.c_contiguous and v.dtype == base["target-0"][k].dtype
+        for k, v in nhwc["target-0"].items()
+    )
     if torch.cuda.is_available():
         assert nhwc_records[0].train_acc == pytest.approx(base_records[0].train_acc, abs=0.2)
     else:
@@ -147,5 +193,9 @@ def test_compiled_per_model_training_matches_eager(one_torch_thread):
     splits = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0)
     arch = dict(ARCHS["mlp"], epochs=2, batched=False)
     eager, _ = train_models(dataset, splits, ["target-0"], "mlp", arch, seed=3)
-    compiled, _ = train_models(dataset, splits, ["target-0"], "mlp", dict(arch, compile=True), seed=3)
-    assert max(np.abs(compiled["target-0"][k] - v).max() for k, v in eager["target-0"].items()) < 1e-4
+    compiled, _ = train_models(
+        dataset, splits, ["target-0"], "mlp", dict(arch, compile=True), seed=3
+    )
+    assert (
+        max(np.abs(compiled["target-0"][k] - v).max() for k, v in eager["target-0"].items()) < 1e-4
+    )

@@ -48,7 +48,9 @@ def flip_byte_keeping_size_and_time(path: Path, offset: int = 7) -> None:
 def test_a_clean_run_verifies(run_root: Path, capsys):
     assert verify.verify(run_root) == (4, [])
     assert verify.main([str(run_root)]) == 0
-    assert "all 4 checked files match dvc.lock and their provenance records" in capsys.readouterr().out
+    assert (
+        "all 4 checked files match dvc.lock and their provenance records" in capsys.readouterr().out
+    )
 
 
 def test_bit_rot_and_deletion_are_named_where_dvc_sees_nothing(run_root: Path, capsys):
@@ -58,9 +60,11 @@ def test_bit_rot_and_deletion_are_named_where_dvc_sees_nothing(run_root: Path, c
     (run_root / "results/shards/shard-2.bin").unlink()
     checked, problems = verify.verify(run_root)
     assert checked == 4
-    assert {(p.path, p.what) for p in problems} == {("results/shards/shard-1.bin", "corrupt"),
-                                                    ("results/table.csv", "corrupt"),
-                                                    ("results/shards/shard-2.bin", "missing")}
+    assert {(p.path, p.what) for p in problems} == {
+        ("results/shards/shard-1.bin", "corrupt"),
+        ("results/table.csv", "corrupt"),
+        ("results/shards/shard-2.bin", "missing"),
+    }
     assert verify.main([str(run_root)]) == 1
     assert "3 problems in 4 checked files" in capsys.readouterr().out
     dvc(["checkout", "--relink"], run_root)  # the advice the message gives
@@ -85,7 +89,17 @@ def test_a_flipped_byte_in_every_artifact_type_of_a_real_run_is_named(copy_of_fi
     by_kind: dict[str, str] = {}
     for path in sorted(recorded):
         by_kind.setdefault(Path(path).suffix or Path(path).name, path)
-    assert {".parquet", ".safetensors", ".json", ".csv", ".md", ".tex", ".png", ".tsv", ".log"} <= by_kind.keys()
+    assert {
+        ".parquet",
+        ".safetensors",
+        ".json",
+        ".csv",
+        ".md",
+        ".tex",
+        ".png",
+        ".tsv",
+        ".log",
+    } <= by_kind.keys()
     for k, path in enumerate(sorted(by_kind.values())):
         target = root / path
         if k % 2:
@@ -94,8 +108,9 @@ def test_a_flipped_byte_in_every_artifact_type_of_a_real_run_is_named(copy_of_fi
             data = bytearray(target.read_bytes())
             data[-1] ^= 0x01
             target.write_bytes(bytes(data))
-    result = subprocess.run([sys.executable, "-m", "miaflow.workflow.verify"], cwd=root,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "miaflow.workflow.verify"], cwd=root, capture_output=True, text=True
+    )
     assert result.returncode == 1
     named = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("corrupt: ")}
     assert named == set(by_kind.values()), result.stdout

@@ -21,8 +21,11 @@ def test_shards_cover_every_model_once(repo):
 
 def test_experiments_datasets_and_inputs(repo):
     params = copy.deepcopy(yaml.safe_load((repo / "params.yaml").read_text()))
-    params["experiments"] = [{"dataset": "digits", "arch": "cnn"}, {"dataset": "location30", "arch": "lr"},
-                             {"dataset": "digits", "arch": "mlp"}]
+    params["experiments"] = [
+        {"dataset": "digits", "arch": "cnn"},
+        {"dataset": "location30", "arch": "lr"},
+        {"dataset": "digits", "arch": "mlp"},
+    ]
     # the experiments', then the study's (digits again) and the language models' corpus
     assert workflow.datasets(params) == ["digits", "location30", "synthetic_text"]
     assert workflow.local_inputs(params, "digits") == []
@@ -44,15 +47,26 @@ def test_experiments_with_references_of_another_architecture():
     from miaflow.workflow import plan as wf
     from miaflow.workflow.plan import Experiment
 
-    config = {"experiments": [{"dataset": "digits", "arch": "cnn"},
-                              {"dataset": "purchase", "arch": "mlp", "ref_arch": "lr"},
-                              {"dataset": "purchase", "arch": "mlp", "ref_arch": "mlp",
-                               "exclude_attacks": ["model-lira"]}],
-              "attacks": ["metric-loss", "model-lira", "query-neighbor", "query-ref"]}
+    config = {
+        "experiments": [
+            {"dataset": "digits", "arch": "cnn"},
+            {"dataset": "purchase", "arch": "mlp", "ref_arch": "lr"},
+            {
+                "dataset": "purchase",
+                "arch": "mlp",
+                "ref_arch": "mlp",
+                "exclude_attacks": ["model-lira"],
+            },
+        ],
+        "attacks": ["metric-loss", "model-lira", "query-neighbor", "query-ref"],
+    }
     digits, mixed, matched = wf.experiments(config)
     assert [e.label for e in (digits, mixed, matched)] == ["cnn", "mlp_ref_lr", "mlp"]
     assert mixed == Experiment("purchase", "mlp", "lr") and mixed.mixed and not matched.mixed
-    assert mixed.name == "purchase/mlp_ref_lr" and digits.file_name("roc", ".png") == "roc-digits-cnn.png"
+    assert (
+        mixed.name == "purchase/mlp_ref_lr"
+        and digits.file_name("roc", ".png") == "roc-digits-cnn.png"
+    )
     assert wf.trained(config) == [("digits", "cnn"), ("purchase", "mlp"), ("purchase", "lr")]
     # Query attacks build their artifacts per architecture: not run with mismatched references.
     assert wf.attacks_for(config, mixed) == ["metric-loss", "model-lira"]
@@ -65,10 +79,16 @@ def test_experiments_with_references_of_another_architecture():
 def test_query_counts_of_the_scaling_sweep():
     from miaflow.workflow.plan import Experiment, swept_query_attacks
 
-    config = {"experiments": [], "attacks": ["metric-loss", "query-neighbor", "query-augment", "query-adv"],
-              "attack_options": {"query-neighbor": {"n_queries": 10}, "query-augment": {"n_queries": 4}}}
+    config = {
+        "experiments": [],
+        "attacks": ["metric-loss", "query-neighbor", "query-augment", "query-adv"],
+        "attack_options": {"query-neighbor": {"n_queries": 10}, "query-augment": {"n_queries": 4}},
+    }
     assert swept_query_attacks(config, Experiment("purchase", "mlp", "mlp")) == {
-        "query-neighbor": [1, 2, 5, 10], "query-augment": [1, 2, 4], "query-adv": [1, 2, 5, 10]}
+        "query-neighbor": [1, 2, 5, 10],
+        "query-augment": [1, 2, 4],
+        "query-adv": [1, 2, 5, 10],
+    }
     # On images Query-adv is a boundary distance, not a count of queries.
     assert "query-adv" not in swept_query_attacks(config, Experiment("digits", "cnn", "cnn"))
     assert swept_query_attacks(config, Experiment("purchase", "mlp", "lr")) == {}
@@ -77,10 +97,14 @@ def test_query_counts_of_the_scaling_sweep():
 def test_the_reports_that_run_follow_the_attack_registry_and_the_architectures():
     from miaflow.workflow import plan as wf
 
-    config = {"experiments": [{"dataset": "purchase", "arch": "mlp"}],
-              "architectures": {"mlp": {"kind": "mlp"}, "guarded": {"kind": "mlp",
-                                                                    "defense": {"kind": "memguard"}}},
-              "attacks": ["metric-loss", "sm-risk"]}
+    config = {
+        "experiments": [{"dataset": "purchase", "arch": "mlp"}],
+        "architectures": {
+            "mlp": {"kind": "mlp"},
+            "guarded": {"kind": "mlp", "defense": {"kind": "memguard"}},
+        },
+        "attacks": ["metric-loss", "sm-risk"],
+    }
     # Song & Mittal's family by the registry; its risk score has its own report, not the table
     assert wf.song_mittal_thresholds(config) == [] and wf.risk_scored(config)
     config["attacks"] = ["sm-conf", "metric-loss", "sm-ment-global"]
@@ -95,9 +119,10 @@ def test_the_study_settings_budgets_and_backbones():
 
     study = {"settings": [], "epsilons": [float("inf"), 8, 0.5]}
     assert wf.epsilon_tags({"hparam_study": study}) == []  # no setting: no run of any budget
-    study["settings"] = [{"dataset": "cifar10", "shots": 8, "backbone": "vit-b16",
-                          "backbone_model": "local/vit"},
-                         {"dataset": "digits", "shots": 8}]
+    study["settings"] = [
+        {"dataset": "cifar10", "shots": 8, "backbone": "vit-b16", "backbone_model": "local/vit"},
+        {"dataset": "digits", "shots": 8},
+    ]
     assert wf.epsilon_tags({"hparam_study": study}) == ["inf", "8", "0.5"]
     assert wf.backbone_model({"hparam_study": study}, "cifar10", "vit-b16") == "local/vit"
     assert wf.backbone_model({"hparam_study": study}, "digits", "vit-b16") is None
@@ -124,12 +149,17 @@ def test_benchmarks_of_follows_the_producers_of_inputs_recursively():
 
     def rule(name, output, inputs, benchmark):
         return SimpleNamespace(
-            name=name, is_producer=lambda target: target == output, get_wildcards=lambda t: {},
+            name=name,
+            is_producer=lambda target: target == output,
+            get_wildcards=lambda t: {},
             expand_input=lambda wildcards: (inputs,),
-            benchmark=benchmark and SimpleNamespace(apply_wildcards=lambda w: benchmark))
+            benchmark=benchmark and SimpleNamespace(apply_wildcards=lambda w: benchmark),
+        )
 
-    rules = [rule("prepare", "data", [], "prepare.tsv"),
-             rule("train", "model", ["data"], "train.tsv"),
-             rule("target", "all", ["model", "data"], None),
-             rule("cost", "model", ["model"], "cost.tsv")]
+    rules = [
+        rule("prepare", "data", [], "prepare.tsv"),
+        rule("train", "model", ["data"], "train.tsv"),
+        rule("target", "all", ["model", "data"], None),
+        rule("cost", "model", ["model"], "cost.tsv"),
+    ]
     assert benchmarks_of(rules, ["all"], skip="cost") == ["prepare.tsv", "train.tsv"]

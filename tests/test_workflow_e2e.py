@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import copy_project
+
 from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.workflow import stages
 
@@ -28,31 +28,65 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "miaflow", "profiles", "envs", "report", "dvc.yaml",
-                  ".dvcignore", ".gitignore", "audit/README.md"]
-TINY_ATTACKS = ["metric-loss", "metric-ment", "model-lira", "model-robust", "lira-online",
-                "lira-offline", "query-neighbor"]
+WORKFLOW_FILES = [
+    "Snakefile",
+    "rules",
+    "scripts",
+    "miaflow",
+    "profiles",
+    "envs",
+    "report",
+    "dvc.yaml",
+    ".dvcignore",
+    ".gitignore",
+    "audit/README.md",
+]
+TINY_ATTACKS = [
+    "metric-loss",
+    "metric-ment",
+    "model-lira",
+    "model-robust",
+    "lira-online",
+    "lira-offline",
+    "query-neighbor",
+]
 
 
 def tiny_params() -> dict:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["experiments"] = [{"dataset": "digits", "arch": "cnn"},
-                             {"dataset": "breast_cancer", "arch": "lr"},
-                             {"dataset": "breast_cancer", "arch": "lr", "ref_arch": "catboost"}]
+    params["experiments"] = [
+        {"dataset": "digits", "arch": "cnn"},
+        {"dataset": "breast_cancer", "arch": "lr"},
+        {"dataset": "breast_cancer", "arch": "lr", "ref_arch": "catboost"},
+    ]
     if SHARED_DATA.is_dir():  # the opt-in real-data path, read from the local copy
         params["experiments"].append({"dataset": "location30", "arch": "lr"})
-        params["datasets"]["location30"]["path"] = str(SHARED_DATA / "location30/dataset_location.tgz")
+        params["datasets"]["location30"]["path"] = str(
+            SHARED_DATA / "location30/dataset_location.tgz"
+        )
     params["splits"].update(repeats=3, n_reference=4, n_population=2)
     params["training"]["models_per_job"] = 5
     params["attacks"] = TINY_ATTACKS
-    params["hparam_study"].update(settings=[{"dataset": "digits", "shots": 3}], shadow_models=4, runs=2,
-                                  epsilons=[math.inf, 8], epochs=5, budgets=[[2, 1]])
+    params["hparam_study"].update(
+        settings=[{"dataset": "digits", "shots": 3}],
+        shadow_models=4,
+        runs=2,
+        epsilons=[math.inf, 8],
+        epochs=5,
+        budgets=[[2, 1]],
+    )
     params["hparam_study"]["search"]["trials"] = 3
     params["datasets"]["synthetic_text"] = {"n_samples": 240}
-    params["llm"].update(repeats=2, n_eval=20, n_shots=2, pair_shards=1,
-                         neighbors={"generator": "word_swap", "n_neighbors": 2, "fraction": 0.2,
-                                    "model": None})
-    params["llm"]["models"]["gpt2_tiny"].update(layers=1, width=32, heads=2, epochs=6, vocab_size=400)
+    params["llm"].update(
+        repeats=2,
+        n_eval=20,
+        n_shots=2,
+        pair_shards=1,
+        neighbors={"generator": "word_swap", "n_neighbors": 2, "fraction": 0.2, "model": None},
+    )
+    params["llm"]["models"]["gpt2_tiny"].update(
+        layers=1, width=32, heads=2, epochs=6, vocab_size=400
+    )
     return params
 
 
@@ -64,7 +98,9 @@ def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedP
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if check and result.returncode:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -98,8 +134,9 @@ def with_readme_audit(project: Path) -> Path:
     """README's audit example, as written: its shell block run in the project, its `audits`
     entry added to the project's params.yaml."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("shell")], cwd=project, env=env,
-                   check=True)
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block("shell")], cwd=project, env=env, check=True
+    )
     params = yaml.safe_load((project / "params.yaml").read_text())
     params.update(yaml.safe_load(readme_block("params")))
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -130,7 +167,9 @@ def project(finished_run, tmp_path_factory) -> Path:
 
 def test_metrics_contract(project):
     metrics = pd.read_parquet(project / "results/metrics.parquet")
-    assert {"dataset", "target_model", "attack", "repeat", "metric", "value"} <= set(metrics.columns)
+    assert {"dataset", "target_model", "attack", "repeat", "metric", "value"} <= set(
+        metrics.columns
+    )
     assert set(metrics["attack"]) == set(TINY_ATTACKS) | llm_attacks()
     audited = metrics[metrics["target_model"] == "forest"]  # README's audit: one target model
     assert set(audited["dataset"]) == {"sklearn_digits"} and set(audited["repeat"]) == {0}
@@ -145,21 +184,40 @@ def test_metrics_contract(project):
     sweep = pd.read_parquet(project / "results/evaluate/sweep/digits/cnn.parquet")
     assert set(sweep["axis"]) == {"reference models", "queries"}
     assert sorted(sweep.loc[sweep["axis"] == "queries", "count"].unique()) == [1, 2, 5, 10]
-    auroc = metrics[metrics["metric"] == "auroc"].groupby(["dataset", "target_model", "attack"])["value"].mean()
+    auroc = (
+        metrics[metrics["metric"] == "auroc"]
+        .groupby(["dataset", "target_model", "attack"])["value"]
+        .mean()
+    )
     for dataset in metrics["dataset"].unique():
         assert auroc[dataset].max() > 0.55, f"no attack above chance on {dataset}: {auroc[dataset]}"
-    assert {"lr", "lr_ref_catboost"} <= set(metrics.loc[metrics["dataset"] == "breast_cancer", "target_model"])
+    assert {"lr", "lr_ref_catboost"} <= set(
+        metrics.loc[metrics["dataset"] == "breast_cancer", "target_model"]
+    )
 
 
 def test_tables_and_figures(project):
-    tables = [f"results/tables/{stem}" for stem in ("auroc", "accuracy", "tests", "by_architecture",
-                                                   "reference_mismatch", "metrics-digits-cnn")]
+    tables = [
+        f"results/tables/{stem}"
+        for stem in (
+            "auroc",
+            "accuracy",
+            "tests",
+            "by_architecture",
+            "reference_mismatch",
+            "metrics-digits-cnn",
+        )
+    ]
     for stem in [*tables, "records/report/cost", "records/report/families"]:
         for suffix in (".csv", ".md", ".tex"):
             assert (project / f"{stem}{suffix}").stat().st_size > 0
     figures = {p.name for p in (project / "results/figures").iterdir()}
-    assert {"roc-breast_cancer-lr.png", "auroc-vs-gap.png", "scaling-digits-cnn.png",
-            "roc-sklearn_digits-forest.png"} <= figures
+    assert {
+        "roc-breast_cancer-lr.png",
+        "auroc-vs-gap.png",
+        "scaling-digits-cnn.png",
+        "roc-sklearn_digits-forest.png",
+    } <= figures
     assert (project / "results/figures/roc-digits-cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     auroc = pd.read_csv(project / "results/tables/auroc.csv")
     assert "±" in auroc.to_string()
@@ -167,10 +225,19 @@ def test_tables_and_figures(project):
     mismatch = pd.read_csv(project / "results/tables/reference_mismatch.csv")
     assert {"breast_cancer: lr ← catboost", "breast_cancer: lr ← lr"} <= set(mismatch.columns)
     cost = pd.read_csv(project / "records/report/cost.csv")
-    assert {"prepare_dataset", "train_shard", "score_attacks", "hparam_grid", "llm_train",
-            "audit_outputs"} <= set(cost["rule"])  # intermediate jobs of every stage too
-    benchmarks = [p for p in (project / "records").glob("*/benchmarks/**/*.tsv")
-                  if not p.name.endswith(".attacks.tsv")]
+    assert {
+        "prepare_dataset",
+        "train_shard",
+        "score_attacks",
+        "hparam_grid",
+        "llm_train",
+        "audit_outputs",
+    } <= set(cost["rule"])  # intermediate jobs of every stage too
+    benchmarks = [
+        p
+        for p in (project / "records").glob("*/benchmarks/**/*.tsv")
+        if not p.name.endswith(".attacks.tsv")
+    ]
     assert cost.loc[cost["stage"] == "total", "jobs"].item() == len(benchmarks)
 
 
@@ -180,15 +247,19 @@ def test_hparam_study_contract(project):
     assert set(study["epsilon"]) == {math.inf, 8.0} and set(study["hpo"]) == {"td", "ed"}
     assert {"lira", "acc-lira", "kl-lira"} <= set(study["attack"]) and set(study["run"]) == {0, 1}
     full = study[study["attack"].isin(["lira", "acc-lira", "kl-lira"])]
-    assert all(sorted(levels) == [0.001, 0.01, 0.1]
-               for _, levels in full.groupby(["epsilon", "hpo", "attack", "run"])["fpr"])
+    assert all(
+        sorted(levels) == [0.001, 0.01, 0.1]
+        for _, levels in full.groupby(["epsilon", "hpo", "attack", "run"])["fpr"]
+    )
     assert set(full.loc[full["hpo"] == "ed", "attack"]) == {"acc-lira", "kl-lira"}
     assert study["tpr"].between(0, 1).all()
     bound = pd.read_parquet(project / "results/dp_bound.parquet")
     assert {"epsilon", "fpr", "tpr_bound"} <= set(bound.columns) and set(bound["epsilon"]) == {8.0}
     assert bound["tpr_bound"].is_monotonic_increasing and bound["tpr_bound"].between(0, 1).all()
     tests = pd.read_csv(project / "results/tables/hparam_td_vs_ed.csv")
-    assert {"p_ttest", "p_ttest_by", "p_perm", "p_perm_by"} <= set(tests.columns) and len(tests) == 2 * 2 * 3
+    assert {"p_ttest", "p_ttest_by", "p_perm", "p_perm_by"} <= set(tests.columns) and len(
+        tests
+    ) == 2 * 2 * 3
     figures = {p.name for p in (project / "results/figures").iterdir()}
     assert {"hparam-roc-digits_s3.png", "hparam-td-vs-ed.png", "hparam-pvalues.png"} <= figures
 
@@ -199,8 +270,17 @@ def test_language_model_attacks_contract(project):
     metrics = pd.read_parquet(project / "results/metrics.parquet")
     llm = metrics[metrics["dataset"] == "synthetic_text"]
     assert set(llm["attack"]) == llm_attacks() and set(llm["target_model"]) == {"gpt2_tiny"}
-    assert {"llm-loss", "llm-zlib", "llm-lowercase", "llm-mink", "llm-minkpp", "llm-ref",
-            "llm-neighbor", "llm-recall", "em-mia"} <= llm_attacks()
+    assert {
+        "llm-loss",
+        "llm-zlib",
+        "llm-lowercase",
+        "llm-mink",
+        "llm-minkpp",
+        "llm-ref",
+        "llm-neighbor",
+        "llm-recall",
+        "em-mia",
+    } <= llm_attacks()
     assert {"auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr"} <= set(llm["metric"])
     assert llm.groupby(["attack", "metric"]).size().eq(2).all() and llm["value"].between(0, 1).all()
     table = pd.read_csv(project / "results/tables/llm.csv")
@@ -223,26 +303,65 @@ def test_reruns_are_no_ops(project):
     assert "up to date" in status.stdout
 
 
-REPORT_RULES = {"collect_metrics", "collect_models", "paired_tests", "tables", "study_tables",
-                "hparam_report", "llm_report", "cost_table"}
-LLM_RULES = {"llm_splits", "llm_tokenizer", "llm_train", "llm_neighbors", "llm_tokens", "llm_recall",
-             "llm_pairs", "llm_scores"}
-HPARAM_RULES = {"hparam_splits", "hparam_noise", "hparam_trials", "hparam_grid", "hparam_attacks",
-                "hparam_bound", "hparam_collect"}
+REPORT_RULES = {
+    "collect_metrics",
+    "collect_models",
+    "paired_tests",
+    "tables",
+    "study_tables",
+    "hparam_report",
+    "llm_report",
+    "cost_table",
+}
+LLM_RULES = {
+    "llm_splits",
+    "llm_tokenizer",
+    "llm_train",
+    "llm_neighbors",
+    "llm_tokens",
+    "llm_recall",
+    "llm_pairs",
+    "llm_scores",
+}
+HPARAM_RULES = {
+    "hparam_splits",
+    "hparam_noise",
+    "hparam_trials",
+    "hparam_grid",
+    "hparam_attacks",
+    "hparam_bound",
+    "hparam_collect",
+}
 
 
 AUDIT_RULES = {"audit_outputs", "score_audit"}
 
 
-@pytest.mark.parametrize(("module", "rerun"), [
-    # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
-    ("seeding", {"prepare_dataset", "train_shard", "query_sets", "query_outputs", "score_attacks",
-                 "scaling_sweep", *HPARAM_RULES, *LLM_RULES, *AUDIT_RULES, *REPORT_RULES}),
-    ("queries/hopskipjump", {"query_sets", "query_outputs"}),  # the queries stage's jobs only
-    # queries rebuild models; audits load checkpoints
-    ("models/ensemble", {"train_shard", "query_sets", "query_outputs", *AUDIT_RULES}),
-    ("evaluation/stats", REPORT_RULES),
-])
+@pytest.mark.parametrize(
+    ("module", "rerun"),
+    [
+        # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
+        (
+            "seeding",
+            {
+                "prepare_dataset",
+                "train_shard",
+                "query_sets",
+                "query_outputs",
+                "score_attacks",
+                "scaling_sweep",
+                *HPARAM_RULES,
+                *LLM_RULES,
+                *AUDIT_RULES,
+                *REPORT_RULES,
+            },
+        ),
+        ("queries/hopskipjump", {"query_sets", "query_outputs"}),  # the queries stage's jobs only
+        # queries rebuild models; audits load checkpoints
+        ("models/ensemble", {"train_shard", "query_sets", "query_outputs", *AUDIT_RULES}),
+        ("evaluation/stats", REPORT_RULES),
+    ],
+)
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):
     """Each stage run as `dvc repro` runs it (its target, only its own rules) plans exactly the
     jobs whose import closure holds the edited module, whatever edit came before."""
@@ -252,23 +371,38 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project
     planned = set()
     try:
         for stage in stages.STAGES:
-            dry = run(["snakemake", stage, "-n", "--allowed-rules", *stages.rules(stage, project),
-                       "--quiet", "rules"], project).stdout
-            planned |= {line.split()[0] for line in dry.splitlines()
-                        if line[:1].isalpha() and len(line.split()) == 2 and line.split()[1].isdigit()}
+            dry = run(
+                [
+                    "snakemake",
+                    stage,
+                    "-n",
+                    "--allowed-rules",
+                    *stages.rules(stage, project),
+                    "--quiet",
+                    "rules",
+                ],
+                project,
+            ).stdout
+            planned |= {
+                line.split()[0]
+                for line in dry.splitlines()
+                if line[:1].isalpha() and len(line.split()) == 2 and line.split()[1].isdigit()
+            }
     finally:
         path.write_text(original)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert planned - {*stages.STAGES, "total"} == rerun
 
 
-
-
 def locked_artifacts(root: Path) -> dict[str, str]:
     """The hash dvc.lock records for every artifact output (run records aside)."""
     lock = yaml.safe_load((root / "dvc.lock").read_text())
-    return {out["path"]: out["md5"] for stage in lock["stages"].values() for out in stage["outs"]
-            if not out["path"].startswith("records/")}
+    return {
+        out["path"]: out["md5"]
+        for stage in lock["stages"].values()
+        for out in stage["outs"]
+        if not out["path"].startswith("records/")
+    }
 
 
 def test_same_seeds_give_byte_identical_artifacts_and_dvc_lock(project, tmp_path):
@@ -314,10 +448,13 @@ def test_reviewer_flow_through_a_dvc_remote(project, tmp_path):
     assert digests(clone) == digests(project)
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("repeats", -1, "splits.repeats: -1 is less than the minimum of 1"),
-    ("n_reference", "four", "splits.n_reference: 'four' is not of type 'integer'"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("repeats", -1, "splits.repeats: -1 is less than the minimum of 1"),
+        ("n_reference", "four", "splits.n_reference: 'four' is not of type 'integer'"),
+    ],
+)
 def test_bad_params_stop_before_any_job(tmp_path, key, value, message):
     params = tiny_params()
     params["splits"][key] = value

@@ -24,11 +24,36 @@ from miaflow.attacks.registry import (
 
 # The 21 algorithms of the TDDBench benchmark (docs/algorithms.md#attack-index), in the paper's order.
 TDDBENCH_ALGORITHMS = (
-    "metric-loss", "metric-conf", "metric-corr", "metric-ent", "metric-ment",
-    "learn-original", "learn-top3", "learn-sorted", "learn-label", "learn-merge",
-    "model-loss", "model-calibration", "model-lira", "model-fpr", "model-robust",
-    "query-augment", "query-transfer", "query-adv", "query-neighbor", "query-qrm", "query-ref",
+    "metric-loss",
+    "metric-conf",
+    "metric-corr",
+    "metric-ent",
+    "metric-ment",
+    "learn-original",
+    "learn-top3",
+    "learn-sorted",
+    "learn-label",
+    "learn-merge",
+    "model-loss",
+    "model-calibration",
+    "model-lira",
+    "model-fpr",
+    "model-robust",
+    "query-augment",
+    "query-transfer",
+    "query-adv",
+    "query-neighbor",
+    "query-qrm",
+    "query-ref",
 )
 
-__all__ = ["TDDBENCH_ALGORITHMS", "ATTACKS", "FAMILIES", "Attack", "AttackInputs", "attack_inputs", "register",
-           "run_attack"]
+__all__ = [
+    "TDDBENCH_ALGORITHMS",
+    "ATTACKS",
+    "FAMILIES",
+    "Attack",
+    "AttackInputs",
+    "attack_inputs",
+    "register",
+    "run_attack",
+]

@@ -31,6 +31,7 @@ ULD_FILL = -1.0  # TDDBench's stand-in for the true-label logit in ULD's max (co
 
 # --- feature maps Ψ(model, i) (docs/algorithms.md#learning-based-attacks) ----------------------------------------------
 
+
 def _finite_logits(signals: Mapping[str, np.ndarray]) -> np.ndarray:
     """Logits in float64; GBDT/LR log-probabilities of exactly 0 become log(1e-45), as signals do."""
     logits = np.asarray(signals["logits"], dtype=np.float64)
@@ -66,8 +67,9 @@ def features_label(signals: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.hstack([p, _one_hot(signals, p.shape[1])])
 
 
-def unnormalized_logit_difference(logits: np.ndarray, labels: np.ndarray,
-                                  compat: bool = True) -> np.ndarray:
+def unnormalized_logit_difference(
+    logits: np.ndarray, labels: np.ndarray, compat: bool = True
+) -> np.ndarray:
     """ULD = max over other classes of z − z_y.
 
     compat (TDDBench): the true-label entry is replaced by −1 before the max over all classes, so
@@ -94,6 +96,7 @@ def features_merge(signals: Mapping[str, np.ndarray], compat_uld: bool = True) -
 
 
 # --- the attack classifier (docs/algorithms.md#attack-classifier) -------------------------------------------------
+
 
 def train_attack_classifier(features: np.ndarray, is_member: np.ndarray, seed: int):
     """The TDDBench attack MLP F→64→32→2 fitted on shadow features, as a torch module.
@@ -133,7 +136,7 @@ def train_attack_classifier(features: np.ndarray, is_member: np.ndarray, seed: i
             model.train()
             order = torch.randperm(len(x_train), generator=shuffle)
             for start in range(0, len(order), BATCH_SIZE):
-                batch = order[start:start + BATCH_SIZE]
+                batch = order[start : start + BATCH_SIZE]
                 optimizer.zero_grad()
                 loss_fn(model(x_train[batch]), y_train[batch]).backward()
                 optimizer.step()
@@ -163,8 +166,9 @@ def member_probability(model, features: np.ndarray) -> np.ndarray:
     return torch.softmax(logits, dim=1)[:, 1].numpy()
 
 
-def learning_scores(inputs: AttackInputs,
-                    features: Callable[[Mapping[str, np.ndarray]], np.ndarray]) -> np.ndarray:
+def learning_scores(
+    inputs: AttackInputs, features: Callable[[Mapping[str, np.ndarray]], np.ndarray]
+) -> np.ndarray:
     """Train on the shadow's features (labels: its membership in its pool), score the target's
     features."""
     shadow, shadow_members = inputs.shadow()

@@ -56,7 +56,8 @@ class LLMInputs:
         if self.conditioned_tokens is None:
             return self.ll
         return scores.mean_log_likelihood(
-            [lp[:k - 1] for lp, k in zip(self.target.logprobs, self.conditioned_tokens)])
+            [lp[: k - 1] for lp, k in zip(self.target.logprobs, self.conditioned_tokens)]
+        )
 
     def ratio_matrix(self) -> np.ndarray:
         """EM-MIA's R[p, x] = LL(x ; p) / LL(x), both over the same tokens of x."""
@@ -73,11 +74,13 @@ class LLMAttack:
 LLM_ATTACKS: dict[str, LLMAttack] = {}
 
 
-def _register(name: str, knowledge: str = "none", reads: tuple[str, ...] = ()
-              ) -> Callable[[Callable[[LLMInputs], np.ndarray]], Callable[[LLMInputs], np.ndarray]]:
+def _register(
+    name: str, knowledge: str = "none", reads: tuple[str, ...] = ()
+) -> Callable[[Callable[[LLMInputs], np.ndarray]], Callable[[LLMInputs], np.ndarray]]:
     def decorate(score: Callable[[LLMInputs], np.ndarray]) -> Callable[[LLMInputs], np.ndarray]:
         LLM_ATTACKS[name] = LLMAttack(name, knowledge, reads)
         return register(name, "llm", modalities=("text",))(score)
+
     return decorate
 
 
@@ -110,16 +113,19 @@ def lowercase(inputs: LLMInputs) -> np.ndarray:
 @_register("llm-mink")
 def min_k(inputs: LLMInputs) -> np.ndarray:
     """Min-K% (Shi et al. 2024): mean of the k% lowest token log-probabilities (k = 0.2)."""
-    return scores.min_k(inputs.target.logprobs, _k(inputs, "llm-mink"),
-                        _compat(inputs, "llm-mink"))
+    return scores.min_k(inputs.target.logprobs, _k(inputs, "llm-mink"), _compat(inputs, "llm-mink"))
 
 
 @_register("llm-minkpp")
 def min_k_plus_plus(inputs: LLMInputs) -> np.ndarray:
     """Min-K%++ (Zhang et al. 2025): mean of the k% lowest standardised log-probabilities."""
-    return scores.min_k_plus_plus(inputs.target.logprobs, inputs.target.means,
-                                  inputs.target.variances, _k(inputs, "llm-minkpp"),
-                                  _compat(inputs, "llm-minkpp"))
+    return scores.min_k_plus_plus(
+        inputs.target.logprobs,
+        inputs.target.means,
+        inputs.target.variances,
+        _k(inputs, "llm-minkpp"),
+        _compat(inputs, "llm-minkpp"),
+    )
 
 
 def _register_sweep(k: float) -> None:
@@ -133,8 +139,13 @@ def _register_sweep(k: float) -> None:
     @_register(f"llm-minkpp-k{percent}")
     def sweep_min_k_plus_plus(inputs: LLMInputs) -> np.ndarray:
         """Min-K%++ at another k (the k sweep)."""
-        return scores.min_k_plus_plus(inputs.target.logprobs, inputs.target.means,
-                                      inputs.target.variances, k, _compat(inputs, "llm-minkpp"))
+        return scores.min_k_plus_plus(
+            inputs.target.logprobs,
+            inputs.target.means,
+            inputs.target.variances,
+            k,
+            _compat(inputs, "llm-minkpp"),
+        )
 
 
 for _k_value in MINK_SWEEP:
@@ -188,16 +199,21 @@ def recall_random_member(inputs: LLMInputs) -> np.ndarray:
 @_register("llm-recall-randnm", knowledge="oracle", reads=("pairs",))
 def recall_random_non_member(inputs: LLMInputs) -> np.ndarray:
     """RandNM (label-using): ReCaLL with one random non-member text as the prefix."""
-    return scores.recall_random_prefix(inputs.ratio_matrix(), inputs.is_member, False,
-                                       inputs.seed)
+    return scores.recall_random_prefix(inputs.ratio_matrix(), inputs.is_member, False, inputs.seed)
 
 
 INITIAL_SCORES: dict[str, Callable[[LLMInputs], np.ndarray]] = {
-    "loss": loss, "ref": reference, "zlib": zlib, "mink": min_k, "minkpp": min_k_plus_plus}
+    "loss": loss,
+    "ref": reference,
+    "zlib": zlib,
+    "mink": min_k,
+    "minkpp": min_k_plus_plus,
+}
 
 
-def em_mia_run(inputs: LLMInputs, init: str, scoring: str, iterations: int
-               ) -> tuple[np.ndarray, np.ndarray]:
+def em_mia_run(
+    inputs: LLMInputs, init: str, scoring: str, iterations: int
+) -> tuple[np.ndarray, np.ndarray]:
     """EM-MIA (Kim et al.) from the named initial scores: final scores and every iterate."""
     return scores.em_mia(inputs.ratio_matrix(), INITIAL_SCORES[init](inputs), scoring, iterations)
 
@@ -221,8 +237,7 @@ def _register_em(name: str, init: str) -> None:
     def em_mia(inputs: LLMInputs) -> np.ndarray:
         """EM-MIA (Kim et al.): membership and prefix scores refined in turn, no labels."""
         settings = em_settings(name, inputs.options)
-        return em_mia_run(inputs, settings["init"], settings["scoring"],
-                          settings["iterations"])[0]
+        return em_mia_run(inputs, settings["init"], settings["scoring"], settings["iterations"])[0]
 
 
 _register_em("em-mia", EM_DEFAULT["init"])

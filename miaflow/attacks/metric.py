@@ -38,5 +38,3 @@ def metric_ent(inputs: AttackInputs) -> np.ndarray:
 def metric_ment(inputs: AttackInputs) -> np.ndarray:
     """Negative modified entropy (Song & Mittal) of the target model."""
     return -inputs.target["mentr"]
-
-

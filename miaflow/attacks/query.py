@@ -33,13 +33,17 @@ def _query_info(path: str) -> dict:
     return json.loads(read_parquet_metadata(path)["queries"])
 
 
-def query_signal(path: str, model: str, kinds: Sequence[str], signal: str,
-                 sample_ids: np.ndarray) -> np.ndarray:
+def query_signal(
+    path: str, model: str, kinds: Sequence[str], signal: str, sample_ids: np.ndarray
+) -> np.ndarray:
     """(Q, n) values of `signal` of `model` on the queries of `kinds`, in kind then index order."""
     from miaflow.io import read_parquet
 
-    frame = read_parquet(path, columns=["sample_id", "query_kind", "query_index", signal],
-                         filters=[("model_id", "=", model), ("query_kind", "in", list(kinds))])
+    frame = read_parquet(
+        path,
+        columns=["sample_id", "query_kind", "query_index", signal],
+        filters=[("model_id", "=", model), ("query_kind", "in", list(kinds))],
+    )
     frame["kind_order"] = frame["query_kind"].map({k: i for i, k in enumerate(kinds)})
     wide = frame.pivot(index=["kind_order", "query_index"], columns="sample_id", values=signal)
     missing = np.setdiff1d(sample_ids, wide.columns.to_numpy())
@@ -63,8 +67,10 @@ def _first_queries(values: np.ndarray, inputs: AttackInputs) -> np.ndarray:
 def query_neighbor(inputs: AttackInputs) -> np.ndarray:
     """Share of noisy neighbours with a higher loss than the sample (mean loss rise for text)."""
     path = _queries(inputs)
-    loss = _first_queries(query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "loss",
-                                       inputs.sample_ids), inputs)
+    loss = _first_queries(
+        query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "loss", inputs.sample_ids),
+        inputs,
+    )
     rise = loss[1:] - loss[0]
     if _query_info(path)["modality"] == "text":
         return rise.mean(axis=0)
@@ -79,10 +85,12 @@ def query_augment(inputs: AttackInputs) -> np.ndarray:
     kind = NEIGHBOUR if info["modality"] == "text" else AUGMENT
     shadow_kind = AUGMENT_SHADOW if AUGMENT_SHADOW in info else kind
     # Shadow g_0's pool is T (target_ref): its features and membership are over T as well.
-    shadow = _first_queries(query_signal(path, SHADOW, [ORIG, shadow_kind], "correct",
-                                         inputs.sample_ids), inputs)
-    target = _first_queries(query_signal(path, inputs.target_model, [ORIG, kind], "correct",
-                                         inputs.sample_ids), inputs)
+    shadow = _first_queries(
+        query_signal(path, SHADOW, [ORIG, shadow_kind], "correct", inputs.sample_ids), inputs
+    )
+    target = _first_queries(
+        query_signal(path, inputs.target_model, [ORIG, kind], "correct", inputs.sample_ids), inputs
+    )
     model = train_attack_classifier(shadow.T, inputs.reference_keep[0], inputs.seed)
     return member_probability(model, target.T)
 
@@ -92,13 +100,17 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
     """Distance to the decision boundary (HopSkipJump, images) or correctness under noise."""
     path = _queries(inputs)
     if _query_info(path)["modality"] != "image":
-        correct = query_signal(path, inputs.target_model, [ORIG, NEIGHBOUR], "correct",
-                               inputs.sample_ids)
+        correct = query_signal(
+            path, inputs.target_model, [ORIG, NEIGHBOUR], "correct", inputs.sample_ids
+        )
         return _first_queries(correct, inputs).mean(axis=0)
     from miaflow.io import read_table
 
-    table = read_table(inputs.extra[DISTANCES], columns=["sample_id", "distance"],
-                       filters=[("model_id", "=", inputs.target_model)])
+    table = read_table(
+        inputs.extra[DISTANCES],
+        columns=["sample_id", "distance"],
+        filters=[("model_id", "=", inputs.target_model)],
+    )
     scores = np.full(len(inputs.sample_ids), np.nan)
     at = np.searchsorted(inputs.sample_ids, table.column("sample_id").to_numpy())
     scores[at] = table.column("distance").to_numpy()
@@ -107,23 +119,30 @@ def query_adv(inputs: AttackInputs) -> np.ndarray:
 
 # --- attacks that read what the queries stage fits: surrogates, regressors, canaries ----------
 
+
 def _rows(path: str, model_ids: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """Rows of `model_ids` in an artifact, sorted by model (in the given order) and sample."""
     from miaflow.io import read_parquet
 
-    table = read_parquet(path, columns=["model_id", "sample_id", *columns],
-                         filters=[("model_id", "in", list(model_ids))])
+    table = read_parquet(
+        path,
+        columns=["model_id", "sample_id", *columns],
+        filters=[("model_id", "in", list(model_ids))],
+    )
     table["model_id"] = pd.Categorical(table["model_id"], categories=list(model_ids))
-    return table.sort_values([c for c in ("model_id", "sample_id", "canary") if c in table],
-                             ignore_index=True)
+    return table.sort_values(
+        [c for c in ("model_id", "sample_id", "canary") if c in table], ignore_index=True
+    )
 
 
 def _target_rows(inputs: AttackInputs, artifact: str, columns: Sequence[str]) -> pd.DataFrame:
     """The target's rows of an artifact covering all of pool T, in the order of `inputs`."""
     table = _rows(inputs.extra[artifact], [inputs.target_model], columns)
     if not np.array_equal(table["sample_id"].to_numpy(), inputs.sample_ids):
-        raise ValueError(f"{inputs.extra[artifact]}: rows of {inputs.target_model} do not cover "
-                         "the evaluated samples")
+        raise ValueError(
+            f"{inputs.extra[artifact]}: rows of {inputs.target_model} do not cover "
+            "the evaluated samples"
+        )
     return table
 
 
@@ -140,12 +159,17 @@ def query_qrm(inputs: AttackInputs) -> np.ndarray:
 
     signal = read_parquet_metadata(inputs.extra[REGRESSORS])["signal"]
     table = _target_rows(inputs, REGRESSORS, ["mu", "log_sigma"])
-    return ((inputs.target[signal] - table["mu"].to_numpy())
-            / np.exp(table["log_sigma"].to_numpy()))
+    return (inputs.target[signal] - table["mu"].to_numpy()) / np.exp(table["log_sigma"].to_numpy())
 
 
-@register("query-ref", "query", needs=("reference",), subset=True, modalities=("image",),
-          reads=(CANARIES,))
+@register(
+    "query-ref",
+    "query",
+    needs=("reference",),
+    subset=True,
+    modalities=("image",),
+    reads=(CANARIES,),
+)
 def query_ref(inputs: AttackInputs) -> np.ndarray:
     """Wen et al.: mean over canaries of LiRA's fixed-variance LLR of the target's canary phi.
 
@@ -160,12 +184,15 @@ def query_ref(inputs: AttackInputs) -> np.ndarray:
         raise ValueError(f"{inputs.extra[CANARIES]}: not every model has phi of every canary")
     phi = table["phi"].to_numpy().reshape(n_references + 1, len(points) * n_canaries)
     position = np.searchsorted(inputs.sample_ids, points)
-    if not np.array_equal(inputs.sample_ids[np.minimum(position, len(inputs.sample_ids) - 1)], points):
+    if not np.array_equal(
+        inputs.sample_ids[np.minimum(position, len(inputs.sample_ids) - 1)], points
+    ):
         raise ValueError(f"{inputs.extra[CANARIES]}: canaries of samples outside pool T")
     keep = np.repeat(inputs.reference_keep[:, position], n_canaries, axis=1)
     phi_in, phi_out = in_out_stats(phi[:n_references], keep)
-    llr = log_likelihood_ratio(phi[n_references], phi_in.median, phi_in.pooled_std,
-                                phi_out.median, phi_out.pooled_std)
+    llr = log_likelihood_ratio(
+        phi[n_references], phi_in.median, phi_in.pooled_std, phi_out.median, phi_out.pooled_std
+    )
     scores = np.full(len(inputs.sample_ids), np.nan)
     scores[position] = llr.reshape(len(points), n_canaries).mean(axis=1)
     return scores

@@ -16,6 +16,7 @@ STD_EPS = 1e-30  # added to every Gaussian standard deviation, as the reference 
 
 # --- IN/OUT statistics over the reference-model axis (docs/algorithms.md#notation, #lira-variants) -----------------
 
+
 @dataclass(frozen=True)
 class SideStats:
     """Statistics of one side (IN or OUT) of reference values, per sample and pooled."""
@@ -43,11 +44,13 @@ def _side(values: np.ndarray) -> SideStats:
     with warnings.catch_warnings():  # all-NaN columns are expected: `fill` replaces them
         warnings.simplefilter("ignore", RuntimeWarning)
         median = fill(np.nanmedian(values, axis=0))
-        return SideStats(median=median,
-                         mean=fill(np.nanmean(values, axis=0)),
-                         std=fill(np.nanstd(values, axis=0)),
-                         pooled_std=float(np.nanstd(values)),
-                         residual_std=float(np.nanstd(values - median)))
+        return SideStats(
+            median=median,
+            mean=fill(np.nanmean(values, axis=0)),
+            std=fill(np.nanstd(values, axis=0)),
+            pooled_std=float(np.nanstd(values)),
+            residual_std=float(np.nanstd(values - median)),
+        )
 
 
 def _norm():
@@ -57,14 +60,21 @@ def _norm():
     return norm
 
 
-def log_likelihood_ratio(x: np.ndarray, mu_in: np.ndarray, sd_in: np.ndarray | float,
-                          mu_out: np.ndarray, sd_out: np.ndarray | float) -> np.ndarray:
+def log_likelihood_ratio(
+    x: np.ndarray,
+    mu_in: np.ndarray,
+    sd_in: np.ndarray | float,
+    mu_out: np.ndarray,
+    sd_out: np.ndarray | float,
+) -> np.ndarray:
     """log N(x; IN) − log N(x; OUT): LiRA's online score, positive for members."""
-    return (_norm().logpdf(x, mu_in, np.add(sd_in, STD_EPS))
-            - _norm().logpdf(x, mu_out, np.add(sd_out, STD_EPS)))
+    return _norm().logpdf(x, mu_in, np.add(sd_in, STD_EPS)) - _norm().logpdf(
+        x, mu_out, np.add(sd_out, STD_EPS)
+    )
 
 
 # --- Model family: target calibrated by reference models (docs/algorithms.md#model-based-attacks) ------------------
+
 
 @register("model-loss", "model", needs=("reference",))
 def model_loss(inputs: AttackInputs) -> np.ndarray:
@@ -84,8 +94,9 @@ def model_calibration(inputs: AttackInputs) -> np.ndarray:
 def model_lira(inputs: AttackInputs) -> np.ndarray:
     """TDDBench LiRA on phi: median locations, global IN and OUT spreads ("tdd" fixed variance)."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.pooled_std,
-                                 phi_out.median, phi_out.pooled_std)
+    return log_likelihood_ratio(
+        inputs.target["phi"], phi_in.median, phi_in.pooled_std, phi_out.median, phi_out.pooled_std
+    )
 
 
 @register("model-robust", "model", needs=("reference", "population"))
@@ -101,36 +112,47 @@ def model_robust(inputs: AttackInputs) -> np.ndarray:
         return target / (0.5 * (conf_in.mean + conf_out.mean))
 
     r_x = ratio(inputs.target["confidence"], inputs.reference["confidence"], inputs.reference_keep)
-    r_z = ratio(inputs.target_on_population["confidence"], inputs.population["confidence"],
-                inputs.population_keep)
+    r_z = ratio(
+        inputs.target_on_population["confidence"],
+        inputs.population["confidence"],
+        inputs.population_keep,
+    )
     # r(z) > 0, so #{z : r(x)/r(z) > gamma} = #{z : r(z) < r(x)/gamma}.
     return np.searchsorted(np.sort(r_z), r_x / gamma, side="left") / r_z.size
 
 
 # --- LiRA family on phi, Q = 1 (docs/algorithms.md#lira-variants) --------------------------------------------
 
+
 @register("lira-online", "lira", needs=("reference",))
 def lira_online(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA: Gaussian likelihood ratio of IN vs OUT phi, per-example variance."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.std,
-                                 phi_out.median, phi_out.std)
+    return log_likelihood_ratio(
+        inputs.target["phi"], phi_in.median, phi_in.std, phi_out.median, phi_out.std
+    )
 
 
 @register("lira-online-fixvar", "lira", needs=("reference",))
 def lira_online_fixvar(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA with Carlini's fixed variance: both spreads are the std of all IN phi values."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.pooled_std,
-                                 phi_out.median, phi_in.pooled_std)
+    return log_likelihood_ratio(
+        inputs.target["phi"], phi_in.median, phi_in.pooled_std, phi_out.median, phi_in.pooled_std
+    )
 
 
 @register("lira-online-residual", "lira", needs=("reference",))
 def lira_online_residual(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA with TF-Privacy's fixed variance: spreads of phi around each sample's median."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
-    return log_likelihood_ratio(inputs.target["phi"], phi_in.median, phi_in.residual_std,
-                                 phi_out.median, phi_out.residual_std)
+    return log_likelihood_ratio(
+        inputs.target["phi"],
+        phi_in.median,
+        phi_in.residual_std,
+        phi_out.median,
+        phi_out.residual_std,
+    )
 
 
 @register("lira-offline", "lira", needs=("reference",))
@@ -156,6 +178,7 @@ def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
 
 # --- Model-fpr and offline RMIA (docs/algorithms.md#model-based-attacks) --------------------------------------------
 
+
 @register("model-fpr", "model", needs=("reference",))
 def model_fpr(inputs: AttackInputs) -> np.ndarray:
     """Ye et al. Attack R, parametric: Phi((phi − OUT median) / OUT std), the target's percentile.
@@ -167,8 +190,13 @@ def model_fpr(inputs: AttackInputs) -> np.ndarray:
 
 
 # TDDBench's per-dataset `a` of offline RMIA (benchmark code); other datasets use the default.
-RMIA_OFFLINE_A = {"cifar10": 0.3, "cinic10": 0.3, "cifar100": 0.6, "imagenet": 1.0,
-                  "purchase100": 0.2}
+RMIA_OFFLINE_A = {
+    "cifar10": 0.3,
+    "cinic10": 0.3,
+    "cifar100": 0.6,
+    "imagenet": 1.0,
+    "purchase100": 0.2,
+}
 RMIA_OFFLINE_DEFAULT_A = 0.4
 
 
@@ -188,7 +216,9 @@ def rmia_offline(inputs: AttackInputs) -> np.ndarray:
     a = float(inputs.options.get("a", RMIA_OFFLINE_DEFAULT_A))
     gamma = float(inputs.options.get("gamma", 2.0))
     r_x = inputs.target["confidence"] / offline_reference_mean(
-        inputs.reference["confidence"], inputs.reference_keep, a)
+        inputs.reference["confidence"], inputs.reference_keep, a
+    )
     r_z = inputs.target_on_population["confidence"] / offline_reference_mean(
-        inputs.population["confidence"], inputs.population_keep, a)
+        inputs.population["confidence"], inputs.population_keep, a
+    )
     return np.searchsorted(np.sort(r_z), r_x / gamma, side="left") / r_z.size

@@ -100,9 +100,14 @@ class Attack:
 ATTACKS: dict[str, Attack] = {}
 
 
-def register(name: str, family: str, needs: tuple[str, ...] = (), subset: bool = False,
-             modalities: tuple[str, ...] = MODALITIES,
-             reads: tuple[str, ...] = ()) -> Callable[[ScoreFn], ScoreFn]:
+def register(
+    name: str,
+    family: str,
+    needs: tuple[str, ...] = (),
+    subset: bool = False,
+    modalities: tuple[str, ...] = MODALITIES,
+    reads: tuple[str, ...] = (),
+) -> Callable[[ScoreFn], ScoreFn]:
     """Decorator adding a score function to ATTACKS under `name`.
 
     `subset=True`: the attack evaluates only some samples and returns NaN for the rest, which
@@ -122,8 +127,9 @@ def register(name: str, family: str, needs: tuple[str, ...] = (), subset: bool =
     def decorate(score: ScoreFn) -> ScoreFn:
         if name in ATTACKS:
             raise ValueError(f"attack {name!r} is registered twice")
-        ATTACKS[name] = Attack(name, family, frozenset(needs), score, subset, frozenset(modalities),
-                              tuple(reads))
+        ATTACKS[name] = Attack(
+            name, family, frozenset(needs), score, subset, frozenset(modalities), tuple(reads)
+        )
         return score
 
     return decorate
@@ -135,8 +141,7 @@ def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
     For a `subset` attack NaN means "not evaluated" and stays NaN.
     """
     attack = ATTACKS[name]
-    missing = sorted(need for need in attack.needs
-                     if getattr(inputs, f"{need}_keep").shape[0] == 0)
+    missing = sorted(need for need in attack.needs if getattr(inputs, f"{need}_keep").shape[0] == 0)
     if missing:
         lacking = ", ".join(f"no {need} models" for need in missing)
         raise ValueError(f"attack {name!r} cannot run: its inputs have {lacking}")
@@ -161,9 +166,15 @@ class StoredSignals(Mapping[str, np.ndarray]):
     values have the model axis removed.
     """
 
-    def __init__(self, store: SignalStore, models: Sequence[str], samples: np.ndarray,
-                 single: bool = False) -> None:
-        self._store, self._models, self._samples, self._single = store, list(models), samples, single
+    def __init__(
+        self, store: SignalStore, models: Sequence[str], samples: np.ndarray, single: bool = False
+    ) -> None:
+        self._store, self._models, self._samples, self._single = (
+            store,
+            list(models),
+            samples,
+            single,
+        )
         self._cache: dict[str, np.ndarray] = {}
 
     def __getitem__(self, signal: str) -> np.ndarray:
@@ -181,10 +192,16 @@ class StoredSignals(Mapping[str, np.ndarray]):
         return len(self._store.signals)
 
 
-def attack_inputs(store: SignalStore, splits: Splits, repeat: int, options: Mapping[str, Any],
-                  seed: int = 0, extra: Mapping[str, Any] | None = None,
-                  n_reference: int | None = None,
-                  reference_store: SignalStore | None = None) -> tuple[AttackInputs, np.ndarray]:
+def attack_inputs(
+    store: SignalStore,
+    splits: Splits,
+    repeat: int,
+    options: Mapping[str, Any],
+    seed: int = 0,
+    extra: Mapping[str, Any] | None = None,
+    n_reference: int | None = None,
+    reference_store: SignalStore | None = None,
+) -> tuple[AttackInputs, np.ndarray]:
     """Inputs for target model `target-<repeat>` and the ground truth `is_member` over pool T.
 
     References are evaluated on the target pool T, population models (and the target, for RMIA's

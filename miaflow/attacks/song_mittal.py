@@ -29,6 +29,7 @@ RISK_SIGNALS = ("mentr", "loss", "entropy")
 
 # --- value functions, higher = member ------------------------------------------------------------
 
+
 def _value(signals: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     """v_conf = p_y, v_ent = −H (natural log), v_ment = −Mentr."""
     if name == "conf":
@@ -48,6 +49,7 @@ def _shadow(inputs: AttackInputs, signal: str) -> tuple[np.ndarray, np.ndarray, 
 
 # --- thresholds (`_thre_setting`) ------------------------------------------------------------------
 
+
 def best_threshold(train_values: np.ndarray, test_values: np.ndarray) -> float:
     """Song & Mittal's `_thre_setting`: the threshold maximising ½(frac(train ≥ τ) + frac(test < τ)).
 
@@ -64,8 +66,9 @@ def best_threshold(train_values: np.ndarray, test_values: np.ndarray) -> float:
     return float(candidates[best]) if accuracy[best] > 0 else 0.0
 
 
-def class_thresholds(values: np.ndarray, labels: np.ndarray, is_member: np.ndarray,
-                     classes: np.ndarray) -> dict[int, float]:
+def class_thresholds(
+    values: np.ndarray, labels: np.ndarray, is_member: np.ndarray, classes: np.ndarray
+) -> dict[int, float]:
     """Threshold per class of `classes` from shadow values; a class without shadow members or
     non-members gets the global threshold over all classes (logged)."""
     fallback = best_threshold(values[is_member], values[~is_member])
@@ -76,8 +79,13 @@ def class_thresholds(values: np.ndarray, labels: np.ndarray, is_member: np.ndarr
         if len(train) and len(test):
             thresholds[c] = best_threshold(train, test)
         else:
-            log.info("class %d has %d shadow members and %d non-members: global threshold %g",
-                     c, len(train), len(test), fallback)
+            log.info(
+                "class %d has %d shadow members and %d non-members: global threshold %g",
+                c,
+                len(train),
+                len(test),
+                fallback,
+            )
             thresholds[c] = fallback
     return thresholds
 
@@ -88,8 +96,9 @@ def _threshold_scores(inputs: AttackInputs, value: str, per_class: bool) -> np.n
     shadow_values = _value({signal: shadow_raw}, value)
     target_values = _value(inputs.target, value)
     if not per_class:
-        return target_values - best_threshold(shadow_values[shadow_member],
-                                               shadow_values[~shadow_member])
+        return target_values - best_threshold(
+            shadow_values[shadow_member], shadow_values[~shadow_member]
+        )
     labels = np.asarray(inputs.target["label"])
     thresholds = class_thresholds(shadow_values, shadow_labels, shadow_member, np.unique(labels))
     return target_values - np.array([thresholds[int(c)] for c in labels])
@@ -138,11 +147,22 @@ def sm_ment_global(inputs: AttackInputs) -> np.ndarray:
 
 
 # Decision rule of each threshold attack on its scores: member iff S ≥ threshold.
-DECISION_THRESHOLDS = {"sm-corr": 1.0, "sm-conf": 0.0, "sm-ent": 0.0, "sm-ment": 0.0,
-                       "sm-conf-global": 0.0, "sm-ent-global": 0.0, "sm-ment-global": 0.0}
+DECISION_THRESHOLDS = {
+    "sm-corr": 1.0,
+    "sm-conf": 0.0,
+    "sm-ent": 0.0,
+    "sm-ment": 0.0,
+    "sm-conf-global": 0.0,
+    "sm-ent-global": 0.0,
+    "sm-ment-global": 0.0,
+}
 # Class-dependent attack -> its class-independent counterpart (sm-corr has none).
-GLOBAL_COUNTERPART = {"sm-corr": None, "sm-conf": "sm-conf-global", "sm-ent": "sm-ent-global",
-                      "sm-ment": "sm-ment-global"}
+GLOBAL_COUNTERPART = {
+    "sm-corr": None,
+    "sm-conf": "sm-conf-global",
+    "sm-ent": "sm-ent-global",
+    "sm-ment": "sm-ment-global",
+}
 
 
 def decision_accuracy(attack: str, scores: np.ndarray, is_member: np.ndarray) -> float:
@@ -154,8 +174,10 @@ def decision_accuracy(attack: str, scores: np.ndarray, is_member: np.ndarray) ->
 
 # --- privacy risk score (docs/algorithms.md#privacy-risk-score) -----------------------------------------------------
 
-def risk_histograms(train_values: np.ndarray, test_values: np.ndarray, bins: int = 5,
-                    log_bins: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+
+def risk_histograms(
+    train_values: np.ndarray, test_values: np.ndarray, bins: int = 5, log_bins: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bin edges over both sets and the train/test histograms, each normalised by its own count.
 
     With log bins, values ≤ 1e-10 are clamped to 1e-10 first. If every value is equal (no range
@@ -173,8 +195,11 @@ def risk_histograms(train_values: np.ndarray, test_values: np.ndarray, bins: int
         edges[[0, -1]] = low, high  # 10**log10(v) can miss v by an ulp and drop it from the counts
     else:
         edges = np.linspace(low, high, bins + 1)
-    return (edges, np.histogram(train, edges)[0] / len(train),
-            np.histogram(test, edges)[0] / len(test))
+    return (
+        edges,
+        np.histogram(train, edges)[0] / len(train),
+        np.histogram(test, edges)[0] / len(test),
+    )
 
 
 def bin_index(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -200,8 +225,14 @@ def bin_risks(train_hist: np.ndarray, test_hist: np.ndarray, prior: float = 0.5)
     return risks
 
 
-def risk_scores(train_values: np.ndarray, test_values: np.ndarray, values: np.ndarray,
-                bins: int = 5, log_bins: bool = True, prior: float = 0.5) -> np.ndarray:
+def risk_scores(
+    train_values: np.ndarray,
+    test_values: np.ndarray,
+    values: np.ndarray,
+    bins: int = 5,
+    log_bins: bool = True,
+    prior: float = 0.5,
+) -> np.ndarray:
     """Privacy risk of `values` from one class's shadow train (member) and test values."""
     edges, train_hist, test_hist = risk_histograms(train_values, test_values, bins, log_bins)
     return bin_risks(train_hist, test_hist, prior)[bin_index(values, edges)]
@@ -213,8 +244,13 @@ def risk_signal(signals: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     return LN_2 * values if name == "entropy" else values
 
 
-def privacy_risk(inputs: AttackInputs, bins: int = 5, log_bins: bool = True, prior: float = 0.5,
-                 signal: str = "mentr") -> np.ndarray:
+def privacy_risk(
+    inputs: AttackInputs,
+    bins: int = 5,
+    log_bins: bool = True,
+    prior: float = 0.5,
+    signal: str = "mentr",
+) -> np.ndarray:
     """Per-class risk r(z) = P(z ∈ D_tr | O) of each target sample, histograms from the shadow.
 
     A class without shadow members or non-members uses histograms over all classes (logged).
@@ -231,8 +267,12 @@ def privacy_risk(inputs: AttackInputs, bins: int = 5, log_bins: bool = True, pri
         train = shadow_values[shadow_of_class & shadow_member]
         test = shadow_values[shadow_of_class & ~shadow_member]
         if not (len(train) and len(test)):
-            log.info("class %d has %d shadow members and %d non-members: histograms over all "
-                     "classes", c, len(train), len(test))
+            log.info(
+                "class %d has %d shadow members and %d non-members: histograms over all classes",
+                c,
+                len(train),
+                len(test),
+            )
             train, test = shadow_values[shadow_member], shadow_values[~shadow_member]
         risk[of_class] = risk_scores(train, test, values[of_class], bins, log_bins, prior)
     return risk
@@ -245,13 +285,17 @@ def sm_risk(inputs: AttackInputs) -> np.ndarray:
     Options: `bins` (5), `log_bins` (true), `prior` (0.5), `signal` (mentr, loss or entropy).
     """
     options = inputs.options
-    return privacy_risk(inputs, bins=int(options.get("bins", 5)),
-                        log_bins=bool(options.get("log_bins", True)),
-                        prior=float(options.get("prior", 0.5)),
-                        signal=str(options.get("signal", "mentr")))
+    return privacy_risk(
+        inputs,
+        bins=int(options.get("bins", 5)),
+        log_bins=bool(options.get("log_bins", True)),
+        prior=float(options.get("prior", 0.5)),
+        signal=str(options.get("signal", "mentr")),
+    )
 
 
 # --- analyses of risk scores (docs/algorithms.md#analyses) ------------------------------------------------
+
 
 def risk_cdf(risk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Empirical CDF of risk scores: sorted values x and F(x) = fraction of scores ≤ x."""
@@ -259,9 +303,9 @@ def risk_cdf(risk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, np.arange(1, len(values) + 1) / len(values)
 
 
-def risk_precision_recall(risk: np.ndarray, is_member: np.ndarray,
-                          thresholds: Sequence[float] = RISK_THRESHOLDS
-                          ) -> list[tuple[float, float, float]]:
+def risk_precision_recall(
+    risk: np.ndarray, is_member: np.ndarray, thresholds: Sequence[float] = RISK_THRESHOLDS
+) -> list[tuple[float, float, float]]:
     """(τ, precision, recall) of "member iff r ≥ τ"; precision is NaN when nothing is predicted."""
     risk, is_member = np.asarray(risk), np.asarray(is_member, dtype=bool)
     rows = []

@@ -15,7 +15,23 @@ from miaflow.data.registry import (
 )
 from miaflow.data.sources import RAW_DIR, DatasetSize, RemoteFile
 
-__all__ = ["DATASETS", "MODALITIES", "RAW_DIR", "ChecksumError", "Dataset", "DatasetSize",
-           "DatasetSpec", "DownloadError", "RemoteFile", "checksum_mismatches", "dataset_options",
-           "dataset_size", "download", "download_source", "load_dataset", "read_dataset",
-           "source_paths", "write_dataset"]
+__all__ = [
+    "DATASETS",
+    "MODALITIES",
+    "RAW_DIR",
+    "ChecksumError",
+    "Dataset",
+    "DatasetSize",
+    "DatasetSpec",
+    "DownloadError",
+    "RemoteFile",
+    "checksum_mismatches",
+    "dataset_options",
+    "dataset_size",
+    "download",
+    "download_source",
+    "load_dataset",
+    "read_dataset",
+    "source_paths",
+    "write_dataset",
+]

@@ -34,20 +34,26 @@ class Dataset:
     def __post_init__(self) -> None:
         """Reject malformed loader output here, before it is hashed and written."""
         if self.modality not in MODALITIES:
-            raise ValueError(f"{self.name}: modality must be one of {MODALITIES}, "
-                             f"got {self.modality!r}")
+            raise ValueError(
+                f"{self.name}: modality must be one of {MODALITIES}, got {self.modality!r}"
+            )
         if self.is_raw_text:
             if self.features.ndim != 1 or not all(isinstance(t, str) for t in self.features):
-                raise ValueError(f"{self.name}: raw text features must be a 1-D object array "
-                                 f"of str, got shape {self.features.shape}")
-        elif (self.features.dtype != np.float32
-              or self.features.ndim != FEATURE_NDIM[self.modality]):
-            raise ValueError(f"{self.name}: {self.modality} features must be float32 with "
-                             f"{FEATURE_NDIM[self.modality]} dims, got {self.features.dtype} "
-                             f"{self.features.shape}")
+                raise ValueError(
+                    f"{self.name}: raw text features must be a 1-D object array "
+                    f"of str, got shape {self.features.shape}"
+                )
+        elif self.features.dtype != np.float32 or self.features.ndim != FEATURE_NDIM[self.modality]:
+            raise ValueError(
+                f"{self.name}: {self.modality} features must be float32 with "
+                f"{FEATURE_NDIM[self.modality]} dims, got {self.features.dtype} "
+                f"{self.features.shape}"
+            )
         if self.labels.dtype != np.int64 or self.labels.shape != self.features.shape[:1]:
-            raise ValueError(f"{self.name}: labels must be int64, shape {self.features.shape[:1]};"
-                             f" got {self.labels.dtype} {self.labels.shape}")
+            raise ValueError(
+                f"{self.name}: labels must be int64, shape {self.features.shape[:1]};"
+                f" got {self.labels.dtype} {self.labels.shape}"
+            )
         if self.labels.size and not 0 <= self.labels.min() <= self.labels.max() < self.n_classes:
             raise ValueError(f"{self.name}: labels must lie in 0..{self.n_classes - 1}")
 
@@ -64,8 +70,11 @@ class Dataset:
         """sha256 over name, shapes and the little-endian bytes of features and labels (raw
         text: each string's UTF-8 bytes, length-prefixed so that boundaries count)."""
         digest = hashlib.sha256()
-        header = {"name": self.name, "features_shape": list(self.features.shape),
-                  "labels_shape": list(self.labels.shape)}
+        header = {
+            "name": self.name,
+            "features_shape": list(self.features.shape),
+            "labels_shape": list(self.labels.shape),
+        }
         digest.update(json.dumps(header, sort_keys=True).encode())
         if self.is_raw_text:
             for text in self.features:
@@ -92,18 +101,24 @@ def write_dataset(path: str | os.PathLike, dataset: Dataset) -> None:
         width = int(np.prod(dataset.feature_shape))
         flat = pa.array(dataset.features.reshape(n_samples * width), type=pa.float32())
         features = pa.FixedSizeListArray.from_arrays(flat, width)
-    table = pa.table({
-        "sample_id": pa.array(np.arange(n_samples, dtype=np.int64)),
-        "label": pa.array(dataset.labels, type=pa.int64()),
-        "features": features,
-    })
-    write_parquet(path, table, {
-        "name": dataset.name,
-        "modality": dataset.modality,
-        "n_classes": str(dataset.n_classes),
-        "feature_shape": json.dumps(list(dataset.feature_shape)),
-        "content_hash": dataset.content_hash(),
-    })
+    table = pa.table(
+        {
+            "sample_id": pa.array(np.arange(n_samples, dtype=np.int64)),
+            "label": pa.array(dataset.labels, type=pa.int64()),
+            "features": features,
+        }
+    )
+    write_parquet(
+        path,
+        table,
+        {
+            "name": dataset.name,
+            "modality": dataset.modality,
+            "n_classes": str(dataset.n_classes),
+            "feature_shape": json.dumps(list(dataset.feature_shape)),
+            "content_hash": dataset.content_hash(),
+        },
+    )
 
 
 def read_dataset(path: str | os.PathLike) -> Dataset:
@@ -132,6 +147,8 @@ def read_dataset(path: str | os.PathLike) -> Dataset:
         n_classes=int(meta["n_classes"]),
     )
     if dataset.content_hash() != meta["content_hash"]:
-        raise ValueError(f"{path}: content hash mismatch (file {meta['content_hash']}, "
-                         f"data {dataset.content_hash()}); the file was altered or corrupted")
+        raise ValueError(
+            f"{path}: content hash mismatch (file {meta['content_hash']}, "
+            f"data {dataset.content_hash()}); the file was altered or corrupted"
+        )
     return dataset

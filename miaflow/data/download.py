@@ -19,8 +19,15 @@ class DownloadError(OSError):
     """A file could not be fetched, after retries."""
 
 
-def download(url: str, dest: str | os.PathLike, sha256: str | None, *, retries: int = 4,
-             timeout: float = 60.0, backoff: float = 2.0) -> str:
+def download(
+    url: str,
+    dest: str | os.PathLike,
+    sha256: str | None,
+    *,
+    retries: int = 4,
+    timeout: float = 60.0,
+    backoff: float = 2.0,
+) -> str:
     """Fetch `url` (http(s) or file) into `dest` atomically and return its sha256.
 
     Network failures, 5xx/429 answers and truncated bodies are retried `retries` times with
@@ -40,8 +47,9 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, *, retries: 
             with atomic_path(dest) as tmp:
                 actual = _fetch(url, tmp, timeout)
                 if sha256 is not None and actual != sha256:
-                    raise ChecksumError(f"{url}: sha256 {actual}, expected {sha256}; "
-                                        f"nothing written to {dest}")
+                    raise ChecksumError(
+                        f"{url}: sha256 {actual}, expected {sha256}; nothing written to {dest}"
+                    )
             if sha256 is None:
                 log.warning("%s: no published sha256 to check; got %s", url, actual)
             return actual
@@ -90,6 +98,8 @@ def _fetch(url: str, target: Path, timeout: float) -> str:
 
 
 def _download_failure(url: str, dest: str | os.PathLike, attempts: int, error: Exception) -> str:
-    return (f"could not download {url} to {dest} ({attempts} attempt(s)): {error}. Without a "
-            f"network, get the file elsewhere and place it at {dest}, or set the dataset option "
-            f"`path` to a local copy.")
+    return (
+        f"could not download {url} to {dest} ({attempts} attempt(s)): {error}. Without a "
+        f"network, get the file elsewhere and place it at {dest}, or set the dataset option "
+        f"`path` to a local copy."
+    )

@@ -20,8 +20,13 @@ def load_digits(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset
 
     bunch = load_digits()
     pixels = bunch.images[:, None, :, :] / 16.0  # raw grey levels are 0..16
-    return Dataset("digits", "image", ((pixels - 0.5) / 0.5).astype(np.float32),
-                   bunch.target.astype(np.int64), 10)
+    return Dataset(
+        "digits",
+        "image",
+        ((pixels - 0.5) / 0.5).astype(np.float32),
+        bunch.target.astype(np.int64),
+        10,
+    )
 
 
 def load_purchase(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
@@ -39,8 +44,9 @@ def load_purchase(opts: Mapping[str, Any], seed: int, sources: Sources) -> Datas
     n_samples, n_features = int(opts["n_samples"]), int(opts["n_features"])
     n_classes, density = int(opts["n_classes"]), float(opts["density"])
     if not 0 < density < 1 or not 2 <= n_classes <= n_samples:
-        raise ValueError(f"purchase: need 0 < density < 1 and 2 <= n_classes <= n_samples, "
-                         f"got {opts}")
+        raise ValueError(
+            f"purchase: need 0 < density < 1 and 2 <= n_classes <= n_samples, got {opts}"
+        )
 
     generator = rng(seed, "purchase", "customers")
     type_sizes = generator.dirichlet(np.full(n_classes, 20.0))
@@ -50,16 +56,19 @@ def load_purchase(opts: Mapping[str, Any], seed: int, sources: Sources) -> Datas
     buy_prob = generator.beta(shape_a, shape_b, size=(n_classes, n_features))
     bought = (generator.random((n_samples, n_features)) < buy_prob[types]).astype(np.float32)
 
-    kmeans = KMeans(n_clusters=n_classes, n_init=4,
-                    random_state=derive_seed(seed, "purchase", "kmeans") % 2**32)
+    kmeans = KMeans(
+        n_clusters=n_classes, n_init=4, random_state=derive_seed(seed, "purchase", "kmeans") % 2**32
+    )
     # One thread: OpenMP threads spin badly on a busy machine (10x slower), and Snakemake already
     # runs jobs in parallel.
     with threadpool_limits(limits=1):
         clusters = kmeans.fit_predict(bought.astype(np.float64))
     present, first_index = np.unique(clusters, return_index=True)
     if len(present) != n_classes:
-        raise ValueError(f"purchase: k-means left {n_classes - len(present)} of {n_classes} "
-                         "clusters empty; use fewer classes or more samples")
+        raise ValueError(
+            f"purchase: k-means left {n_classes - len(present)} of {n_classes} "
+            "clusters empty; use fewer classes or more samples"
+        )
     renumber = np.empty(n_classes, dtype=np.int64)
     renumber[np.argsort(first_index)] = np.arange(n_classes)
     return Dataset("purchase", "tabular", bought, renumber[clusters], n_classes)
@@ -70,27 +79,111 @@ def load_breast_cancer(opts: Mapping[str, Any], seed: int, sources: Sources) -> 
     from sklearn.datasets import load_breast_cancer
 
     bunch = load_breast_cancer()
-    return Dataset("breast_cancer", "tabular", standardise(bunch.data),
-                   bunch.target.astype(np.int64), 2)
+    return Dataset(
+        "breast_cancer", "tabular", standardise(bunch.data), bunch.target.astype(np.int64), 2
+    )
 
 
 # Word lists of the generated text corpus: common enough for a tiny tokenizer, varied enough that
 # a sentence's combination of fillers is (almost surely) unique, so only training can make a
 # model expect it. Each template is one class.
-_NAMES = ("anna", "ben", "carla", "david", "elena", "farid", "grace", "hugo", "irene", "jonas",
-          "karin", "liam", "maria", "nils", "olga", "pavel", "quinn", "rosa", "sven", "tara",
-          "umar", "vera", "walter", "xenia", "yusuf", "zoe")
-_CITIES = ("berlin", "lisbon", "oslo", "madrid", "vienna", "prague", "dublin", "krakow",
-           "milan", "porto", "riga", "tallinn", "zurich", "lyon", "ghent", "bergen")
-_ITEMS = ("lamps", "chairs", "books", "kettles", "bikes", "tables", "clocks", "radios", "mugs",
-          "boots", "jackets", "tents", "maps", "pens", "plates", "rugs")
-_ADJECTIVES = ("quiet", "bright", "old", "small", "green", "cold", "busy", "tired", "calm",
-               "loud", "warm", "young", "strange", "happy")
+_NAMES = (
+    "anna",
+    "ben",
+    "carla",
+    "david",
+    "elena",
+    "farid",
+    "grace",
+    "hugo",
+    "irene",
+    "jonas",
+    "karin",
+    "liam",
+    "maria",
+    "nils",
+    "olga",
+    "pavel",
+    "quinn",
+    "rosa",
+    "sven",
+    "tara",
+    "umar",
+    "vera",
+    "walter",
+    "xenia",
+    "yusuf",
+    "zoe",
+)
+_CITIES = (
+    "berlin",
+    "lisbon",
+    "oslo",
+    "madrid",
+    "vienna",
+    "prague",
+    "dublin",
+    "krakow",
+    "milan",
+    "porto",
+    "riga",
+    "tallinn",
+    "zurich",
+    "lyon",
+    "ghent",
+    "bergen",
+)
+_ITEMS = (
+    "lamps",
+    "chairs",
+    "books",
+    "kettles",
+    "bikes",
+    "tables",
+    "clocks",
+    "radios",
+    "mugs",
+    "boots",
+    "jackets",
+    "tents",
+    "maps",
+    "pens",
+    "plates",
+    "rugs",
+)
+_ADJECTIVES = (
+    "quiet",
+    "bright",
+    "old",
+    "small",
+    "green",
+    "cold",
+    "busy",
+    "tired",
+    "calm",
+    "loud",
+    "warm",
+    "young",
+    "strange",
+    "happy",
+)
 _ANIMALS = ("cat", "dog", "fox", "horse", "owl", "goat", "duck", "mouse", "bear", "crow")
 _PLACES = ("river", "station", "market", "bridge", "church", "harbour", "garden", "school")
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _TEMPLATES = (
     "{name} from {city} paid {amount} euros for {count} {item} on {month} {day}.",
     "the {adjective} {animal} of {name} sleeps near the {place} every {weekday}.",
@@ -118,14 +211,23 @@ def load_synthetic_text(opts: Mapping[str, Any], seed: int, sources: Sources) ->
     for template in labels:
         letters = "".join(chr(ord("a") + int(i)) for i in generator.integers(26, size=3))
         sentence = _TEMPLATES[template].format(
-            name=pick(_NAMES).title(), other=pick(_NAMES).title(), city=pick(_CITIES).title(),
-            item=pick(_ITEMS), adjective=pick(_ADJECTIVES), animal=pick(_ANIMALS),
-            place=pick(_PLACES), weekday=pick(_DAYS).title(), month=pick(_MONTHS).title(),
-            day=int(generator.integers(1, 29)), amount=int(generator.integers(5, 500)),
+            name=pick(_NAMES).title(),
+            other=pick(_NAMES).title(),
+            city=pick(_CITIES).title(),
+            item=pick(_ITEMS),
+            adjective=pick(_ADJECTIVES),
+            animal=pick(_ANIMALS),
+            place=pick(_PLACES),
+            weekday=pick(_DAYS).title(),
+            month=pick(_MONTHS).title(),
+            day=int(generator.integers(1, 29)),
+            amount=int(generator.integers(5, 500)),
             count=int(generator.integers(2, 20)),
-            code=f"{letters.upper()}{int(generator.integers(100, 1000))}")
+            code=f"{letters.upper()}{int(generator.integers(100, 1000))}",
+        )
         texts.append(sentence[0].upper() + sentence[1:])
     features = np.empty(n_samples, dtype=object)
     features[:] = texts
-    return Dataset("synthetic_text", "text", features, labels.astype(np.int64),
-                   SYNTHETIC_TEXT_CLASSES)
+    return Dataset(
+        "synthetic_text", "text", features, labels.astype(np.int64), SYNTHETIC_TEXT_CLASSES
+    )

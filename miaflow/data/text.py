@@ -23,13 +23,16 @@ from miaflow.progress import Progress
 REPRESENTATIONS = ("text", "embedding")
 
 
-def _text_dataset(name: str, texts: Sequence[str], labels: Sequence[int], n_classes: int,
-                  opts: Mapping[str, Any]) -> Dataset:
+def _text_dataset(
+    name: str, texts: Sequence[str], labels: Sequence[int], n_classes: int, opts: Mapping[str, Any]
+) -> Dataset:
     """Raw strings, or their embeddings by `miaflow.pretrained.embed` (option `representation`)."""
     labels = np.asarray(labels, dtype=np.int64)
     if opts["representation"] not in REPRESENTATIONS:
-        raise ValueError(f"{name}: representation must be one of {REPRESENTATIONS}, "
-                         f"got {opts['representation']!r}")
+        raise ValueError(
+            f"{name}: representation must be one of {REPRESENTATIONS}, "
+            f"got {opts['representation']!r}"
+        )
     if opts["representation"] == "text":
         features = np.empty(len(texts), dtype=object)
         features[:] = list(texts)
@@ -37,8 +40,9 @@ def _text_dataset(name: str, texts: Sequence[str], labels: Sequence[int], n_clas
     from miaflow.pretrained import embed
 
     with Progress(len(texts), f"{name}: {opts['embedding_model']} embeddings", "texts") as progress:
-        embedded = np.asarray(embed(list(texts), opts["embedding_model"], progress=progress),
-                              dtype=np.float32)
+        embedded = np.asarray(
+            embed(list(texts), opts["embedding_model"], progress=progress), dtype=np.float32
+        )
     return Dataset(name, "text", embedded, labels, n_classes)
 
 
@@ -51,11 +55,11 @@ def _lines(data: bytes, encoding: str = "utf-8") -> list[str]:
 def load_rotten_tomatoes(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     """Pang & Lee's sentence polarity v1.0: negative (0) then positive (1) sentences, one a
     line, cp1252-encoded (TDDBench uses the same 10,662 sentences from the HF copy)."""
-    negative, positive = (_lines(path.read_bytes(), "cp1252")
-                          for path in sources())
+    negative, positive = (_lines(path.read_bytes(), "cp1252") for path in sources())
     texts = [line.strip() for line in negative + positive]
-    return _text_dataset("rotten_tomatoes", texts, [0] * len(negative) + [1] * len(positive), 2,
-                         opts)
+    return _text_dataset(
+        "rotten_tomatoes", texts, [0] * len(negative) + [1] * len(positive), 2, opts
+    )
 
 
 COLA_FILES = ("raw/in_domain_train.tsv", "raw/in_domain_dev.tsv", "raw/out_of_domain_dev.tsv")
@@ -77,9 +81,18 @@ def load_cola(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     return _text_dataset("cola", [row[3] for row in rows], [int(row[1]) for row in rows], 2, opts)
 
 
-TWEETEVAL_CLASSES = {"emoji": 20, "emotion": 4, "hate": 2, "irony": 2, "offensive": 2,
-                     "sentiment": 3, **{f"stance/{target}": 3 for target in
-                                        ("abortion", "atheism", "climate", "feminist", "hillary")}}
+TWEETEVAL_CLASSES = {
+    "emoji": 20,
+    "emotion": 4,
+    "hate": 2,
+    "irony": 2,
+    "offensive": 2,
+    "sentiment": 3,
+    **{
+        f"stance/{target}": 3
+        for target in ("abortion", "atheism", "climate", "feminist", "hillary")
+    },
+}
 TWEETEVAL_COMMIT = "4fbd22cd78421f05b1ecdb4fc5725bc7a7bd8f66"
 # sha256 of the TDDBench task's files (hate) and of the fallback task (emotion), at that commit.
 TWEETEVAL_SHA256 = {
@@ -100,11 +113,18 @@ TWEETEVAL_SHA256 = {
 
 # Texts of each task (train + val + test) and of its rarest class, at TWEETEVAL_COMMIT; the
 # sentiment task's train split was not counted (its size is left to loading).
-TWEETEVAL_COUNTS = {"emoji": (100000, 2247), "emotion": (5052, 445), "hate": (12970, 5462),
-                    "irony": (4601, 2212), "offensive": (14100, 4640),
-                    "stance/abortion": (933, 167), "stance/atheism": (733, 124),
-                    "stance/climate": (564, 26), "stance/feminist": (949, 170),
-                    "stance/hillary": (984, 163)}
+TWEETEVAL_COUNTS = {
+    "emoji": (100000, 2247),
+    "emotion": (5052, 445),
+    "hate": (12970, 5462),
+    "irony": (4601, 2212),
+    "offensive": (14100, 4640),
+    "stance/abortion": (933, 167),
+    "stance/atheism": (733, 124),
+    "stance/climate": (564, 26),
+    "stance/feminist": (949, 170),
+    "stance/hillary": (984, 163),
+}
 
 
 def tweeteval_size(options: Mapping[str, Any]) -> DatasetSize | None:
@@ -116,19 +136,29 @@ def tweeteval_size(options: Mapping[str, Any]) -> DatasetSize | None:
 
 def tweeteval_files(options: Mapping[str, Any]) -> tuple[RemoteFile, ...]:
     task = options["task"]
-    names = [f"{task}/{split}_{kind}.txt" for split in ("train", "val", "test")
-             for kind in ("text", "labels")]
-    return tuple(RemoteFile(name, f"https://raw.githubusercontent.com/cardiffnlp/tweeteval/"
-                                  f"{TWEETEVAL_COMMIT}/datasets/{name}", TWEETEVAL_SHA256.get(name))
-                 for name in names)
+    names = [
+        f"{task}/{split}_{kind}.txt"
+        for split in ("train", "val", "test")
+        for kind in ("text", "labels")
+    ]
+    return tuple(
+        RemoteFile(
+            name,
+            f"https://raw.githubusercontent.com/cardiffnlp/tweeteval/"
+            f"{TWEETEVAL_COMMIT}/datasets/{name}",
+            TWEETEVAL_SHA256.get(name),
+        )
+        for name in names
+    )
 
 
 def load_tweeteval(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     """TweetEval task `task` (default `hate`, TDDBench's tweet_eval_hate): train, val and test
     concatenated; `{split}_text.txt` one tweet a line, `{split}_labels.txt` one label a line."""
     if opts["task"] not in TWEETEVAL_CLASSES:
-        raise ValueError(f"tweeteval: task must be one of {sorted(TWEETEVAL_CLASSES)}, "
-                         f"got {opts['task']!r}")
+        raise ValueError(
+            f"tweeteval: task must be one of {sorted(TWEETEVAL_CLASSES)}, got {opts['task']!r}"
+        )
     paths = iter(sources())
     texts: list[str] = []
     labels: list[int] = []
@@ -136,8 +166,10 @@ def load_tweeteval(opts: Mapping[str, Any], seed: int, sources: Sources) -> Data
         split_texts = _lines(text_path.read_bytes())
         split_labels = [int(line) for line in _lines(label_path.read_bytes()) if line.strip()]
         if len(split_texts) != len(split_labels):
-            raise ValueError(f"tweeteval: {text_path} has {len(split_texts)} lines but "
-                             f"{label_path} has {len(split_labels)} labels")
+            raise ValueError(
+                f"tweeteval: {text_path} has {len(split_texts)} lines but "
+                f"{label_path} has {len(split_labels)} labels"
+            )
         texts += split_texts
         labels += split_labels
     return _text_dataset("tweeteval", texts, labels, TWEETEVAL_CLASSES[opts["task"]], opts)
@@ -174,9 +206,13 @@ WIKIMIA_LENGTHS = (32, 64, 128, 256)
 
 def wikimia_files(options: Mapping[str, Any]) -> tuple[RemoteFile, ...]:
     length = options["length"]
-    return (RemoteFile(f"WikiMIA_length{length}.parquet",
-                       "https://huggingface.co/datasets/swj0419/WikiMIA/resolve/"
-                       f"refs%2Fconvert%2Fparquet/default/WikiMIA_length{length}/0000.parquet"),)
+    return (
+        RemoteFile(
+            f"WikiMIA_length{length}.parquet",
+            "https://huggingface.co/datasets/swj0419/WikiMIA/resolve/"
+            f"refs%2Fconvert%2Fparquet/default/WikiMIA_length{length}/0000.parquet",
+        ),
+    )
 
 
 def load_wikimia(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
@@ -188,5 +224,6 @@ def load_wikimia(opts: Mapping[str, Any], seed: int, sources: Sources) -> Datase
         raise ValueError(f"wikimia: length must be one of {WIKIMIA_LENGTHS}")
     [path] = sources()
     table = pq.read_table(path, columns=["input", "label"])
-    return _text_dataset("wikimia", table.column("input").to_pylist(),
-                         table.column("label").to_pylist(), 2, opts)
+    return _text_dataset(
+        "wikimia", table.column("input").to_pylist(), table.column("label").to_pylist(), 2, opts
+    )

@@ -84,36 +84,53 @@ class InferenceModel(nn.Module):
     def __init__(self, n_classes: int) -> None:
         super().__init__()
         self.prediction = nn.Sequential(
-            nn.Linear(n_classes, 1024), nn.ReLU(), nn.Linear(1024, 512), nn.ReLU(),
-            nn.Linear(512, 64), nn.ReLU())
-        self.label = nn.Sequential(nn.Linear(n_classes, 512), nn.ReLU(), nn.Linear(512, 64), nn.ReLU())
-        self.head = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
-                                  nn.Linear(64, 1))
+            nn.Linear(n_classes, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 512),
+            nn.ReLU(),
+            nn.Linear(512, 64),
+            nn.ReLU(),
+        )
+        self.label = nn.Sequential(
+            nn.Linear(n_classes, 512), nn.ReLU(), nn.Linear(512, 64), nn.ReLU()
+        )
+        self.head = nn.Sequential(
+            nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 1)
+        )
 
     def forward(self, probs: torch.Tensor, labels_one_hot: torch.Tensor) -> torch.Tensor:
         features = torch.cat([self.prediction(probs), self.label(labels_one_hot)], dim=1)
         return self.head(features).squeeze(1)
 
 
-def _membership_logits(attack: InferenceModel, probs: torch.Tensor, labels: torch.Tensor,
-                       n_classes: int) -> torch.Tensor:
+def _membership_logits(
+    attack: InferenceModel, probs: torch.Tensor, labels: torch.Tensor, n_classes: int
+) -> torch.Tensor:
     return attack(probs, F.one_hot(labels, n_classes).to(probs.dtype))
 
 
-def inference_gain(attack: InferenceModel, member_probs: torch.Tensor, member_labels: torch.Tensor,
-                   reference_probs: torch.Tensor, reference_labels: torch.Tensor,
-                   n_classes: int) -> torch.Tensor:
+def inference_gain(
+    attack: InferenceModel,
+    member_probs: torch.Tensor,
+    member_labels: torch.Tensor,
+    reference_probs: torch.Tensor,
+    reference_labels: torch.Tensor,
+    n_classes: int,
+) -> torch.Tensor:
     """G(f, h): mean log h on members plus mean log(1 - h) on reference points; h ascends it.
 
     Each set is averaged on its own, so G weighs members and non-members equally whatever the
     batch sizes; its maximum 0 means h separates them perfectly, -2 log 2 that it guesses."""
     member = F.logsigmoid(_membership_logits(attack, member_probs, member_labels, n_classes))
-    reference = F.logsigmoid(-_membership_logits(attack, reference_probs, reference_labels, n_classes))
+    reference = F.logsigmoid(
+        -_membership_logits(attack, reference_probs, reference_labels, n_classes)
+    )
     return member.mean() + reference.mean()
 
 
-def classifier_objective(logits: torch.Tensor, labels: torch.Tensor, attack: InferenceModel,
-                         lam: float, n_classes: int) -> torch.Tensor:
+def classifier_objective(
+    logits: torch.Tensor, labels: torch.Tensor, attack: InferenceModel, lam: float, n_classes: int
+) -> torch.Tensor:
     """What f minimises on a batch of members (Algorithm 1): cross-entropy plus lambda times the
     mean log h, the member half of G, so f lowers both its loss and h's confidence that its
     training points are members. Gradients flow into f through the softmax that h reads."""
@@ -121,13 +138,25 @@ def classifier_objective(logits: torch.Tensor, labels: torch.Tensor, attack: Inf
     return F.cross_entropy(logits, labels) + lam * F.logsigmoid(membership).mean()
 
 
-def train_adversarial(model: nn.Module, optimizer: Optimizer,
-                      epoch_batches: Callable[[], Sequence[torch.Tensor]], x_train: torch.Tensor,
-                      y_train: torch.Tensor, x_reference: torch.Tensor, y_reference: torch.Tensor,
-                      *, n_classes: int, lam: float, epochs: int, batch_size: int,
-                      attack_steps: int, attack_optimizer: Callable[..., Optimizer],
-                      attack_lr: float, seed: int,
-                      on_epoch: Callable[[int], bool] | None = None) -> InferenceModel:
+def train_adversarial(
+    model: nn.Module,
+    optimizer: Optimizer,
+    epoch_batches: Callable[[], Sequence[torch.Tensor]],
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    x_reference: torch.Tensor,
+    y_reference: torch.Tensor,
+    *,
+    n_classes: int,
+    lam: float,
+    epochs: int,
+    batch_size: int,
+    attack_steps: int,
+    attack_optimizer: Callable[..., Optimizer],
+    attack_lr: float,
+    seed: int,
+    on_epoch: Callable[[int], bool] | None = None,
+) -> InferenceModel:
     """Train `model` (logits out) in place by Algorithm 1; return the inference model h it faced.
 
     The caller's training loop lends what it shares with plain training, so that lambda = 0 is
@@ -162,8 +191,14 @@ def train_adversarial(model: nn.Module, optimizer: Optimizer,
             member_probs = F.softmax(model(x_train[members]), dim=1)
             reference_probs = F.softmax(model(x_reference[reference]), dim=1)
         attack.requires_grad_(True)
-        loss = -inference_gain(attack, member_probs, y_train[members], reference_probs,
-                               y_reference[reference], n_classes)
+        loss = -inference_gain(
+            attack,
+            member_probs,
+            y_train[members],
+            reference_probs,
+            y_reference[reference],
+            n_classes,
+        )
         attack_updates.zero_grad()
         loss.backward()
         attack_updates.step()
@@ -174,7 +209,9 @@ def train_adversarial(model: nn.Module, optimizer: Optimizer,
             for _ in range(attack_steps):
                 attack_step()
             model.train()
-            loss = classifier_objective(model(x_train[batch]), y_train[batch], attack, lam, n_classes)
+            loss = classifier_objective(
+                model(x_train[batch]), y_train[batch], attack, lam, n_classes
+            )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -116,11 +116,13 @@ def quiet_opacus(accountant: str = "prv") -> Iterator[None]:
     warning says ε is looser than it could be, so there it still shows, as does everything else."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Secure RNG turned off", category=UserWarning)
-        warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients",
-                                category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message="Full backward hook is firing when gradients", category=UserWarning
+        )
         if accountant == "prv":
-            warnings.filterwarnings("ignore", message="Optimal order is the largest alpha",
-                                    category=UserWarning)
+            warnings.filterwarnings(
+                "ignore", message="Optimal order is the largest alpha", category=UserWarning
+            )
         yield
 
 
@@ -146,13 +148,16 @@ def check_compatible(model: nn.Module) -> None:
         if validator is not None and validator(module):
             named.append(f"{name or '<root>'} ({type(module).__name__})")
     reasons = sorted({type(e).__name__ + ": " + str(e).split(". ")[0] for e in errors})
-    raise ValueError(f"model is not compatible with DP-SGD (Opacus): layers {', '.join(named) or '?'}; "
-                     + "; ".join(reasons))
+    raise ValueError(
+        f"model is not compatible with DP-SGD (Opacus): layers {', '.join(named) or '?'}; "
+        + "; ".join(reasons)
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
-                     accountant: str = "prv") -> float:
+def noise_multiplier(
+    epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
+) -> float:
     """σ such that `steps` Poisson-sampled steps at `sample_rate` are (ε, δ)-DP, by Opacus'
     binary search (`get_noise_multiplier`, as in `make_private_with_epsilon`).
 
@@ -161,26 +166,50 @@ def noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: in
     from opacus.accountants.utils import get_noise_multiplier
 
     with quiet_opacus(accountant):
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta,
-                                          sample_rate=sample_rate, steps=steps, accountant=accountant))
+        return float(
+            get_noise_multiplier(
+                target_epsilon=epsilon,
+                target_delta=delta,
+                sample_rate=sample_rate,
+                steps=steps,
+                accountant=accountant,
+            )
+        )
 
 
-def privatize(model: nn.Module, optimizer: torch.optim.Optimizer, loader: torch.utils.data.DataLoader,
-              *, noise_multiplier: float, max_grad_norm: float, noise_generator: torch.Generator,
-              accountant: str = "prv", grad_sample_mode: str = "ghost") -> Private:
+def privatize(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: torch.utils.data.DataLoader,
+    *,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    noise_generator: torch.Generator,
+    accountant: str = "prv",
+    grad_sample_mode: str = "ghost",
+) -> Private:
     """`PrivacyEngine.make_private` (Poisson sampling, flat clipping, mean loss reduction) with
     a seeded noise generator; the loader's own generator drives the Poisson sampler."""
     from opacus import PrivacyEngine
 
     if grad_sample_mode not in GRAD_SAMPLE_MODES:
-        raise ValueError(f"grad_sample_mode must be one of {GRAD_SAMPLE_MODES}, got {grad_sample_mode!r}")
+        raise ValueError(
+            f"grad_sample_mode must be one of {GRAD_SAMPLE_MODES}, got {grad_sample_mode!r}"
+        )
     criterion = nn.CrossEntropyLoss()
     with quiet_opacus(accountant):
         engine = PrivacyEngine(accountant=accountant, secure_mode=False)
-        made = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                   criterion=criterion, noise_multiplier=noise_multiplier,
-                                   max_grad_norm=max_grad_norm, poisson_sampling=True,
-                                   noise_generator=noise_generator, grad_sample_mode=grad_sample_mode)
+        made = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            criterion=criterion,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            poisson_sampling=True,
+            noise_generator=noise_generator,
+            grad_sample_mode=grad_sample_mode,
+        )
     if grad_sample_mode == "ghost":
         module, dp_optimizer, criterion, dp_loader = made
     else:
@@ -203,20 +232,26 @@ def _as_is(batch: list[torch.Tensor]) -> list[torch.Tensor]:
     return batch
 
 
-def _optimizer(model: nn.Module, name: str, lr: float, weight_decay: float,
-               momentum: float) -> torch.optim.Optimizer:
+def _optimizer(
+    model: nn.Module, name: str, lr: float, weight_decay: float, momentum: float
+) -> torch.optim.Optimizer:
     """torch.optim's Adam or SGD (DPOptimizer wraps a `torch.optim.Optimizer`, so not the
     lighter classes of `miaflow.models.optimizers`), with `_fit_torch`'s settings."""
     if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+        return torch.optim.SGD(
+            model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
+        )
     return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
 
 
 @contextlib.contextmanager
 def _seeded_global_rng(seed: int, device: torch.device) -> Iterator[None]:
     """The global generators (CPU and the model's GPU) seeded for the block and restored after."""
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
-        if device.type == "cuda" else []
+    cuda = (
+        [device.index if device.index is not None else torch.cuda.current_device()]
+        if device.type == "cuda"
+        else []
+    )
     with torch.random.fork_rng(devices=cuda):
         torch.random.default_generator.manual_seed(seed)
         for index in cuda:
@@ -224,12 +259,26 @@ def _seeded_global_rng(seed: int, device: torch.device) -> Iterator[None]:
         yield
 
 
-def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: float, delta: float,
-             max_grad_norm: float, epochs: int, batch_size: int, lr: float, weight_decay: float,
-             optimizer: str, seed: int, accountant: str = "prv",
-             on_epoch: Callable[[int], bool] | None = None,
-             grad_sample_mode: str = "ghost", momentum: float = 0.9,
-             learning_rates: Sequence[float] | None = None) -> DPResult:
+def train_dp(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    epsilon: float,
+    delta: float,
+    max_grad_norm: float,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    optimizer: str,
+    seed: int,
+    accountant: str = "prv",
+    on_epoch: Callable[[int], bool] | None = None,
+    grad_sample_mode: str = "ghost",
+    momentum: float = 0.9,
+    learning_rates: Sequence[float] | None = None,
+) -> DPResult:
     """Train `model` in place with DP-SGD to (ε, δ)-DP over `epochs` epochs of Poisson batches
     (expected size `batch_size`); `model.state_dict()` keeps its own keys afterwards.
 
@@ -245,13 +294,17 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
     if not (epsilon > 0 and 0 < delta < 1 and max_grad_norm > 0 and epochs > 0 and batch_size > 0):
-        raise ValueError(f"need epsilon > 0, 0 < delta < 1, max_grad_norm > 0, epochs > 0, batch_size > 0; "
-                         f"got {epsilon}, {delta}, {max_grad_norm}, {epochs}, {batch_size}")
+        raise ValueError(
+            f"need epsilon > 0, 0 < delta < 1, max_grad_norm > 0, epochs > 0, batch_size > 0; "
+            f"got {epsilon}, {delta}, {max_grad_norm}, {epochs}, {batch_size}"
+        )
     rates = [lr] * epochs if learning_rates is None else list(learning_rates)
     if len(rates) != epochs:
         raise ValueError(f"need a learning rate for each of the {epochs} epochs, got {len(rates)}")
     if len(x) != len(y) or len(x) == 0:
-        raise ValueError(f"need as many labels as samples, at least one: {len(x)} samples, {len(y)} labels")
+        raise ValueError(
+            f"need as many labels as samples, at least one: {len(x)} samples, {len(y)} labels"
+        )
     check_compatible(model)
 
     device = next(model.parameters()).device
@@ -264,9 +317,16 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
     sigma = noise_multiplier(epsilon, delta, sample_rate, planned, accountant)
     was_training = model.training
     model.train()  # Opacus refuses a model in eval mode
-    private = privatize(model, _optimizer(model, optimizer, lr, weight_decay, momentum), loader,
-                        noise_multiplier=sigma, max_grad_norm=max_grad_norm, noise_generator=noise,
-                        accountant=accountant, grad_sample_mode=grad_sample_mode)
+    private = privatize(
+        model,
+        _optimizer(model, optimizer, lr, weight_decay, momentum),
+        loader,
+        noise_multiplier=sigma,
+        max_grad_norm=max_grad_norm,
+        noise_generator=noise,
+        accountant=accountant,
+        grad_sample_mode=grad_sample_mode,
+    )
     steps = 0
     try:
         with _seeded_global_rng(derive_seed(seed, "dpsgd", "global"), device):
@@ -285,7 +345,15 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epsilon: flo
         model.train(was_training)
     with quiet_opacus(accountant):
         spent = float(private.engine.get_epsilon(delta))
-    log.info("DP-SGD: sigma %.4f, q %.5f, %d steps: epsilon %.4f at delta %.2g (target %.4g)",
-             sigma, sample_rate, steps, spent, delta, epsilon)
-    return DPResult(noise_multiplier=sigma, epsilon=spent, delta=delta, steps=steps,
-                    sample_rate=sample_rate)
+    log.info(
+        "DP-SGD: sigma %.4f, q %.5f, %d steps: epsilon %.4f at delta %.2g (target %.4g)",
+        sigma,
+        sample_rate,
+        steps,
+        spent,
+        delta,
+        epsilon,
+    )
+    return DPResult(
+        noise_multiplier=sigma, epsilon=spent, delta=delta, steps=steps, sample_rate=sample_rate
+    )

@@ -65,7 +65,15 @@ LEARNING_RATE = 1e-3  # train_defense_model_defensemodel.py: SGD(lr=0.001)
 MAX_ITERATIONS = 300  # defense_framework.py: max_iteration
 STEP_SIZE = 0.1  # β: length of each normalised gradient step in logit space
 LABEL_WEIGHT = 10.0  # c2: weight of the hinge that keeps the predicted label
-DISTORTION_WEIGHTS = (0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5)  # c3, tried in order while descents succeed
+DISTORTION_WEIGHTS = (
+    0.1,
+    1.0,
+    10.0,
+    100.0,
+    1e3,
+    1e4,
+    1e5,
+)  # c3, tried in order while descents succeed
 AT_HALF = 1e-5  # |g(s) − 0.5| below which a vector needs no noise
 LOG_FLOOR = float(np.log(1e-45))  # log of a zero probability (as miaflow.signals.LOG_ZERO_PROB)
 
@@ -83,7 +91,9 @@ class DefenseClassifier:
         for i, (w, b) in enumerate(zip(weights, biases)):
             expected_inputs = weights[i - 1].shape[0] if i else w.shape[1]
             if w.ndim != 2 or b.shape != (w.shape[0],) or w.shape[1] != expected_inputs:
-                raise ValueError(f"layer {i}: weight {tuple(w.shape)} and bias {tuple(b.shape)} do not chain")
+                raise ValueError(
+                    f"layer {i}: weight {tuple(w.shape)} and bias {tuple(b.shape)} do not chain"
+                )
         if weights[-1].shape[0] != 1:
             raise ValueError("the last layer must have one output (the member logit)")
         self.weights = [w.detach().to(torch.float32) for w in weights]
@@ -115,10 +125,14 @@ class DefenseClassifier:
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> DefenseClassifier:
         """Inverse of `to_arrays`; the layer count and sizes come from the arrays themselves."""
         n_layers = len(arrays) // 2
-        if sorted(arrays) != sorted([f"weight_{i}" for i in range(n_layers)] + [f"bias_{i}" for i in range(n_layers)]):
+        if sorted(arrays) != sorted(
+            [f"weight_{i}" for i in range(n_layers)] + [f"bias_{i}" for i in range(n_layers)]
+        ):
             raise ValueError(f"expected weight_<i>/bias_<i> arrays, got {sorted(arrays)}")
-        return cls([torch.tensor(np.asarray(arrays[f"weight_{i}"])) for i in range(n_layers)],
-                   [torch.tensor(np.asarray(arrays[f"bias_{i}"])) for i in range(n_layers)])
+        return cls(
+            [torch.tensor(np.asarray(arrays[f"weight_{i}"])) for i in range(n_layers)],
+            [torch.tensor(np.asarray(arrays[f"bias_{i}"])) for i in range(n_layers)],
+        )
 
 
 @dataclass(frozen=True)
@@ -127,7 +141,9 @@ class MemGuardResult:
 
     probs: np.ndarray  # (n, C) released confidence vectors: `noisy_probs` or the input
     distortion: np.ndarray  # (n,) L1 distance between released and input vectors
-    noisy_probs: np.ndarray  # (n, C) Phase I's candidates s + r (the input where Phase I found none)
+    noisy_probs: (
+        np.ndarray
+    )  # (n, C) Phase I's candidates s + r (the input where Phase I found none)
     noise_size: np.ndarray  # (n,) ||r||_1, the L1 distance between `noisy_probs` and the input
     release_probability: np.ndarray  # (n,) Phase II's p
 
@@ -137,10 +153,15 @@ class MemGuardResult:
         return self.release_probability * self.noise_size
 
 
-def train_defense_classifier(member_probs: np.ndarray, nonmember_probs: np.ndarray, seed: int,
-                             epochs: int = EPOCHS, batch_size: int = BATCH_SIZE,
-                             learning_rate: float = LEARNING_RATE,
-                             hidden_sizes: Sequence[int] = HIDDEN_SIZES) -> DefenseClassifier:
+def train_defense_classifier(
+    member_probs: np.ndarray,
+    nonmember_probs: np.ndarray,
+    seed: int,
+    epochs: int = EPOCHS,
+    batch_size: int = BATCH_SIZE,
+    learning_rate: float = LEARNING_RATE,
+    hidden_sizes: Sequence[int] = HIDDEN_SIZES,
+) -> DefenseClassifier:
     """Train g on the defender's own members (label 1) and non-members (label 0), as the paper does.
 
     Plain SGD on binary cross-entropy, as in the authors' code; initialisation and shuffling come
@@ -157,7 +178,11 @@ def train_defense_classifier(member_probs: np.ndarray, nonmember_probs: np.ndarr
     sizes = [x.shape[1], *hidden_sizes, 1]
     weights, biases = [], []
     for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-        weights.append(torch.nn.init.xavier_uniform_(torch.empty(n_out, n_in), generator=generator).requires_grad_())
+        weights.append(
+            torch.nn.init.xavier_uniform_(
+                torch.empty(n_out, n_in), generator=generator
+            ).requires_grad_()
+        )
         biases.append(torch.zeros(n_out, requires_grad=True))
 
     optimizer = torch.optim.SGD([*weights, *biases], lr=learning_rate)
@@ -165,13 +190,19 @@ def train_defense_classifier(member_probs: np.ndarray, nonmember_probs: np.ndarr
         order = torch.randperm(len(x), generator=generator)
         for batch in order.split(batch_size):
             optimizer.zero_grad()
-            F.binary_cross_entropy_with_logits(_mlp_logit(x[batch], weights, biases), y[batch]).backward()
+            F.binary_cross_entropy_with_logits(
+                _mlp_logit(x[batch], weights, biases), y[batch]
+            ).backward()
             optimizer.step()
     return DefenseClassifier(weights, biases)
 
 
-def craft_noise(probs: np.ndarray, classifier: DefenseClassifier, max_iterations: int = MAX_ITERATIONS,
-                step_size: float = STEP_SIZE) -> np.ndarray:
+def craft_noise(
+    probs: np.ndarray,
+    classifier: DefenseClassifier,
+    max_iterations: int = MAX_ITERATIONS,
+    step_size: float = STEP_SIZE,
+) -> np.ndarray:
     """Phase I: each confidence vector moved just across g = 0.5, label kept; float64 (n, C).
 
     Rows where no descent succeeds (or that need none) come back unchanged, bit for bit.
@@ -180,7 +211,9 @@ def craft_noise(probs: np.ndarray, classifier: DefenseClassifier, max_iterations
     if s.shape[1] != classifier.n_classes:
         raise ValueError(f"{s.shape[1]} classes, but the classifier takes {classifier.n_classes}")
     labels = torch.as_tensor(s.argmax(axis=1))
-    target = torch.as_tensor(s, dtype=torch.float32)  # float32 halves the search's time; steps are 0.1
+    target = torch.as_tensor(
+        s, dtype=torch.float32
+    )  # float32 halves the search's time; steps are 0.1
     z0 = torch.log(target).clamp_min(LOG_FLOOR)
     with torch.no_grad():
         h0 = classifier.logit(target)
@@ -191,8 +224,16 @@ def craft_noise(probs: np.ndarray, classifier: DefenseClassifier, max_iterations
     for distortion_weight in DISTORTION_WEIGHTS:
         if rows.numel() == 0:
             break
-        z = _descend(z0[rows], target[rows], labels[rows], h0[rows], classifier,
-                     distortion_weight, max_iterations, step_size)
+        z = _descend(
+            z0[rows],
+            target[rows],
+            labels[rows],
+            h0[rows],
+            classifier,
+            distortion_weight,
+            max_iterations,
+            step_size,
+        )
         with torch.no_grad():
             crossed = _has_crossed(z, labels[rows], h0[rows], classifier)
         best[rows[crossed]] = z[crossed]
@@ -204,8 +245,13 @@ def craft_noise(probs: np.ndarray, classifier: DefenseClassifier, max_iterations
     return noisy
 
 
-def randomized_release(probs: np.ndarray, noisy_probs: np.ndarray, classifier: DefenseClassifier,
-                       budget: float, seed: int) -> MemGuardResult:
+def randomized_release(
+    probs: np.ndarray,
+    noisy_probs: np.ndarray,
+    classifier: DefenseClassifier,
+    budget: float,
+    seed: int,
+) -> MemGuardResult:
     """Phase II: release each noisy vector with probability min(1, budget / its L1 distortion).
 
     `budget` is ε, the expected L1 distortion allowed per vector (`np.inf` releases every noisy
@@ -218,23 +264,38 @@ def randomized_release(probs: np.ndarray, noisy_probs: np.ndarray, classifier: D
     if noisy.shape != s.shape:
         raise ValueError(f"noisy vectors {noisy.shape} do not match the inputs {s.shape}")
     noise_size = np.abs(noisy - s).sum(axis=1)
-    helps = np.abs(classifier.member_probability(noisy) - 0.5) < np.abs(classifier.member_probability(s) - 0.5)
+    helps = np.abs(classifier.member_probability(noisy) - 0.5) < np.abs(
+        classifier.member_probability(s) - 0.5
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(helps, np.minimum(1.0, budget / noise_size), 0.0)
     released = np.random.default_rng(seed).random(len(s)) < p
     out = np.where(released[:, None], noisy, s)
-    return MemGuardResult(probs=out, distortion=np.where(released, noise_size, 0.0),
-                          noisy_probs=noisy, noise_size=noise_size, release_probability=p)
+    return MemGuardResult(
+        probs=out,
+        distortion=np.where(released, noise_size, 0.0),
+        noisy_probs=noisy,
+        noise_size=noise_size,
+        release_probability=p,
+    )
 
 
-def memguard(probs: np.ndarray, classifier: DefenseClassifier, budget: float, seed: int,
-             max_iterations: int = MAX_ITERATIONS, step_size: float = STEP_SIZE) -> MemGuardResult:
+def memguard(
+    probs: np.ndarray,
+    classifier: DefenseClassifier,
+    budget: float,
+    seed: int,
+    max_iterations: int = MAX_ITERATIONS,
+    step_size: float = STEP_SIZE,
+) -> MemGuardResult:
     """Both phases: defended confidence vectors for (n, C) probabilities under expected L1 budget ε."""
     noisy = craft_noise(probs, classifier, max_iterations=max_iterations, step_size=step_size)
     return randomized_release(probs, noisy, classifier, budget, seed)
 
 
-def _mlp_logit(probs: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor]) -> torch.Tensor:
+def _mlp_logit(
+    probs: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor]
+) -> torch.Tensor:
     """The classifier's forward pass on the sorted vectors, in the dtype of `probs`."""
     x = torch.sort(probs, dim=1).values  # sorted, so g ignores which class is which
     for i, (w, b) in enumerate(zip(weights, biases)):
@@ -244,9 +305,16 @@ def _mlp_logit(probs: torch.Tensor, weights: Sequence[torch.Tensor], biases: Seq
     return x[:, 0]
 
 
-def _descend(z0: torch.Tensor, target: torch.Tensor, labels: torch.Tensor, h0: torch.Tensor,
-             classifier: DefenseClassifier, distortion_weight: float, max_iterations: int,
-             step_size: float) -> torch.Tensor:
+def _descend(
+    z0: torch.Tensor,
+    target: torch.Tensor,
+    labels: torch.Tensor,
+    h0: torch.Tensor,
+    classifier: DefenseClassifier,
+    distortion_weight: float,
+    max_iterations: int,
+    step_size: float,
+) -> torch.Tensor:
     """Normalised gradient descent on L from z0, each row stopping once it has crossed."""
     z = z0.clone()
     active = torch.arange(len(z))
@@ -261,8 +329,11 @@ def _descend(z0: torch.Tensor, target: torch.Tensor, labels: torch.Tensor, h0: t
             done = (z_active.argmax(dim=1) == labels[active]) & (h * h0[active] <= 0)
         label_logit = z_active[is_label[active]]
         best_other = z_active.masked_fill(is_label[active], -torch.inf).amax(dim=1)
-        loss = (h.abs() + LABEL_WEIGHT * torch.relu(best_other - label_logit)
-                + distortion_weight * (softmax - target[active]).abs().sum(dim=1))
+        loss = (
+            h.abs()
+            + LABEL_WEIGHT * torch.relu(best_other - label_logit)
+            + distortion_weight * (softmax - target[active]).abs().sum(dim=1)
+        )
         (gradient,) = torch.autograd.grad(loss.sum(), z_active)  # rows are independent
         moving = active[~done]
         gradient = gradient[~done]
@@ -271,8 +342,9 @@ def _descend(z0: torch.Tensor, target: torch.Tensor, labels: torch.Tensor, h0: t
     return z
 
 
-def _has_crossed(z: torch.Tensor, labels: torch.Tensor, h0: torch.Tensor,
-                 classifier: DefenseClassifier) -> torch.Tensor:
+def _has_crossed(
+    z: torch.Tensor, labels: torch.Tensor, h0: torch.Tensor, classifier: DefenseClassifier
+) -> torch.Tensor:
     """Whether softmax(z) keeps each row's label and lies on the other side of g = 0.5."""
     return (z.argmax(dim=1) == labels) & (classifier.logit(torch.softmax(z, dim=1)) * h0 <= 0)
 
@@ -282,13 +354,24 @@ def _check_probabilities(probs: np.ndarray) -> np.ndarray:
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 2 or p.shape[1] < 2:
         raise ValueError(f"expected (n, C >= 2) confidence vectors, got shape {p.shape}")
-    if not (np.isfinite(p).all() and (p >= 0).all() and np.allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-4)):
+    if not (
+        np.isfinite(p).all()
+        and (p >= 0).all()
+        and np.allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-4)
+    ):
         raise ValueError("confidence vectors must be non-negative and sum to 1 per row")
     return p
 
 
-def defend_outputs(logits: np.ndarray, members: np.ndarray, nonmembers: np.ndarray, budget: float,
-                   seed: int, epochs: int = EPOCHS, learning_rate: float = LEARNING_RATE) -> np.ndarray:
+def defend_outputs(
+    logits: np.ndarray,
+    members: np.ndarray,
+    nonmembers: np.ndarray,
+    budget: float,
+    seed: int,
+    epochs: int = EPOCHS,
+    learning_rate: float = LEARNING_RATE,
+) -> np.ndarray:
     """What a MemGuard-defended model releases, as log-probabilities (valid logits) (n, C).
 
     The defender trains its classifier on the model's own outputs: its training samples
@@ -297,8 +380,9 @@ def defend_outputs(logits: np.ndarray, members: np.ndarray, nonmembers: np.ndarr
     from scipy.special import softmax
 
     probs = softmax(np.asarray(logits, dtype=np.float64), axis=1)
-    classifier = train_defense_classifier(probs[members], probs[nonmembers], seed, epochs=epochs,
-                                          learning_rate=learning_rate)
+    classifier = train_defense_classifier(
+        probs[members], probs[nonmembers], seed, epochs=epochs, learning_rate=learning_rate
+    )
     released = memguard(probs, classifier, budget, seed).probs
     with np.errstate(divide="ignore"):  # a released zero probability: LOG_FLOOR stands in
         return np.maximum(np.log(released), LOG_FLOOR)

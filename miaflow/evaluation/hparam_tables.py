@@ -43,16 +43,31 @@ REDUCED_KL_PREFIX = "kl-lira-c"
 HPO_ORDER = ("td", "ed")
 HPO_NAMES = {"td": "TD-HPO", "ed": "ED-HPO"}
 TEST_COLUMNS = [
-    "dataset", "setting", "epsilon", "attack", "fpr", "n_runs", "mean_td", "mean_ed", "mean_diff",
-    "t_statistic", "p_ttest", "p_ttest_by", "reject_ttest", "p_perm", "p_perm_by", "reject_perm",
+    "dataset",
+    "setting",
+    "epsilon",
+    "attack",
+    "fpr",
+    "n_runs",
+    "mean_td",
+    "mean_ed",
+    "mean_diff",
+    "t_statistic",
+    "p_ttest",
+    "p_ttest_by",
+    "reject_ttest",
+    "p_perm",
+    "p_perm_by",
+    "reject_perm",
     "permutation",
 ]
 
 
 # --- helpers --------------------------------------------------------------------------------------
 
+
 def format_epsilon(epsilon: float) -> str:
-    """"∞" for the non-private setting, else the budget as written ("8", "0.5")."""
+    """ "∞" for the non-private setting, else the budget as written ("8", "0.5")."""
     return "∞" if math.isinf(epsilon) else f"{epsilon:g}"
 
 
@@ -95,6 +110,7 @@ def _is_kl_variant(attacks: pd.Series) -> pd.Series:
 
 # --- tables ---------------------------------------------------------------------------------------
 
+
 def headline_table(study: pd.DataFrame) -> pd.DataFrame:
     """The headline result: TPR at each FPR level of LiRA, ACC-LiRA and KL-LiRA
     per setting, privacy budget and HPO, "mean ± std" over runs, so the cost of not knowing the
@@ -105,15 +121,18 @@ def headline_table(study: pd.DataFrame) -> pd.DataFrame:
     stats = rows.groupby([*keys, "fpr"], sort=False)["tpr"].agg(["mean", "std"])
     groups = rows.groupby(keys, sort=False)["run"].nunique().rename("runs").reset_index()
     groups = _ordered(groups, keys)
-    table = pd.DataFrame({
-        "setting": groups["setting"],
-        "epsilon": groups["epsilon"].map(format_epsilon),
-        "hpo": groups["hpo"],
-        "attack": groups["attack"],
-    })
+    table = pd.DataFrame(
+        {
+            "setting": groups["setting"],
+            "epsilon": groups["epsilon"].map(format_epsilon),
+            "hpo": groups["hpo"],
+            "attack": groups["attack"],
+        }
+    )
     for level in levels:
-        table[tpr_column(level)] = [mean_std_cell(stats, (*key, level))
-                                    for key in zip(*(groups[k] for k in keys))]
+        table[tpr_column(level)] = [
+            mean_std_cell(stats, (*key, level)) for key in zip(*(groups[k] for k in keys))
+        ]
     table["runs"] = groups["runs"].astype(int)
     table.attrs["caption"] = (
         "TPR at fixed FPR of LiRA (target hyperparameters known), ACC-LiRA and KL-LiRA "
@@ -153,14 +172,28 @@ def kl_budget_table(study: pd.DataFrame) -> pd.DataFrame:
     keys = ["dataset", "setting", "epsilon", "fpr"]
     kl = td[_is_kl_variant(td["attack"])]
     budget = ["attack", "candidates", "models_per_candidate", "cost"]
-    table = (kl.groupby([*keys, *budget], sort=False)["tpr"]
-             .agg(mean_tpr="mean", std_tpr="std", runs="count").reset_index())
+    table = (
+        kl.groupby([*keys, *budget], sort=False)["tpr"]
+        .agg(mean_tpr="mean", std_tpr="std", runs="count")
+        .reset_index()
+    )
     for attack in ("lira", "acc-lira"):
         reference = td[td["attack"] == attack].groupby(keys, sort=False)["tpr"].mean()
         reference = reference.rename(f"{attack.replace('-', '_')}_tpr").reset_index()
         table = table.merge(reference, on=keys, how="left")
-    table = _ordered(table, ["dataset", "setting", "epsilon", "fpr", "cost", "candidates",
-                             "models_per_candidate", "attack"])
+    table = _ordered(
+        table,
+        [
+            "dataset",
+            "setting",
+            "epsilon",
+            "fpr",
+            "cost",
+            "candidates",
+            "models_per_candidate",
+            "attack",
+        ],
+    )
     table.attrs["caption"] = (
         "KL-LiRA with the full hyperparameter grid (kl-lira) and reduced budgets (kl-lira-cC-nN: C "
         "candidates, N models each; cost = models trained for the attack): mean and standard "
@@ -170,8 +203,13 @@ def kl_budget_table(study: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def td_vs_ed_tests(study: pd.DataFrame, alpha: float = 0.05, n_resamples: int | None = None,
-                   seed: int = 0, attacks: Sequence[str] = SELECTING_ATTACKS) -> pd.DataFrame:
+def td_vs_ed_tests(
+    study: pd.DataFrame,
+    alpha: float = 0.05,
+    n_resamples: int | None = None,
+    seed: int = 0,
+    attacks: Sequence[str] = SELECTING_ATTACKS,
+) -> pd.DataFrame:
     """Test H1: "a target whose hyperparameters were tuned on its training data (TD-HPO) leaks
     more than one tuned on external data (ED-HPO)", the paper's privacy question.
 
@@ -210,9 +248,15 @@ def td_vs_ed_tests(study: pd.DataFrame, alpha: float = 0.05, n_resamples: int | 
     t_statistic, p_ttest, p_perm = one_sided_tests(td_rows, ed_rows, n_resamples, seed)
     exact = [n_resamples is None or n_resamples >= 2 ** int(n) for n in n_runs]
     tests = pd.DataFrame(cells, columns=keys).assign(
-        n_runs=n_runs, mean_td=mean_td, mean_ed=mean_ed, mean_diff=mean_td - mean_ed,
-        t_statistic=t_statistic, p_ttest=p_ttest, p_perm=p_perm,
-        permutation=["exact" if e else "monte-carlo" for e in exact])
+        n_runs=n_runs,
+        mean_td=mean_td,
+        mean_ed=mean_ed,
+        mean_diff=mean_td - mean_ed,
+        t_statistic=t_statistic,
+        p_ttest=p_ttest,
+        p_perm=p_perm,
+        permutation=["exact" if e else "monte-carlo" for e in exact],
+    )
     adjust_by(tests, alpha)
     tests = _ordered(tests[TEST_COLUMNS], keys)
     tests.attrs["caption"] = (
@@ -240,8 +284,14 @@ def selection_table(selection: pd.DataFrame) -> pd.DataFrame:
             row[f"median_abs_log10_{short}_ratio"] = float(np.median(np.abs(chosen - target)))
             row[f"spearman_{short}"] = _spearman(target, chosen)
         rows.append(row)
-    columns = [*keys, "n_targets", "median_abs_log10_lr_ratio", "spearman_lr",
-               "median_abs_log10_batch_ratio", "spearman_batch"]
+    columns = [
+        *keys,
+        "n_targets",
+        "median_abs_log10_lr_ratio",
+        "spearman_lr",
+        "median_abs_log10_batch_ratio",
+        "spearman_batch",
+    ]
     table = _ordered(pd.DataFrame(rows, columns=columns), keys)
     table.attrs["caption"] = (
         "Hyperparameters selected by the attack against the target's, per setting, privacy "
@@ -255,4 +305,3 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
         return math.nan
     return float(spearmanr(a, b).statistic)
-

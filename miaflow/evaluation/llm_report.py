@@ -41,16 +41,27 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 # Label-free attacks in the order of the EM-MIA paper's tables; EM-MIA's variants follow, sorted.
-LABEL_FREE = ("llm-loss", "llm-zlib", "llm-lowercase", "llm-mink", "llm-minkpp", "llm-ref",
-              "llm-neighbor", "llm-recall-avg", "llm-recall-avgp", "em-mia")
+LABEL_FREE = (
+    "llm-loss",
+    "llm-zlib",
+    "llm-lowercase",
+    "llm-mink",
+    "llm-minkpp",
+    "llm-ref",
+    "llm-neighbor",
+    "llm-recall-avg",
+    "llm-recall-avgp",
+    "em-mia",
+)
 SHOTS = ("llm-recall",)
 ORACLES = ("llm-recall-toppref", "llm-recall-randm", "llm-recall-randnm")
 ATTACK_ORDER = (*LABEL_FREE, *SHOTS, *ORACLES)
 EM_VARIANT_PREFIX = "em-mia-"
 KNOWLEDGE_ORDER = ("none", "shots", "oracle")
 KNOWLEDGE_MARKS = {"none": "", "shots": "‡", "oracle": "†"}
-MARKS_CAPTION = ("† oracle: uses true membership labels; "
-                 "‡ uses known non-member texts as prefix shots.")
+MARKS_CAPTION = (
+    "† oracle: uses true membership labels; ‡ uses known non-member texts as prefix shots."
+)
 DEFAULT_METRICS = ("auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr")
 # Min-K% and Min-K%++ at k = 20% are `llm-mink` and `llm-minkpp`; the sweep adds "-k<percent>".
 SWEEP_SUFFIX = re.compile(r"-k\d+$")
@@ -65,8 +76,9 @@ _TPR_METRIC = re.compile(r"tpr_at_(.+)pct_fpr")
 
 # --- helpers --------------------------------------------------------------------------------------
 
+
 def metric_label(metric: str) -> str:
-    """"auroc" -> "AUROC", "tpr_at_1pct_fpr" -> "TPR@1%": the paper's column headers; other
+    """ "auroc" -> "AUROC", "tpr_at_1pct_fpr" -> "TPR@1%": the paper's column headers; other
     metric names are shown as they are."""
     if metric == "auroc":
         return "AUROC"
@@ -151,9 +163,18 @@ def _draw_spread(axes: Axes, stats: pd.DataFrame, line: int, label: str) -> None
 
     colours = list(colormaps["tab20"].colors)
     colours = colours[0::2] + colours[1::2]
-    plot_mean_band(axes, stats.index, stats["mean"], stats["min"], stats["max"],
-                   colours[line % len(colours)], marker="o", markersize=3,
-                   linestyle=("-", "--")[line // len(colours) % 2], label=label)
+    plot_mean_band(
+        axes,
+        stats.index,
+        stats["mean"],
+        stats["min"],
+        stats["max"],
+        colours[line % len(colours)],
+        marker="o",
+        markersize=3,
+        linestyle=("-", "--")[line // len(colours) % 2],
+        label=label,
+    )
 
 
 def _panel_grid(count: int, columns: int = 3) -> tuple[int, int]:
@@ -164,8 +185,12 @@ def _panel_grid(count: int, columns: int = 3) -> tuple[int, int]:
 
 # --- tables ---------------------------------------------------------------------------------------
 
-def llm_table(metrics: pd.DataFrame, knowledge: Mapping[str, str],
-              metrics_shown: Sequence[str] = DEFAULT_METRICS) -> pd.DataFrame:
+
+def llm_table(
+    metrics: pd.DataFrame,
+    knowledge: Mapping[str, str],
+    metrics_shown: Sequence[str] = DEFAULT_METRICS,
+) -> pd.DataFrame:
     """The EM-MIA paper's table: one row per language-model attack, one column per
     "dataset/target_model metric" (e.g. "wikimia/pythia_160m TPR@1%"), cells "mean ± std" over
     repeats, MISSING where an attack did not run on an experiment.
@@ -184,7 +209,8 @@ def llm_table(metrics: pd.DataFrame, knowledge: Mapping[str, str],
     for dataset, model in experiments:
         for metric in shown:
             table[f"{dataset}/{model} {metric_label(metric)}"] = [
-                mean_std_cell(stats, (a, dataset, model, metric)) for a in attacks]
+                mean_std_cell(stats, (a, dataset, model, metric)) for a in attacks
+            ]
     table["knowledge"] = [knowledge[a] for a in attacks]
     title = "Membership inference on language models"
     if table.empty:
@@ -212,9 +238,12 @@ def mink_sweep_table(metrics: pd.DataFrame, knowledge: Mapping[str, str]) -> pd.
     for dataset, model in _experiments(rows):
         for family, name in SWEEP_FAMILIES.items():
             table[f"{dataset}/{model} {name}"] = [
-                mean_std_cell(stats, (dataset, model, family, k)) for k in ks]
-    title = ("AUROC of Min-K% and Min-K%++ against k, the fraction of tokens with the lowest "
-             "scores that are averaged")
+                mean_std_cell(stats, (dataset, model, family, k)) for k in ks
+            ]
+    title = (
+        "AUROC of Min-K% and Min-K%++ against k, the fraction of tokens with the lowest "
+        "scores that are averaged"
+    )
     if table.empty:
         table.attrs["caption"] = f"{title}: {NO_EXPERIMENTS}."
         return table
@@ -227,6 +256,7 @@ def mink_sweep_table(metrics: pd.DataFrame, knowledge: Mapping[str, str]) -> pd.
 
 
 # --- figures --------------------------------------------------------------------------------------
+
 
 def plot_em_iterations(history: pd.DataFrame, path: str | Path) -> None:
     """AUROC of each EM-MIA attack after each iteration (0: its initial scores), one panel per
@@ -255,8 +285,11 @@ def plot_em_iterations(history: pd.DataFrame, path: str | Path) -> None:
         axes.axhline(CHANCE_AUROC, color="k", linestyle="--", linewidth=0.8, label="chance")
         iterations = sorted(int(i) for i in panel["iteration"].unique())
         axes.set_xticks(iterations, labels=[str(i) for i in iterations])
-        axes.set(xlabel="EM iteration (0: initial scores)",
-                 ylabel="AUROC" if p % n_cols == 0 else None, title=f"{dataset}/{model}")
+        axes.set(
+            xlabel="EM iteration (0: initial scores)",
+            ylabel="AUROC" if p % n_cols == 0 else None,
+            title=f"{dataset}/{model}",
+        )
         if p == min(n_cols, len(experiments)) - 1:  # the right end of the first row
             small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
@@ -279,16 +312,23 @@ def plot_mink_sweep(metrics: pd.DataFrame, path: str | Path) -> None:
     for p, (family, name) in enumerate(SWEEP_FAMILIES.items()):
         axes = figure.add_subplot(1, len(SWEEP_FAMILIES), p + 1)
         for j, (dataset, model) in enumerate(experiments):
-            runs = rows[(rows["dataset"] == dataset) & (rows["target_model"] == model)
-                        & (rows["family"] == family)]
+            runs = rows[
+                (rows["dataset"] == dataset)
+                & (rows["target_model"] == model)
+                & (rows["family"] == family)
+            ]
             if runs.empty:
                 continue
             stats = runs.groupby("k", sort=True)["value"].agg(["mean", "min", "max"])
             _draw_spread(axes, stats, j, f"{dataset}/{model}")
         axes.axhline(CHANCE_AUROC, color="k", linestyle="--", linewidth=0.8, label="chance")
         axes.axvline(BASE_K, color="0.5", linestyle=":", linewidth=0.8)
-        axes.set(xlim=(0.0, 1.05), xlabel="k (fraction of tokens)",
-                 ylabel="AUROC" if p == 0 else None, title=name)
+        axes.set(
+            xlim=(0.0, 1.05),
+            xlabel="k (fraction of tokens)",
+            ylabel="AUROC" if p == 0 else None,
+            title=name,
+        )
         if p == len(SWEEP_FAMILIES) - 1:
             small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)

@@ -18,9 +18,23 @@ import pandas as pd
 
 FPR_LEVELS = (0.001, 0.01, 0.1)
 # Metrics at the operating threshold tau* (see `attack_metrics`).
-TAU_STAR_METRICS = ("precision", "recall", "f1", "accuracy", "plain_accuracy", "fpr", "fnr",
-                    "advantage")
-METRIC_NAMES = ("auroc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "tpr_at_10pct_fpr", *TAU_STAR_METRICS)
+TAU_STAR_METRICS = (
+    "precision",
+    "recall",
+    "f1",
+    "accuracy",
+    "plain_accuracy",
+    "fpr",
+    "fnr",
+    "advantage",
+)
+METRIC_NAMES = (
+    "auroc",
+    "tpr_at_0.1pct_fpr",
+    "tpr_at_1pct_fpr",
+    "tpr_at_10pct_fpr",
+    *TAU_STAR_METRICS,
+)
 RUN_KEYS = ["dataset", "target_model", "attack", "repeat"]
 METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "ci_low", "ci_high"]
 ROC_COLUMNS = [*RUN_KEYS, "fpr", "tpr"]
@@ -155,7 +169,9 @@ def roc_table(scores: pd.DataFrame) -> pd.DataFrame:
     for key, run in scores.groupby(RUN_KEYS, sort=True):
         fpr, tpr, _ = roc(run["is_member"].to_numpy(dtype=bool), run["score"].to_numpy(np.float64))
         keep = _plot_points(fpr)
-        frames.append(pd.DataFrame({**dict(zip(RUN_KEYS, key)), "fpr": fpr[keep], "tpr": tpr[keep]}))
+        frames.append(
+            pd.DataFrame({**dict(zip(RUN_KEYS, key)), "fpr": fpr[keep], "tpr": tpr[keep]})
+        )
     if not frames:
         return pd.DataFrame(columns=ROC_COLUMNS)
     return pd.concat(frames, ignore_index=True)[ROC_COLUMNS]

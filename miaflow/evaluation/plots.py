@@ -44,7 +44,10 @@ def measured_from(curves: pd.DataFrame, runs: str = "repeat") -> float:
 
 
 def plot_roc_loglog(
-    roc: pd.DataFrame, path: str | Path, title: str, auroc: Mapping[str, float] | None = None,
+    roc: pd.DataFrame,
+    path: str | Path,
+    title: str,
+    auroc: Mapping[str, float] | None = None,
     families: Mapping[str, str] | None = None,
 ) -> None:
     """Log-log ROC of each attack, averaged over repeats, for one dataset/target model.
@@ -76,15 +79,20 @@ def plot_roc_loglog(
     order = sorted(set(family_of.values()), key=lambda f: (f == "other", f))
     panels: list[tuple[str, list[tuple[str, str]]]] = []  # title, (attack, legend entry) each
     if len(order) > 1:
-        best = {f: max((a for a in means if family_of[a] == f), key=score.__getitem__)
-                for f in order}
+        best = {
+            f: max((a for a in means if family_of[a] == f), key=score.__getitem__) for f in order
+        }
         panels.append(("best of each family", [(best[f], f"{f}: {label[best[f]]}") for f in order]))
     for family in order:
         members = [(a, label[a]) for a in means if family_of[a] == family]
         parts = -(-len(members) // ROC_PANEL_ATTACKS)
-        panels += [(family if parts == 1 else f"{family} ({k + 1}/{parts})",
-                    members[k * ROC_PANEL_ATTACKS:(k + 1) * ROC_PANEL_ATTACKS])
-                   for k in range(parts)]
+        panels += [
+            (
+                family if parts == 1 else f"{family} ({k + 1}/{parts})",
+                members[k * ROC_PANEL_ATTACKS : (k + 1) * ROC_PANEL_ATTACKS],
+            )
+            for k in range(parts)
+        ]
     low = min((grid[0] for grid, _ in means.values()), default=1e-3)
     n_cols = min(ROC_COLUMNS, max(1, len(panels)))
     n_rows = max(1, -(-len(panels) // n_cols))
@@ -96,11 +104,23 @@ def plot_roc_loglog(
         for k, (attack, entry) in enumerate(entries):
             axes.plot(*means[attack], color=colours[k % len(colours)], linewidth=1.2, label=entry)
         axes.plot([low, 1.0], [low, 1.0], "k--", linewidth=0.8, label="chance")
-        axes.set(xscale="log", yscale="log", xlim=(low, 1.0), ylim=(low, 1.0),
-                 xlabel="False positive rate", ylabel="True positive rate", title=name)
+        axes.set(
+            xscale="log",
+            yscale="log",
+            xlim=(low, 1.0),
+            ylim=(low, 1.0),
+            xlabel="False positive rate",
+            ylabel="True positive rate",
+            title=name,
+        )
         decade_ticks(axes, low)
-        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize="x-small",
-                    title="attack (AUROC)" if auroc else None, title_fontsize="x-small")
+        axes.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            fontsize="x-small",
+            title="attack (AUROC)" if auroc else None,
+            title_fontsize="x-small",
+        )
     figure.suptitle(f"{title}: ROC from FPR {low:.1e}, the lowest the data measure")
     save_png(figure, path)
 
@@ -120,8 +140,10 @@ def save_png(figure: Figure, path: str | Path) -> None:
     """Write a PNG atomically, without the "Software" entry (matplotlib's version string), so
     only the drawing decides the bytes."""
     figure.tight_layout()
-    write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI,
-                                                metadata={"Software": None}))
+    write_with(
+        path,
+        lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI, metadata={"Software": None}),
+    )
 
 
 def layout_problems(figure: Figure) -> list[str]:
@@ -145,18 +167,29 @@ def layout_problems(figure: Figure) -> list[str]:
                     ticks.append((f"tick label {label.get_text()!r}", label))
         texts += [axes.title, axes.xaxis.label, axes.yaxis.label, *axes.texts]
     texts += [*figure.texts, *([figure._suptitle] if figure._suptitle else [])]
-    boxes = [(f"legend {k}", legend.get_window_extent(renderer))
-             for k, legend in enumerate(legends)]
+    boxes = [
+        (f"legend {k}", legend.get_window_extent(renderer)) for k, legend in enumerate(legends)
+    ]
     boxes += [(name, label.get_window_extent(renderer)) for name, label in ticks]
     checked = len(boxes)  # legends and tick labels: none may overlap anything
-    boxes += [(f"text {t.get_text()!r}", t.get_window_extent(renderer))
-              for t in texts if t.get_visible() and t.get_text()]
+    boxes += [
+        (f"text {t.get_text()!r}", t.get_window_extent(renderer))
+        for t in texts
+        if t.get_visible() and t.get_text()
+    ]
     canvas = figure.bbox.padded(1)
-    problems = [f"{name} leaves the canvas" for name, box in boxes
-                if not (canvas.containsx(box.x0) and canvas.containsx(box.x1)
-                        and canvas.containsy(box.y0) and canvas.containsy(box.y1))]
+    problems = [
+        f"{name} leaves the canvas"
+        for name, box in boxes
+        if not (
+            canvas.containsx(box.x0)
+            and canvas.containsx(box.x1)
+            and canvas.containsy(box.y0)
+            and canvas.containsy(box.y1)
+        )
+    ]
     for i, (name, box) in enumerate(boxes[:checked]):
-        for other, other_box in boxes[i + 1:]:
+        for other, other_box in boxes[i + 1 :]:
             if box.overlaps(other_box):
                 problems.append(f"{name} overlaps {other}")
     return problems
@@ -169,35 +202,53 @@ def small_legend(axes: Axes, **options: Any) -> None:
         axes.legend(fontsize="x-small", **options)
 
 
-def plot_mean_band(axes: Axes, x: Any, mean: Any, low: Any, high: Any, color: Any,
-                   **line: Any) -> None:
+def plot_mean_band(
+    axes: Axes, x: Any, mean: Any, low: Any, high: Any, color: Any, **line: Any
+) -> None:
     """A line of means over a shaded band of the same colour from `low` to `high` (min and max
     over runs or repeats), so the spread is seen without hiding the other lines."""
     axes.plot(x, mean, color=color, linewidth=1.2, **line)
     axes.fill_between(x, low, high, color=color, alpha=0.12, linewidth=0)
 
 
-def plot_auroc_vs_gap(metrics: pd.DataFrame, models: pd.DataFrame,
-                      families: Mapping[str, str], path: str | Path) -> None:
+def plot_auroc_vs_gap(
+    metrics: pd.DataFrame, models: pd.DataFrame, families: Mapping[str, str], path: str | Path
+) -> None:
     """TDDBench Fig. 2: AUROC of each target model against its train − test accuracy gap, one
     point per (experiment, attack, repeat), coloured by attack family."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
     targets = models[models["role"] == "target"]
-    gaps = pd.DataFrame({"dataset": targets["dataset"], "target_model": targets["arch"],
-                         "repeat": targets["model_id"].str.rsplit("-", n=1).str[-1].astype(int),
-                         "gap": targets["train_acc"] - targets["test_acc"]})
-    auroc = metrics[metrics["metric"] == "auroc"].merge(gaps, on=["dataset", "target_model", "repeat"])
+    gaps = pd.DataFrame(
+        {
+            "dataset": targets["dataset"],
+            "target_model": targets["arch"],
+            "repeat": targets["model_id"].str.rsplit("-", n=1).str[-1].astype(int),
+            "gap": targets["train_acc"] - targets["test_acc"],
+        }
+    )
+    auroc = metrics[metrics["metric"] == "auroc"].merge(
+        gaps, on=["dataset", "target_model", "repeat"]
+    )
     figure = Figure(figsize=FIGURE_SIZE)
     axes = figure.add_subplot()
     colours = colormaps["tab10"].colors
     for k, (family, points) in enumerate(auroc.groupby(auroc["attack"].map(families), sort=True)):
-        axes.scatter(points["gap"], points["value"], s=10, alpha=0.6, label=family,
-                     color=colours[k % len(colours)])
+        axes.scatter(
+            points["gap"],
+            points["value"],
+            s=10,
+            alpha=0.6,
+            label=family,
+            color=colours[k % len(colours)],
+        )
     axes.axhline(0.5, color="k", linestyle="--", linewidth=0.8)
-    axes.set(xlabel="Target train − test accuracy", ylabel="AUROC",
-             title="Attack AUROC against the target's generalisation gap")
+    axes.set(
+        xlabel="Target train − test accuracy",
+        ylabel="AUROC",
+        title="Attack AUROC against the target's generalisation gap",
+    )
     axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
     save_png(figure, path)
 
@@ -208,7 +259,9 @@ def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> Non
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    axes_names = [a for a in ("reference models", "queries") if a in set(sweep["axis"])] or ["reference models"]
+    axes_names = [a for a in ("reference models", "queries") if a in set(sweep["axis"])] or [
+        "reference models"
+    ]
     figure = Figure(figsize=(FIGURE_SIZE[0] * len(axes_names), FIGURE_SIZE[1]))
     colours = colormaps["tab20"].colors
     for k, axis in enumerate(axes_names, start=1):
@@ -216,9 +269,17 @@ def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> Non
         rows = sweep[sweep["axis"] == axis]
         for j, (attack, runs) in enumerate(rows.groupby("attack", sort=True)):
             stats = runs.groupby("count")["auroc"].agg(["mean", "std"]).reset_index()
-            axes.errorbar(stats["count"], stats["mean"], yerr=stats["std"].fillna(0.0),
-                          label=attack, color=colours[j % len(colours)], marker="o", markersize=3,
-                          linewidth=1.2, capsize=2)
+            axes.errorbar(
+                stats["count"],
+                stats["mean"],
+                yerr=stats["std"].fillna(0.0),
+                label=attack,
+                color=colours[j % len(colours)],
+                marker="o",
+                markersize=3,
+                linewidth=1.2,
+                capsize=2,
+            )
         counts = sorted(rows["count"].unique())
         axes.set(xscale="log", xlabel=f"Number of {axis}", ylabel="AUROC", title=title)
         if counts:
@@ -233,8 +294,12 @@ def _draw_risk_cdf(axes: Any, risk: np.ndarray, **style: Any) -> None:
     from miaflow.attacks.song_mittal import risk_cdf
 
     values, cdf = risk_cdf(risk)
-    axes.step(np.concatenate([[0.0], values, [1.0]]), np.concatenate([[0.0], cdf, [1.0]]),
-              where="post", **style)
+    axes.step(
+        np.concatenate([[0.0], values, [1.0]]),
+        np.concatenate([[0.0], cdf, [1.0]]),
+        where="post",
+        **style,
+    )
 
 
 def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
@@ -247,12 +312,19 @@ def plot_risk_cdf(scores: pd.DataFrame, path: str | Path, title: str) -> None:
         raise ValueError("plot_risk_cdf draws one dataset/target model; filter `scores` first")
     figure = Figure(figsize=(5.0, 4.0))
     axes = figure.add_subplot()
-    for is_member, label, colour in [(True, "members", "tab:red"),
-                                     (False, "non-members", "tab:blue")]:
+    for is_member, label, colour in [
+        (True, "members", "tab:red"),
+        (False, "non-members", "tab:blue"),
+    ]:
         values = risk.loc[risk["is_member"] == is_member, "score"].to_numpy()
         _draw_risk_cdf(axes, values, label=f"{label} (n = {len(values)})", color=colour)
-    axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score", ylabel="Cumulative fraction",
-             title=title)
+    axes.set(
+        xlim=(0, 1),
+        ylim=(0, 1.01),
+        xlabel="Privacy risk score",
+        ylabel="Cumulative fraction",
+        title=title,
+    )
     axes.legend(loc="upper left", fontsize="small")
     save_png(figure, path)
 
@@ -278,10 +350,18 @@ def plot_defense_tradeoff(table: pd.DataFrame, path: str | Path) -> None:
         rows = table[table["dataset"] == dataset]
         axes.scatter(rows["test_acc"], rows["best_tpr_at_1pct_fpr"], color="tab:blue")
         for _, row in rows.iterrows():
-            axes.annotate(row["defense"], (row["test_acc"], row["best_tpr_at_1pct_fpr"]),
-                          fontsize="x-small", xytext=(3, 3), textcoords="offset points")
-        axes.set(xlabel="Test accuracy of the target", ylabel="Best attack's TPR at 1% FPR",
-                 title=f"Defenses: {dataset}")
+            axes.annotate(
+                row["defense"],
+                (row["test_acc"], row["best_tpr_at_1pct_fpr"]),
+                fontsize="x-small",
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        axes.set(
+            xlabel="Test accuracy of the target",
+            ylabel="Best attack's TPR at 1% FPR",
+            title=f"Defenses: {dataset}",
+        )
     save_png(figure, path)
 
 
@@ -301,12 +381,18 @@ def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str
     for index, dataset in enumerate(datasets, start=1):
         axes = figure.add_subplot(1, len(datasets), index)
         for row in defenses[defenses["dataset"] == dataset].itertuples(index=False):
-            mine = members[(members["dataset"] == dataset)
-                           & (members["target_model"] == row.target_model)]
+            mine = members[
+                (members["dataset"] == dataset) & (members["target_model"] == row.target_model)
+            ]
             if mine.empty:
                 continue
             _draw_risk_cdf(axes, mine["score"].to_numpy(), label=row.defense)
-        axes.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="Privacy risk score of members",
-                 ylabel="Cumulative fraction", title=f"Risk by defense: {dataset}")
+        axes.set(
+            xlim=(0, 1),
+            ylim=(0, 1.01),
+            xlabel="Privacy risk score of members",
+            ylabel="Cumulative fraction",
+            title=f"Risk by defense: {dataset}",
+        )
         axes.legend(loc="upper left", fontsize="x-small")
     save_png(figure, path)

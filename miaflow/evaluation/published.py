@@ -23,7 +23,9 @@ PUBLISHED = Path(__file__).with_name("published.csv")
 ACCURACIES = ("train_acc", "test_acc")
 
 
-def counterparts(targets: Iterable[tuple[str, str]], path: Path = PUBLISHED) -> list[tuple[str, str]]:
+def counterparts(
+    targets: Iterable[tuple[str, str]], path: Path = PUBLISHED
+) -> list[tuple[str, str]]:
     """The (dataset, target model) pairs of `targets` that have a published value (read without
     pandas: the workflow asks while it builds its plan)."""
     with path.open(newline="") as handle:
@@ -31,8 +33,9 @@ def counterparts(targets: Iterable[tuple[str, str]], path: Path = PUBLISHED) -> 
     return [pair for pair in targets if pair in published]
 
 
-def published_table(published: pd.DataFrame, models: pd.DataFrame, metrics: pd.DataFrame,
-                    profile: str) -> pd.DataFrame:
+def published_table(
+    published: pd.DataFrame, models: pd.DataFrame, metrics: pd.DataFrame, profile: str
+) -> pd.DataFrame:
     """One row per published value this run reproduced: the value, our mean and standard
     deviation over target models, and the difference in units of that deviation.
 
@@ -41,28 +44,57 @@ def published_table(published: pd.DataFrame, models: pd.DataFrame, metrics: pd.D
     rows = []
     for row in published.itertuples(index=False):
         if row.quantity in ACCURACIES:
-            values = models.loc[(models["dataset"] == row.dataset) & (models["arch"] == row.target_model)
-                                & (models["role"] == "target"), row.quantity]
+            values = models.loc[
+                (models["dataset"] == row.dataset)
+                & (models["arch"] == row.target_model)
+                & (models["role"] == "target"),
+                row.quantity,
+            ]
         else:
             attack = row.quantity.removeprefix("auroc:")
-            values = metrics.loc[(metrics["dataset"] == row.dataset)
-                                 & (metrics["target_model"] == row.target_model)
-                                 & (metrics["attack"] == attack) & (metrics["metric"] == "auroc"),
-                                 "value"]
+            values = metrics.loc[
+                (metrics["dataset"] == row.dataset)
+                & (metrics["target_model"] == row.target_model)
+                & (metrics["attack"] == attack)
+                & (metrics["metric"] == "auroc"),
+                "value",
+            ]
         if values.empty:
             continue
         mean, std = float(values.mean()), float(values.std(ddof=1))
-        rows.append({"dataset": row.dataset, "target_model": row.target_model,
-                     "quantity": row.quantity, "published": row.value, "reproduced": mean,
-                     "std": std, "n": len(values), "difference": mean - row.value,
-                     "difference_in_std": (mean - row.value) / std if std > 0 else math.nan,
-                     "source": f"{row.paper}, {row.table}, {row.row}", "note": row.note})
+        rows.append(
+            {
+                "dataset": row.dataset,
+                "target_model": row.target_model,
+                "quantity": row.quantity,
+                "published": row.value,
+                "reproduced": mean,
+                "std": std,
+                "n": len(values),
+                "difference": mean - row.value,
+                "difference_in_std": (mean - row.value) / std if std > 0 else math.nan,
+                "source": f"{row.paper}, {row.table}, {row.row}",
+                "note": row.note,
+            }
+        )
     import pandas as pd
 
-    columns = ["dataset", "target_model", "quantity", "published", "reproduced", "std", "n",
-               "difference", "difference_in_std", "source", "note"]
+    columns = [
+        "dataset",
+        "target_model",
+        "quantity",
+        "published",
+        "reproduced",
+        "std",
+        "n",
+        "difference",
+        "difference_in_std",
+        "source",
+        "note",
+    ]
     table = pd.DataFrame(rows, columns=columns).round(4)
     table.attrs["caption"] = (
         f"Published against reproduced (profile {profile}): each published value, our mean and "
-        "standard deviation over target models, and the difference in units of that deviation")
+        "standard deviation over target models, and the difference in units of that deviation"
+    )
     return table

@@ -51,8 +51,9 @@ def sign_flips(n: int, n_resamples: int | None, seed: int) -> tuple[np.ndarray, 
     return np.where(swapped, -1.0, 1.0), False
 
 
-def permutation_pvalues(differences: np.ndarray, n_resamples: int | None = None,
-                        seed: int = 0) -> np.ndarray:
+def permutation_pvalues(
+    differences: np.ndarray, n_resamples: int | None = None, seed: int = 0
+) -> np.ndarray:
     """One-sided (H1: mean > 0) sign-flip permutation p-values of mean(d), one per row of the
     (pairs, n) array `differences`.
 
@@ -71,19 +72,23 @@ def permutation_pvalues(differences: np.ndarray, n_resamples: int | None = None,
     counts = np.empty(n_rows, dtype=np.int64)
     step = max(1, _CHUNK_ELEMENTS // len(signs))
     for start in range(0, n_rows, step):
-        rows = differences[start:start + step]
+        rows = differences[start : start + step]
         total = np.multiply.outer(rows[:, 0], signs[:, 0])
         for i in range(1, n):
             total += np.multiply.outer(rows[:, i], signs[:, i])
-        counts[start:start + step] = np.count_nonzero(
-            total / n >= threshold[start:start + step, None], axis=1)
+        counts[start : start + step] = np.count_nonzero(
+            total / n >= threshold[start : start + step, None], axis=1
+        )
     adjustment = 0 if exact else 1
     return np.clip((counts + adjustment) / (len(signs) + adjustment), 0.0, 1.0)
 
 
-def one_sided_tests(a_rows: Sequence[np.ndarray], b_rows: Sequence[np.ndarray],
-                    n_resamples: int | None = None,
-                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def one_sided_tests(
+    a_rows: Sequence[np.ndarray],
+    b_rows: Sequence[np.ndarray],
+    n_resamples: int | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Test H1: mean(a - b) > 0 for every pair of paired samples (`a_rows[k]`, `b_rows[k]`).
 
     Returns the t statistics and p-values of the paired t-test and the p-values of the sign-flip
@@ -114,10 +119,33 @@ def adjust_by(tests: pd.DataFrame, alpha: float) -> None:
 
 QUESTIONS = ("family-best", "vs-best")  # the families of comparisons, in table order
 TEST_COLUMNS = [
-    "family", "dataset", "target_model", "metric", "attack_a", "attack_b", "attack_family_a",
-    "attack_family_b", "n_repeats", "n_samples", "mean_a", "mean_b", "mean_diff", "t_statistic",
-    "p_ttest", "p_ttest_by", "reject_ttest", "p_perm", "p_perm_by", "reject_perm", "n_resamples",
-    "min_p_perm_by", "z_delong", "p_delong", "p_delong_by", "reject_delong", "alpha",
+    "family",
+    "dataset",
+    "target_model",
+    "metric",
+    "attack_a",
+    "attack_b",
+    "attack_family_a",
+    "attack_family_b",
+    "n_repeats",
+    "n_samples",
+    "mean_a",
+    "mean_b",
+    "mean_diff",
+    "t_statistic",
+    "p_ttest",
+    "p_ttest_by",
+    "reject_ttest",
+    "p_perm",
+    "p_perm_by",
+    "reject_perm",
+    "n_resamples",
+    "min_p_perm_by",
+    "z_delong",
+    "p_delong",
+    "p_delong_by",
+    "reject_delong",
+    "alpha",
 ]
 BY_FAMILY = ["family", "dataset", "target_model", "metric"]  # one Benjamini–Yekutieli family
 # Swapped scores (resamples x samples) handled at a time in the sample permutation test.
@@ -136,20 +164,28 @@ def comparisons(means: pd.DataFrame, family_of: Mapping[str, str]) -> pd.DataFra
     """
     rows = []
     for (dataset, target_model, metric), group in means.groupby(
-            ["dataset", "target_model", "metric"], sort=True):
+        ["dataset", "target_model", "metric"], sort=True
+    ):
         ranked = group.sort_values(["mean", "attack"], ascending=[False, True])
         attacks = ranked["attack"].tolist()
         key = {"dataset": dataset, "target_model": target_model, "metric": metric}
-        rows += [{"family": "vs-best", **key, "attack_a": attacks[0], "attack_b": other}
-                 for other in attacks[1:]]
+        rows += [
+            {"family": "vs-best", **key, "attack_a": attacks[0], "attack_b": other}
+            for other in attacks[1:]
+        ]
         bests = list(dict.fromkeys(family_of[a] for a in attacks))  # families, best first
         best_of = {f: next(a for a in attacks if family_of[a] == f) for f in bests}
-        rows += [{"family": "family-best", **key, "attack_a": best_of[f], "attack_b": best_of[g]}
-                 for f, g in itertools.combinations(bests, 2)]
-    table = pd.DataFrame(rows, columns=["family", "dataset", "target_model", "metric",
-                                        "attack_a", "attack_b"])
-    return table.assign(attack_family_a=table["attack_a"].map(family_of),
-                        attack_family_b=table["attack_b"].map(family_of))
+        rows += [
+            {"family": "family-best", **key, "attack_a": best_of[f], "attack_b": best_of[g]}
+            for f, g in itertools.combinations(bests, 2)
+        ]
+    table = pd.DataFrame(
+        rows, columns=["family", "dataset", "target_model", "metric", "attack_a", "attack_b"]
+    )
+    return table.assign(
+        attack_family_a=table["attack_a"].map(family_of),
+        attack_family_b=table["attack_b"].map(family_of),
+    )
 
 
 def tpr_level(metric: str) -> float | None:
@@ -158,7 +194,7 @@ def tpr_level(metric: str) -> float | None:
 
     if not (metric.startswith("tpr_at_") and metric.endswith("pct_fpr")):
         return None
-    level = float(metric[len("tpr_at_"):-len("pct_fpr")]) / 100
+    level = float(metric[len("tpr_at_") : -len("pct_fpr")]) / 100
     return level if tpr_metric_name(level) == metric else None
 
 
@@ -198,9 +234,14 @@ def _rank_metrics(ranks: np.ndarray, n_members: int, levels: Sequence[float | No
     return result
 
 
-def sample_permutation_pvalues(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
-                               member: Sequence[np.ndarray], metrics: Sequence[str],
-                               n_resamples: int, seed: int) -> np.ndarray:
+def sample_permutation_pvalues(
+    a: Sequence[np.ndarray],
+    b: Sequence[np.ndarray],
+    member: Sequence[np.ndarray],
+    metrics: Sequence[str],
+    n_resamples: int,
+    seed: int,
+) -> np.ndarray:
     """One-sided (H1: A > B) p-values of the sample permutation test, one per metric.
 
     a[r], b[r], member[r]: the two attacks' scores and the membership of the samples of repeat
@@ -229,15 +270,17 @@ def sample_permutation_pvalues(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
             swap = rng.integers(0, 2, (min(step, n_resamples - start), len(ranks_a)), dtype=bool)
             mixed_a = np.where(swap, ranks_b, ranks_a)
             mixed_b = (ranks_a + ranks_b) - mixed_a  # the rank A did not take
-            null[start:start + len(swap)] += (_rank_metrics(mixed_a, n_members, levels)
-                                              - _rank_metrics(mixed_b, n_members, levels))
+            null[start : start + len(swap)] += _rank_metrics(
+                mixed_a, n_members, levels
+            ) - _rank_metrics(mixed_b, n_members, levels)
     threshold = observed - np.abs(_TIE_TOLERANCE * observed)
     counts = np.count_nonzero(null >= threshold, axis=0)
     return np.where(usable, (counts + 1) / (n_resamples + 1), np.nan)
 
 
-def delong_test(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
-                member: Sequence[np.ndarray]) -> tuple[float, float]:
+def delong_test(
+    a: Sequence[np.ndarray], b: Sequence[np.ndarray], member: Sequence[np.ndarray]
+) -> tuple[float, float]:
     """DeLong's test of H1: AUROC(A) > AUROC(B) on the same samples, combined over repeats.
 
     Per repeat r, DeLong's placement values give the difference d_r of the two AUROCs and its
@@ -269,8 +312,9 @@ def delong_test(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
     return z, float(norm.sf(z))
 
 
-def paired_ttests(a_rows: Sequence[np.ndarray],
-                  b_rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def paired_ttests(
+    a_rows: Sequence[np.ndarray], b_rows: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """t statistics and one-sided (H1: mean(a - b) > 0) p-values of `ttest_rel` for every pair
     (`a_rows[k]`, `b_rows[k]`); pairs of the same length are tested in one call. p = 1 when all
     differences are 0."""
@@ -282,8 +326,12 @@ def paired_ttests(a_rows: Sequence[np.ndarray],
             # Identical nonzero differences make scipy warn about precision, yet it returns the
             # right limit (t = +inf, p = 0 or t = -inf, p = 1); the warning would only be noise.
             warnings.simplefilter("ignore", RuntimeWarning)
-            ttest = ttest_rel(np.stack([a_rows[r] for r in rows]),
-                              np.stack([b_rows[r] for r in rows]), axis=-1, alternative="greater")
+            ttest = ttest_rel(
+                np.stack([a_rows[r] for r in rows]),
+                np.stack([b_rows[r] for r in rows]),
+                axis=-1,
+                alternative="greater",
+            )
         t_statistic[rows] = ttest.statistic
         p_ttest[rows] = np.where(np.isnan(ttest.pvalue), 1.0, ttest.pvalue)
     return t_statistic, p_ttest
@@ -301,9 +349,15 @@ def _adjust_within(tests: pd.DataFrame, test: str, alpha: float) -> None:
     tests[f"reject_{test}"] = adjusted <= alpha
 
 
-def paired_tests(metrics: pd.DataFrame, scores: pd.DataFrame | None,
-                 family_of: Mapping[str, str], metrics_tested: Sequence[str] = TESTED_METRICS,
-                 alpha: float = 0.05, n_resamples: int = 999, seed: int = 0) -> pd.DataFrame:
+def paired_tests(
+    metrics: pd.DataFrame,
+    scores: pd.DataFrame | None,
+    family_of: Mapping[str, str],
+    metrics_tested: Sequence[str] = TESTED_METRICS,
+    alpha: float = 0.05,
+    n_resamples: int = 999,
+    seed: int = 0,
+) -> pd.DataFrame:
     """The `comparisons` of every experiment, each tested one-sided (H1: A > B) three ways
     (docs/algorithms.md#statistical-tests):
 
@@ -331,8 +385,9 @@ def paired_tests(metrics: pd.DataFrame, scores: pd.DataFrame | None,
     values = tested.set_index([*keys[:3], "repeat", "attack"])["value"].unstack("attack")
     a_rows, b_rows = [], []
     for row in tests.itertuples():
-        pair = values.loc[(row.dataset, row.target_model, row.metric), [row.attack_a,
-                                                                         row.attack_b]].dropna()
+        pair = values.loc[
+            (row.dataset, row.target_model, row.metric), [row.attack_a, row.attack_b]
+        ].dropna()
         a_rows.append(pair[row.attack_a].to_numpy(np.float64))
         b_rows.append(pair[row.attack_b].to_numpy(np.float64))
     tests["n_repeats"] = [len(a) for a in a_rows]
@@ -350,14 +405,17 @@ def paired_tests(metrics: pd.DataFrame, scores: pd.DataFrame | None,
     tests["min_p_perm_by"] = [min_permutation_p(n_resamples, m) if m else np.nan for m in sizes]
     tests["alpha"] = alpha
     order = {q: k for k, q in enumerate(QUESTIONS)}
-    tests = tests.sort_values(["dataset", "target_model", "metric", "family", "mean_a", "mean_b"],
-                              ascending=[True, True, True, True, False, False],
-                              key=lambda c: c.map(order) if c.name == "family" else c)
+    tests = tests.sort_values(
+        ["dataset", "target_model", "metric", "family", "mean_a", "mean_b"],
+        ascending=[True, True, True, True, False, False],
+        key=lambda c: c.map(order) if c.name == "family" else c,
+    )
     return tests.reindex(columns=TEST_COLUMNS).reset_index(drop=True)
 
 
-def _sample_tests(tests: pd.DataFrame, scores: pd.DataFrame | None, n_resamples: int,
-                  seed: int) -> None:
+def _sample_tests(
+    tests: pd.DataFrame, scores: pd.DataFrame | None, n_resamples: int, seed: int
+) -> None:
     """Fill n_samples, p_perm, n_resamples, z_delong and p_delong of `tests` in place. Each pair
     of attacks of an experiment is tested once, for the metrics it has rows for, on the samples
     both attacks scored in each repeat."""
@@ -366,13 +424,15 @@ def _sample_tests(tests: pd.DataFrame, scores: pd.DataFrame | None, n_resamples:
     tests["n_resamples"] = n_resamples
     if scores is None or scores.empty:
         return
-    for (dataset, target_model), experiment in scores.groupby(["dataset", "target_model"],
-                                                              sort=True):
+    for (dataset, target_model), experiment in scores.groupby(
+        ["dataset", "target_model"], sort=True
+    ):
         mine = tests[(tests["dataset"] == dataset) & (tests["target_model"] == target_model)]
         if mine.empty:
             continue
-        wide = experiment.pivot_table(index=["repeat", "sample_id"], columns="attack",
-                                      values="score", aggfunc="first")
+        wide = experiment.pivot_table(
+            index=["repeat", "sample_id"], columns="attack", values="score", aggfunc="first"
+        )
         member = experiment.groupby(["repeat", "sample_id"])["is_member"].first()
         member = member.reindex(wide.index).to_numpy(bool)
         values = wide.to_numpy(np.float64)
@@ -393,8 +453,13 @@ def _sample_tests(tests: pd.DataFrame, scores: pd.DataFrame | None, n_resamples:
                 continue
             metrics = list(dict.fromkeys(rows["metric"]))
             p_perm = sample_permutation_pvalues(
-                a, b, members, metrics, n_resamples,
-                seed=derive_seed(seed, "paired_tests", dataset, target_model))
+                a,
+                b,
+                members,
+                metrics,
+                n_resamples,
+                seed=derive_seed(seed, "paired_tests", dataset, target_model),
+            )
             tests.loc[rows.index, "p_perm"] = rows["metric"].map(dict(zip(metrics, p_perm)))
             tests.loc[rows.index, "n_samples"] = sum(len(x) for x in a)
             auroc = rows.index[rows["metric"] == "auroc"]

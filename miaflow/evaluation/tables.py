@@ -20,15 +20,25 @@ from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.io import write_text
 
 MISSING = "–"
-BENCHMARK_COLUMNS = ("s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out",
-                     "mean_load", "cpu_time")
+BENCHMARK_COLUMNS = (
+    "s",
+    "max_rss",
+    "max_vms",
+    "max_uss",
+    "max_pss",
+    "io_in",
+    "io_out",
+    "mean_load",
+    "cpu_time",
+)
 _LATEX_SPECIALS = str.maketrans(
     {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
 )
 
 
-def write_table(df: pd.DataFrame, stem: str | Path, caption: str,
-                markdown: str | None = None) -> None:
+def write_table(
+    df: pd.DataFrame, stem: str | Path, caption: str, markdown: str | None = None
+) -> None:
     """Write `stem.csv` (data), `stem.md` (`markdown`, by default the caption line, then the
     table) and `stem.tex`."""
     write_text(f"{stem}.csv", df.to_csv(index=False, lineterminator="\n"))
@@ -56,8 +66,12 @@ def mean_std_cell(stats: pd.DataFrame, key: tuple) -> str:
     return format_mean_std(float(stats.at[key, "mean"]), float(stats.at[key, "std"]))
 
 
-def _pivot_cells(summary: pd.DataFrame, index: str | list[str], columns: pd.Series,
-                 order: list[str] | None = None) -> pd.DataFrame:
+def _pivot_cells(
+    summary: pd.DataFrame,
+    index: str | list[str],
+    columns: pd.Series,
+    order: list[str] | None = None,
+) -> pd.DataFrame:
     """A display table of `miaflow.evaluation.metrics.summary` rows: their "mean ± std" with one
     row per `index` and one column per value of `columns` (in `order` when given), MISSING where
     no summary row fills a cell."""
@@ -101,12 +115,16 @@ def accuracy_table(models: pd.DataFrame) -> pd.DataFrame:
             "dataset": dataset,
             "arch": arch,
             "n_models": len(group),
-            **{col: format_mean_std(group[col].mean(), group[col].std())
-               for col in ("train_acc", "test_acc", "gap")},
+            **{
+                col: format_mean_std(group[col].mean(), group[col].std())
+                for col in ("train_acc", "test_acc", "gap")
+            },
         }
         for (dataset, arch), group in targets.groupby(["dataset", "arch"], sort=True)
     ]
-    table = pd.DataFrame(rows, columns=["dataset", "arch", "n_models", "train_acc", "test_acc", "gap"])
+    table = pd.DataFrame(
+        rows, columns=["dataset", "arch", "n_models", "train_acc", "test_acc", "gap"]
+    )
     table.attrs["caption"] = (
         "Target-model accuracy: mean ± standard deviation (ddof = 1) over target models; "
         "gap = train − test accuracy."
@@ -120,10 +138,26 @@ QUESTIONS = {
     "vs-best": "the best attack against every other attack",
 }
 BY_GROUP = ["family", "dataset", "target_model", "metric"]  # one BY family of the tests table
-TESTS_COLUMNS = ["family", "dataset", "target_model", "metric", "attack_a", "attack_b",
-                 "attack_family_a", "attack_family_b", "n_repeats", "n_samples", "mean_a",
-                 "mean_b", "mean_diff", "p_ttest_by", "p_perm_by", "p_delong_by",
-                 "min_p_perm_by", "sig"]
+TESTS_COLUMNS = [
+    "family",
+    "dataset",
+    "target_model",
+    "metric",
+    "attack_a",
+    "attack_b",
+    "attack_family_a",
+    "attack_family_b",
+    "n_repeats",
+    "n_samples",
+    "mean_a",
+    "mean_b",
+    "mean_diff",
+    "p_ttest_by",
+    "p_perm_by",
+    "p_delong_by",
+    "min_p_perm_by",
+    "sig",
+]
 
 
 def tests_table(tests: pd.DataFrame) -> pd.DataFrame:
@@ -133,8 +167,10 @@ def tests_table(tests: pd.DataFrame) -> pd.DataFrame:
     `sig` marks the BY-adjusted rejections: "*" t-test, "†" permutation test, "‡" DeLong test.
     The caption says which families cannot reject at all (`min_p_perm_by` above alpha).
     """
-    marks = [("*" if t else "") + ("†" if p else "") + ("‡" if d else "") for t, p, d in
-             zip(tests["reject_ttest"], tests["reject_perm"], tests["reject_delong"])]
+    marks = [
+        ("*" if t else "") + ("†" if p else "") + ("‡" if d else "")
+        for t, p, d in zip(tests["reject_ttest"], tests["reject_perm"], tests["reject_delong"])
+    ]
     table = tests.assign(sig=marks).reindex(columns=TESTS_COLUMNS).reset_index(drop=True)
     alpha = float(tests["alpha"].iloc[0]) if len(tests) else math.nan
     powerless = tests.loc[tests["min_p_perm_by"] > alpha, BY_GROUP].drop_duplicates()
@@ -152,8 +188,10 @@ def tests_table(tests: pd.DataFrame) -> pd.DataFrame:
         "chosen on the same data (winner's curse): read its p-values as optimistic."
     )
     if len(powerless):
-        caption += (f" Warning: {len(powerless)} families cannot reject by the permutation "
-                    f"test at α = {alpha:g} (min_p_perm_by > α): raise stats.n_resamples.")
+        caption += (
+            f" Warning: {len(powerless)} families cannot reject by the permutation "
+            f"test at α = {alpha:g} (min_p_perm_by > α): raise stats.n_resamples."
+        )
     table.attrs["caption"] = caption
     table.attrs["alpha"] = alpha
     return table
@@ -167,18 +205,32 @@ def tests_markdown(table: pd.DataFrame) -> str:
     """`tests_table` as Markdown: a section per experiment, metric and family of questions,
     each saying its size and the least p-value its permutation test can reach."""
     lines = [table.attrs["caption"], ""]
-    shown = ["attack_a", "attack_b", "mean_a", "mean_b", "mean_diff", "p_ttest_by",
-             "p_perm_by", "p_delong_by", "sig"]
-    for (dataset, target_model), experiment in table.groupby(["dataset", "target_model"],
-                                                             sort=False):
+    shown = [
+        "attack_a",
+        "attack_b",
+        "mean_a",
+        "mean_b",
+        "mean_diff",
+        "p_ttest_by",
+        "p_perm_by",
+        "p_delong_by",
+        "sig",
+    ]
+    for (dataset, target_model), experiment in table.groupby(
+        ["dataset", "target_model"], sort=False
+    ):
         lines += [f"## {dataset} / {target_model}", ""]
         for (metric, family), rows in experiment.groupby(["metric", "family"], sort=False):
             reach = float(rows["min_p_perm_by"].iloc[0])
-            note = (f"**{metric}, {family}**: {QUESTIONS.get(family, family)}; "
-                    f"{len(rows)} comparisons, BY over these; p_perm_by ≥ {_p_cell(reach)}")
+            note = (
+                f"**{metric}, {family}**: {QUESTIONS.get(family, family)}; "
+                f"{len(rows)} comparisons, BY over these; p_perm_by ≥ {_p_cell(reach)}"
+            )
             if reach > table.attrs["alpha"]:
-                note += (f" > α = {table.attrs['alpha']:g}: the permutation test cannot reject "
-                         "here (raise stats.n_resamples)")
+                note += (
+                    f" > α = {table.attrs['alpha']:g}: the permutation test cannot reject "
+                    "here (raise stats.n_resamples)"
+                )
             lines += [note + ".", ""]
             cells = rows[shown].copy()
             for column in ("mean_a", "mean_b", "mean_diff"):
@@ -208,8 +260,9 @@ def auroc_by_architecture(summary: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def reference_mismatch_table(summary: pd.DataFrame,
-                             architectures: Mapping[tuple[str, str], tuple[str, str]]) -> pd.DataFrame:
+def reference_mismatch_table(
+    summary: pd.DataFrame, architectures: Mapping[tuple[str, str], tuple[str, str]]
+) -> pd.DataFrame:
     """TDDBench Table-6 layout: AUROC when the reference (and shadow) models have another
     architecture than the target, beside the matched setting, for every dataset and target
     architecture that has such an experiment. Columns are "dataset: target ← reference".
@@ -219,10 +272,13 @@ def reference_mismatch_table(summary: pd.DataFrame,
     auroc = summary[summary["metric"] == "auroc"]
     pairs = [architectures[key] for key in zip(auroc["dataset"], auroc["target_model"])]
     auroc = auroc.assign(target=[t for t, _ in pairs], reference=[r for _, r in pairs])
-    mixed = auroc.loc[auroc["target"] != auroc["reference"], ["dataset", "target"]].drop_duplicates()
+    mixed = auroc.loc[
+        auroc["target"] != auroc["reference"], ["dataset", "target"]
+    ].drop_duplicates()
     shown = auroc.merge(mixed, on=["dataset", "target"])
     table = _pivot_cells(
-        shown, "attack", shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"])
+        shown, "attack", shown["dataset"] + ": " + shown["target"] + " ← " + shown["reference"]
+    )
     table.attrs["caption"] = (
         "AUROC when the reference, population and shadow models have the architecture after the "
         "arrow and the target the one before it (limited knowledge), beside the matched setting: "
@@ -236,8 +292,10 @@ def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) ->
     """TDDBench Tables 14–16 layout: every metric (columns) of every attack (rows) on one
     dataset and target architecture, "mean ± std" over repeats."""
     rows = summary[(summary["dataset"] == dataset) & (summary["target_model"] == target_model)]
-    order = sorted(set(rows["metric"]), key=lambda m: (
-        m not in METRIC_NAMES, METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m))
+    order = sorted(
+        set(rows["metric"]),
+        key=lambda m: (m not in METRIC_NAMES, METRIC_NAMES.index(m) if m in METRIC_NAMES else 0, m),
+    )
     table = _pivot_cells(rows, "attack", rows["metric"], order)
     table.attrs["caption"] = (
         f"All metrics of every attack on {dataset} / {target_model}: mean ± standard deviation "
@@ -247,8 +305,9 @@ def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) ->
     return table
 
 
-def family_table(summary: pd.DataFrame, timings: pd.DataFrame,
-                 families: Mapping[str, str]) -> pd.DataFrame:
+def family_table(
+    summary: pd.DataFrame, timings: pd.DataFrame, families: Mapping[str, str]
+) -> pd.DataFrame:
     """TDDBench Table-7 layout: per attack family, average and best AUROC over its attacks and
     all experiments, and the largest wall and CPU time one of its attacks took on one experiment.
 
@@ -262,16 +321,20 @@ def family_table(summary: pd.DataFrame, timings: pd.DataFrame,
     for family, group in auroc.groupby("family", sort=True):
         best = group.loc[group["mean"].idxmax()]
         mine = cost[cost["family"] == family]
-        rows.append({
-            "family": family,
-            "attacks": group["attack"].nunique(),
-            "average_auroc": f"{group['mean'].mean():.3f}",
-            "best_auroc": f"{best['mean']:.3f} ({best['attack']}, {best['dataset']}/{best['target_model']})",
-            "max_wall_s": f"{mine['s'].max():.1f}" if len(mine) else MISSING,
-            "max_cpu_s": f"{mine['cpu_time'].max():.1f}" if len(mine) else MISSING,
-        })
-    table = pd.DataFrame(rows, columns=["family", "attacks", "average_auroc", "best_auroc",
-                                        "max_wall_s", "max_cpu_s"])
+        rows.append(
+            {
+                "family": family,
+                "attacks": group["attack"].nunique(),
+                "average_auroc": f"{group['mean'].mean():.3f}",
+                "best_auroc": f"{best['mean']:.3f} ({best['attack']}, {best['dataset']}/{best['target_model']})",
+                "max_wall_s": f"{mine['s'].max():.1f}" if len(mine) else MISSING,
+                "max_cpu_s": f"{mine['cpu_time'].max():.1f}" if len(mine) else MISSING,
+            }
+        )
+    table = pd.DataFrame(
+        rows,
+        columns=["family", "attacks", "average_auroc", "best_auroc", "max_wall_s", "max_cpu_s"],
+    )
     table.attrs["caption"] = (
         "Attack families: mean AUROC over their attacks and experiments, the best attack, and the "
         "largest wall and CPU seconds one of its attacks took to score all target models of one "
@@ -300,7 +363,7 @@ def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
         frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
         frame.insert(0, "stage", parts[at - 1])
         frame.insert(1, "rule", parts[at + 1])
-        frame.insert(2, "job", "/".join(parts[at + 2:]))
+        frame.insert(2, "job", "/".join(parts[at + 2 :]))
         frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=["stage", "rule", "job", *BENCHMARK_COLUMNS])
@@ -336,10 +399,11 @@ def cost_table(benchmarks: pd.DataFrame) -> pd.DataFrame:
     }
     table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
     seconds = ["total_wall_s", "max_wall_s", "total_cpu_s"]
-    table[seconds] = table[seconds].round(2)  # benchmark files have centiseconds; sums add float noise
+    table[seconds] = table[seconds].round(
+        2
+    )  # benchmark files have centiseconds; sums add float noise
     table.attrs["caption"] = (
         "Compute cost per workflow stage and rule, from Snakemake benchmark files: wall-clock "
         "seconds, peak resident memory (MiB) and CPU seconds; GPU time and memory are not included."
     )
     return table
-

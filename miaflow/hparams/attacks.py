@@ -67,8 +67,9 @@ def others(i: int, size: int) -> np.ndarray:
     return np.delete(np.arange(size), i)
 
 
-def _budget_choice(i: int, size: int, budget: Budget, seed: int, tag: Sequence[object]
-                   ) -> tuple[np.ndarray, list[np.ndarray]]:
+def _budget_choice(
+    i: int, size: int, budget: Budget, seed: int, tag: Sequence[object]
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """Candidate columns and their judging rows for target i (all others for the full grid).
 
     A deviation from the paper (docs/algorithms.md#kl-lira-selection): its Section 3.3 fixes C+1
@@ -80,13 +81,24 @@ def _budget_choice(i: int, size: int, budget: Budget, seed: int, tag: Sequence[o
     generator = rng(seed, *tag, "budget", budget.name(), i)
     # Validation keeps budgets within the M shadows of `pool`; the min guards direct callers.
     columns = np.sort(generator.choice(pool, size=min(budget.candidates, len(pool)), replace=False))
-    return columns, [np.sort(generator.choice(pool, size=min(budget.models_per_candidate, len(pool)),
-                                              replace=False)) for _ in columns]
+    return columns, [
+        np.sort(
+            generator.choice(pool, size=min(budget.models_per_candidate, len(pool)), replace=False)
+        )
+        for _ in columns
+    ]
 
 
-def rotate(stats: np.ndarray, targets: np.ndarray, members: np.ndarray, attack: str,
-           budget: Budget = Budget(), divergence: str = "kl", seed: int = 0,
-           tag: Sequence[object] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rotate(
+    stats: np.ndarray,
+    targets: np.ndarray,
+    members: np.ndarray,
+    attack: str,
+    budget: Budget = Budget(),
+    divergence: str = "kl",
+    seed: int = 0,
+    tag: Sequence[object] = (),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pooled (scores, is_member) of every target of a run, and the column each used.
 
     `stats` (M+1, M+1, n) grid statistics, `targets` (M+1, n) the targets' statistics,
@@ -111,7 +123,9 @@ def rotate(stats: np.ndarray, targets: np.ndarray, members: np.ndarray, attack: 
     return np.concatenate(scores), np.concatenate(labels), np.array(used)
 
 
-def roc_metrics(scores: np.ndarray, is_member: np.ndarray, fpr_levels: Sequence[float]) -> list[dict]:
+def roc_metrics(
+    scores: np.ndarray, is_member: np.ndarray, fpr_levels: Sequence[float]
+) -> list[dict]:
     """TPR at each FPR level (the canonical rule and the paper's interpolation), tp, positives
     and AUROC of one pooled ROC."""
     from sklearn.metrics import auc
@@ -122,8 +136,16 @@ def roc_metrics(scores: np.ndarray, is_member: np.ndarray, fpr_levels: Sequence[
     rows = []
     for level in fpr_levels:
         value = tpr_at_fpr(fpr, tpr, level)
-        rows.append({"fpr": level, "tpr": value, "tpr_interp": float(np.interp(level, fpr, tpr)),
-                     "tp": round(value * positives), "positives": positives, "auroc": area})
+        rows.append(
+            {
+                "fpr": level,
+                "tpr": value,
+                "tpr_interp": float(np.interp(level, fpr, tpr)),
+                "tp": round(value * positives),
+                "positives": positives,
+                "auroc": area,
+            }
+        )
     return rows
 
 

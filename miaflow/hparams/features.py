@@ -16,8 +16,13 @@ from miaflow.progress import Progress
 BACKBONES = {"vit-b16": "google/vit-base-patch16-224-in21k"}
 
 
-def backbone_features(images: np.ndarray, backbone: str, model: str | None = None,
-                      batch_size: int = 64, device: str = "cpu") -> np.ndarray:
+def backbone_features(
+    images: np.ndarray,
+    backbone: str,
+    model: str | None = None,
+    batch_size: int = 64,
+    device: str = "cpu",
+) -> np.ndarray:
     """Features (n, hidden) of images (n, channels, height, width) in [-1, 1]."""
     import torch
     from transformers import ViTModel
@@ -27,15 +32,28 @@ def backbone_features(images: np.ndarray, backbone: str, model: str | None = Non
     if backbone not in BACKBONES:
         raise ValueError(f"unknown backbone {backbone!r} (known: {', '.join(BACKBONES)})")
     quiet_transformers()
-    network = ViTModel.from_pretrained(model or BACKBONES[backbone], add_pooling_layer=False).to(device).eval()
+    network = (
+        ViTModel.from_pretrained(model or BACKBONES[backbone], add_pooling_layer=False)
+        .to(device)
+        .eval()
+    )
     size = network.config.image_size
     outputs = []
-    with torch.inference_mode(), Progress(len(images), f"{backbone} features", "images") as progress:
+    with (
+        torch.inference_mode(),
+        Progress(len(images), f"{backbone} features", "images") as progress,
+    ):
         for start in range(0, len(images), batch_size):
-            batch = torch.as_tensor(np.asarray(images[start:start + batch_size], dtype=np.float32), device=device)
+            batch = torch.as_tensor(
+                np.asarray(images[start : start + batch_size], dtype=np.float32), device=device
+            )
             if batch.shape[1] == 1:
                 batch = batch.expand(-1, network.config.num_channels, -1, -1)
-            batch = torch.nn.functional.interpolate(batch, size=(size, size), mode="bilinear", align_corners=False)
-            outputs.append(network(pixel_values=batch).last_hidden_state[:, 0].float().cpu().numpy())
+            batch = torch.nn.functional.interpolate(
+                batch, size=(size, size), mode="bilinear", align_corners=False
+            )
+            outputs.append(
+                network(pixel_values=batch).last_hidden_state[:, 0].float().cpu().numpy()
+            )
             progress.advance(len(batch))
     return np.concatenate(outputs)

@@ -39,12 +39,20 @@ class GridSplits:
         frames = []
         for family in FAMILIES:
             members = self.members[family]
-            splits, positions = np.meshgrid(np.arange(members.shape[0]),
-                                            np.arange(members.shape[1]), indexing="ij")
-            frames.append(pd.DataFrame({
-                "family": family, "split": splits.ravel(), "position": positions.ravel(),
-                "sample_id": self.universe[family][positions.ravel()],
-                "member": members.ravel()}))
+            splits, positions = np.meshgrid(
+                np.arange(members.shape[0]), np.arange(members.shape[1]), indexing="ij"
+            )
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "family": family,
+                        "split": splits.ravel(),
+                        "position": positions.ravel(),
+                        "sample_id": self.universe[family][positions.ravel()],
+                        "member": members.ravel(),
+                    }
+                )
+            )
         return pd.concat(frames, ignore_index=True)
 
     @classmethod
@@ -64,27 +72,40 @@ def drawn_per_class(shots: int) -> int:
     return len(FAMILIES) * 2 * shots
 
 
-def few_shot_universes(labels: np.ndarray, shots: int, n_classes: int,
-                       generator: np.random.Generator) -> dict[str, np.ndarray]:
+def few_shot_universes(
+    labels: np.ndarray, shots: int, n_classes: int, generator: np.random.Generator
+) -> dict[str, np.ndarray]:
     """Disjoint universes V and V^e of 2·shots samples per class each (dataset indices, sorted)."""
     per_class, drawn = 2 * shots, drawn_per_class(shots)
     picked: dict[str, list[np.ndarray]] = {family: [] for family in FAMILIES}
     for label in range(n_classes):
         pool = np.flatnonzero(labels == label)
         if len(pool) < drawn:
-            raise ValueError(f"class {label} has {len(pool)} samples; {shots} shots need "
-                             f"{drawn} (a universe and a disjoint external universe)")
+            raise ValueError(
+                f"class {label} has {len(pool)} samples; {shots} shots need "
+                f"{drawn} (a universe and a disjoint external universe)"
+            )
         chosen = generator.choice(pool, size=drawn, replace=False)
         picked["td"].append(chosen[:per_class])
         picked["ed"].append(chosen[per_class:])
     return {family: np.sort(np.concatenate(parts)) for family, parts in picked.items()}
 
 
-def draw_splits(labels: np.ndarray, n_classes: int, shots: int, n_shadow: int, seed: int,
-                setting: str, run: int) -> GridSplits:
+def draw_splits(
+    labels: np.ndarray, n_classes: int, shots: int, n_shadow: int, seed: int, setting: str, run: int
+) -> GridSplits:
     """One run's universes and M+1 = n_shadow + 1 Bernoulli(0.5) halves of each (seeded by name)."""
-    universe = few_shot_universes(labels, shots, n_classes, rng(seed, "hparams", setting, run,
-                                                                "universe"))
-    members = {family: np.stack([rng(seed, "hparams", setting, run, family, split).random(
-        len(universe[family])) < 0.5 for split in range(n_shadow + 1)]) for family in FAMILIES}
+    universe = few_shot_universes(
+        labels, shots, n_classes, rng(seed, "hparams", setting, run, "universe")
+    )
+    members = {
+        family: np.stack(
+            [
+                rng(seed, "hparams", setting, run, family, split).random(len(universe[family]))
+                < 0.5
+                for split in range(n_shadow + 1)
+            ]
+        )
+        for family in FAMILIES
+    }
     return GridSplits(universe, members)

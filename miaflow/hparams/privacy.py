@@ -18,8 +18,15 @@ import pandas as pd
 
 from miaflow.progress import tracked
 
-NOISE_COLUMNS = ["epsilon", "delta", "epochs", "batches_per_epoch", "sample_rate", "steps",
-                 "noise_multiplier"]
+NOISE_COLUMNS = [
+    "epsilon",
+    "delta",
+    "epochs",
+    "batches_per_epoch",
+    "sample_rate",
+    "steps",
+    "noise_multiplier",
+]
 
 
 def noise_multiplier(epsilon: float, delta: float, batches_per_epoch: int, epochs: int) -> float:
@@ -28,17 +35,33 @@ def noise_multiplier(epsilon: float, delta: float, batches_per_epoch: int, epoch
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return float(get_noise_multiplier(
-            target_epsilon=epsilon, target_delta=delta, sample_rate=1.0 / batches_per_epoch,
-            steps=epochs * batches_per_epoch, accountant="prv"))
+        return float(
+            get_noise_multiplier(
+                target_epsilon=epsilon,
+                target_delta=delta,
+                sample_rate=1.0 / batches_per_epoch,
+                steps=epochs * batches_per_epoch,
+                accountant="prv",
+            )
+        )
 
 
 def noise_table(epsilon: float, delta: float, epochs: int, max_batches: int) -> pd.DataFrame:
     """σ for every batch count 1..max_batches (NOISE_COLUMNS)."""
-    rows = [(epsilon, delta, epochs, nb, 1.0 / nb, epochs * nb,
-             noise_multiplier(epsilon, delta, nb, epochs))
-            for nb in tracked(range(1, max_batches + 1), f"noise multipliers at epsilon {epsilon:g}",
-                              "batch counts")]
+    rows = [
+        (
+            epsilon,
+            delta,
+            epochs,
+            nb,
+            1.0 / nb,
+            epochs * nb,
+            noise_multiplier(epsilon, delta, nb, epochs),
+        )
+        for nb in tracked(
+            range(1, max_batches + 1), f"noise multipliers at epsilon {epsilon:g}", "batch counts"
+        )
+    ]
     return pd.DataFrame(rows, columns=NOISE_COLUMNS)
 
 

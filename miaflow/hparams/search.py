@@ -24,8 +24,16 @@ from miaflow.seeding import derive_seed
 log = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "gp", "random", "botorch")
-TRIAL_COLUMNS = ["split", "trial", "batch_size", "lr", "clip_norm", "noise_multiplier",
-                 "accuracy", "best"]
+TRIAL_COLUMNS = [
+    "split",
+    "trial",
+    "batch_size",
+    "lr",
+    "clip_norm",
+    "noise_multiplier",
+    "accuracy",
+    "best",
+]
 
 
 def make_sampler(name: str, seed: int) -> Any:
@@ -43,8 +51,9 @@ def make_sampler(name: str, seed: int) -> Any:
         try:
             from optuna_integration import BoTorchSampler
         except ImportError as error:
-            raise RuntimeError("sampler botorch needs `pip install optuna-integration botorch "
-                               "gpytorch`") from error
+            raise RuntimeError(
+                "sampler botorch needs `pip install optuna-integration botorch gpytorch`"
+            ) from error
         return BoTorchSampler(seed=seed)
     raise ValueError(f"unknown sampler {name!r} (known: {', '.join(SAMPLERS)})")
 
@@ -56,9 +65,16 @@ def holdout(train_set: np.ndarray, val_ratio: float, seed: int) -> tuple[np.ndar
     return order[:cut], order[cut:]
 
 
-def tune(features: np.ndarray, labels: np.ndarray, n_classes: int,
-         train_sets: Sequence[np.ndarray], space: Mapping[str, Any], seeds: Sequence[int],
-         noise_for: Callable[[int], float] | None = None, device: str = "cpu") -> pd.DataFrame:
+def tune(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    train_sets: Sequence[np.ndarray],
+    space: Mapping[str, Any],
+    seeds: Sequence[int],
+    noise_for: Callable[[int], float] | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """Tune one head per training set; every trial of every split (TRIAL_COLUMNS), `best`
     marking each split's chosen trial (the first with the highest validation accuracy).
 
@@ -68,35 +84,68 @@ def tune(features: np.ndarray, labels: np.ndarray, n_classes: int,
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    holdouts = [holdout(s, space["val_ratio"], derive_seed(seed, "holdout"))
-                for s, seed in zip(train_sets, seeds)]
-    studies = [optuna.create_study(direction="maximize",
-                                   sampler=make_sampler(space["sampler"], derive_seed(seed, "sampler") % 2**32))
-               for seed in seeds]
+    holdouts = [
+        holdout(s, space["val_ratio"], derive_seed(seed, "holdout"))
+        for s, seed in zip(train_sets, seeds)
+    ]
+    studies = [
+        optuna.create_study(
+            direction="maximize",
+            sampler=make_sampler(space["sampler"], derive_seed(seed, "sampler") % 2**32),
+        )
+        for seed in seeds
+    ]
     rows = []
     for number in tracked(range(space["trials"]), f"HPO of {len(train_sets)} splits", "trials"):
         trials = [study.ask() for study in studies]
-        recipes = [_suggest(trial, len(fit), space, noise_for) for trial, (fit, _) in zip(trials, holdouts)]
-        weight, bias = fit_heads(features, labels, n_classes, [fit for fit, _ in holdouts], recipes,
-                                 space["epochs"], [derive_seed(s, "trial", number) for s in seeds],
-                                 device)
-        for split, (study, trial, recipe, (_, val)) in enumerate(zip(studies, trials, recipes, holdouts)):
-            logits = head_logits(features[val], weight[split:split + 1], bias[split:split + 1])[0]
+        recipes = [
+            _suggest(trial, len(fit), space, noise_for) for trial, (fit, _) in zip(trials, holdouts)
+        ]
+        weight, bias = fit_heads(
+            features,
+            labels,
+            n_classes,
+            [fit for fit, _ in holdouts],
+            recipes,
+            space["epochs"],
+            [derive_seed(s, "trial", number) for s in seeds],
+            device,
+        )
+        for split, (study, trial, recipe, (_, val)) in enumerate(
+            zip(studies, trials, recipes, holdouts)
+        ):
+            logits = head_logits(features[val], weight[split : split + 1], bias[split : split + 1])[
+                0
+            ]
             accuracy = float(np.mean(logits.argmax(-1) == labels[val])) if len(val) else 0.0
             study.tell(trial, accuracy)
-            rows.append((split, number, recipe.batch_size, recipe.lr,
-                         np.nan if recipe.clip_norm is None else recipe.clip_norm,
-                         recipe.noise_multiplier, accuracy))
+            rows.append(
+                (
+                    split,
+                    number,
+                    recipe.batch_size,
+                    recipe.lr,
+                    np.nan if recipe.clip_norm is None else recipe.clip_norm,
+                    recipe.noise_multiplier,
+                    accuracy,
+                )
+            )
     table = pd.DataFrame(rows, columns=TRIAL_COLUMNS[:-1])
     best = table.loc[table.groupby("split", sort=True)["accuracy"].idxmax()]  # first maximum
     table["best"] = table.index.isin(best.index)
-    log.info("tuned %d splits x %d trials: best validation accuracy %.3f..%.3f", len(train_sets),
-             space["trials"], best["accuracy"].min(), best["accuracy"].max())
+    log.info(
+        "tuned %d splits x %d trials: best validation accuracy %.3f..%.3f",
+        len(train_sets),
+        space["trials"],
+        best["accuracy"].min(),
+        best["accuracy"].max(),
+    )
     return table.sort_values(["split", "trial"], ignore_index=True)
 
 
-def _suggest(trial: Any, n_fit: int, space: Mapping[str, Any],
-             noise_for: Callable[[int], float] | None) -> HeadRecipe:
+def _suggest(
+    trial: Any, n_fit: int, space: Mapping[str, Any], noise_for: Callable[[int], float] | None
+) -> HeadRecipe:
     low, high = space["batch_size"]
     high = max(min(high, n_fit), 1)
     batch_size = trial.suggest_int("batch_size", min(low, high), high)

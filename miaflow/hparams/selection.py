@@ -20,10 +20,14 @@ def _kl(mu_p: np.ndarray, var_p: np.ndarray, mu_q: np.ndarray, var_q: np.ndarray
     return 0.5 * ((mu_q - mu_p) ** 2 / var_q + ratio - np.log(ratio) - 1.0)
 
 
-def _hellinger(mu_p: np.ndarray, var_p: np.ndarray, mu_q: np.ndarray, var_q: np.ndarray) -> np.ndarray:
+def _hellinger(
+    mu_p: np.ndarray, var_p: np.ndarray, mu_q: np.ndarray, var_q: np.ndarray
+) -> np.ndarray:
     """Squared Hellinger distance between two normals."""
     total = var_p + var_q
-    return 1.0 - np.sqrt(2.0 * np.sqrt(var_p * var_q) / total) * np.exp(-(mu_p - mu_q) ** 2 / (4.0 * total))
+    return 1.0 - np.sqrt(2.0 * np.sqrt(var_p * var_q) / total) * np.exp(
+        -((mu_p - mu_q) ** 2) / (4.0 * total)
+    )
 
 
 # target (p) against shadow (q); the KL-LiRA code's alternatives besides the default forward KL,
@@ -45,8 +49,8 @@ def member_moments(values: np.ndarray, members: np.ndarray) -> tuple[np.ndarray,
     weights = members.astype(np.float64)
     counts = np.maximum(weights.sum(-1), 1.0)
     mean = values @ weights.T / counts
-    second = (values ** 2) @ weights.T / counts
-    return mean, np.maximum(second - mean ** 2, 0.0) + VAR_EPS
+    second = (values**2) @ weights.T / counts
+    return mean, np.maximum(second - mean**2, 0.0) + VAR_EPS
 
 
 def grid_moments(stats: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,12 +59,18 @@ def grid_moments(stats: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np
     weights = members.astype(np.float64)
     counts = np.maximum(weights.sum(-1), 1.0)[:, None]
     mean = np.einsum("kjn,kn->kj", stats, weights) / counts
-    second = np.einsum("kjn,kn->kj", stats ** 2, weights) / counts
-    return mean, np.maximum(second - mean ** 2, 0.0) + VAR_EPS
+    second = np.einsum("kjn,kn->kj", stats**2, weights) / counts
+    return mean, np.maximum(second - mean**2, 0.0) + VAR_EPS
 
 
-def select(target: np.ndarray, shadow_moments: tuple[np.ndarray, np.ndarray], members: np.ndarray,
-           candidates: np.ndarray, rows: np.ndarray, divergence: str = "kl") -> tuple[int, np.ndarray]:
+def select(
+    target: np.ndarray,
+    shadow_moments: tuple[np.ndarray, np.ndarray],
+    members: np.ndarray,
+    candidates: np.ndarray,
+    rows: np.ndarray,
+    divergence: str = "kl",
+) -> tuple[int, np.ndarray]:
     """Algorithm 2 for one target: (j*, mean divergence of every grid column).
 
     `target` (n,) is the target's statistic on the universe; `shadow_moments` the (rows, columns)
@@ -73,6 +83,14 @@ def select(target: np.ndarray, shadow_moments: tuple[np.ndarray, np.ndarray], me
     scores = np.full(mu_g.shape[1], np.inf)
     measure = DIVERGENCES[divergence]
     for column, judged_by in zip(candidates, rows):
-        scores[column] = float(np.mean(measure(mu_t[judged_by], var_t[judged_by],
-                                               mu_g[judged_by, column], var_g[judged_by, column])))
+        scores[column] = float(
+            np.mean(
+                measure(
+                    mu_t[judged_by],
+                    var_t[judged_by],
+                    mu_g[judged_by, column],
+                    var_g[judged_by, column],
+                )
+            )
+        )
     return int(np.argmin(scores)), scores

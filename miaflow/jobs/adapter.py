@@ -30,9 +30,11 @@ def arguments(job: Callable[..., None], snakemake: Any) -> dict[str, Any]:
             if section == "input" and name == CODE_INPUT:
                 continue
             if name in named:
-                raise TypeError(f"rule {snakemake.rule}: {section} key {name!r} is also the key of "
-                                "another input, output or params entry; job arguments need "
-                                "unique names")
+                raise TypeError(
+                    f"rule {snakemake.rule}: {section} key {name!r} is also the key of "
+                    "another input, output or params entry; job arguments need "
+                    "unique names"
+                )
             named[name] = value
     if "threads" in inspect.signature(job).parameters:
         named["threads"] = snakemake.threads

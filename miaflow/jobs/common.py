@@ -21,7 +21,9 @@ Paths = Sequence[str | Path]
 @contextmanager
 def job_log(path: str | Path | None) -> Iterator[None]:
     """Send this job's log records (and warnings) to the rule's log file."""
-    handler: logging.Handler = logging.FileHandler(path, mode="w") if path else logging.StreamHandler(sys.stderr)
+    handler: logging.Handler = (
+        logging.FileHandler(path, mode="w") if path else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
@@ -58,7 +60,9 @@ def torch_session(threads: int, compiled: bool = False) -> Iterator[None]:
     from miaflow.compute import gpu_slot, use_deterministic_algorithms
 
     with gpu_slot():
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # needed by deterministic cuBLAS
+        os.environ.setdefault(
+            "CUBLAS_WORKSPACE_CONFIG", ":4096:8"
+        )  # needed by deterministic cuBLAS
         import torch
 
         torch.set_num_threads(threads)

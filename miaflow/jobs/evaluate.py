@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 Artifact = str | Path | None
 
 
-def _signal_stores(splits: str | Path, signals: Paths,
-                   reference_signals: Paths) -> tuple[Splits, SignalStore, SignalStore]:
+def _signal_stores(
+    splits: str | Path, signals: Paths, reference_signals: Paths
+) -> tuple[Splits, SignalStore, SignalStore]:
     """The splits, the target models' signal store and the reference models' one (the same
     store unless the references have another architecture), after checking that every shard
     was computed on the data the splits were drawn from."""
@@ -50,9 +51,16 @@ def _artifacts(attacks: Sequence[str], given: Mapping[str, Artifact]) -> dict[st
     return chosen
 
 
-def _attack_frame(attack: str, keep: Splits, store: SignalStore, reference_store: SignalStore,
-                  options: Mapping[str, Any], experiment: Experiment, seed: int,
-                  artifacts: Mapping[str, str]) -> pd.DataFrame:
+def _attack_frame(
+    attack: str,
+    keep: Splits,
+    store: SignalStore,
+    reference_store: SignalStore,
+    options: Mapping[str, Any],
+    experiment: Experiment,
+    seed: int,
+    artifacts: Mapping[str, str],
+) -> pd.DataFrame:
     """Scores of one attack against every target model (repeat) of one experiment. Samples a
     `subset` attack did not evaluate (NaN scores) are left out."""
     from miaflow.attacks import ATTACKS, attack_inputs, run_attack
@@ -61,26 +69,53 @@ def _attack_frame(attack: str, keep: Splits, store: SignalStore, reference_store
     frames = []
     for repeat in range(len(keep.models("target"))):
         inputs, is_member = attack_inputs(
-            store, keep, repeat, options,
+            store,
+            keep,
+            repeat,
+            options,
             seed=derive_seed(seed, "attack", experiment.dataset, experiment.label, attack, repeat),
-            extra=artifacts, reference_store=reference_store)
+            extra=artifacts,
+            reference_store=reference_store,
+        )
         scores = run_attack(attack, inputs)
         evaluated = ~np.isnan(scores) if ATTACKS[attack].subset else np.ones(len(scores), bool)
-        frames.append(pd.DataFrame({
-            "dataset": experiment.dataset, "target_model": experiment.label, "attack": attack,
-            "repeat": repeat, "sample_id": keep.target_samples[evaluated],
-            "score": scores[evaluated], "is_member": is_member[evaluated],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "dataset": experiment.dataset,
+                    "target_model": experiment.label,
+                    "attack": attack,
+                    "repeat": repeat,
+                    "sample_id": keep.target_samples[evaluated],
+                    "score": scores[evaluated],
+                    "is_member": is_member[evaluated],
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
-def score_attacks(*, splits: str | Path, signals: Paths, reference_signals: Paths,
-                  scores: str | Path, timings: str | Path, metrics: str | Path, roc: str | Path,
-                  experiment: Experiment, attacks: Sequence[str],
-                  options: Mapping[str, Mapping[str, Any]], seed: int,
-                  fpr_levels: Sequence[float], confidence: float, outputs: Artifact = None,
-                  distances: Artifact = None, surrogates: Artifact = None,
-                  regressors: Artifact = None, canaries: Artifact = None) -> None:
+def score_attacks(
+    *,
+    splits: str | Path,
+    signals: Paths,
+    reference_signals: Paths,
+    scores: str | Path,
+    timings: str | Path,
+    metrics: str | Path,
+    roc: str | Path,
+    experiment: Experiment,
+    attacks: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    fpr_levels: Sequence[float],
+    confidence: float,
+    outputs: Artifact = None,
+    distances: Artifact = None,
+    surrogates: Artifact = None,
+    regressors: Artifact = None,
+    canaries: Artifact = None,
+) -> None:
     """Scores of every attack of one experiment, their metrics (at `fpr_levels`, with
     `confidence` intervals) and ROC curves, in one job: the signal stores are read once and one
     interpreter start serves all attacks (per-job start-up dominated one job per attack).
@@ -92,25 +127,54 @@ def score_attacks(*, splits: str | Path, signals: Paths, reference_signals: Path
     files), so that costs can still be compared per attack.
     """
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
-    artifacts = _artifacts(attacks, {"outputs": outputs, "distances": distances,
-                                     "surrogates": surrogates, "regressors": regressors,
-                                     "canaries": canaries})
+    artifacts = _artifacts(
+        attacks,
+        {
+            "outputs": outputs,
+            "distances": distances,
+            "surrogates": surrogates,
+            "regressors": regressors,
+            "canaries": canaries,
+        },
+    )
     frames, spent = [], []
     for attack in tracked(attacks, f"{experiment.dataset}/{experiment.label} attacks", "attacks"):
         wall, cpu = time.perf_counter(), time.process_time()
-        frames.append(_attack_frame(attack, keep, store, reference_store, options.get(attack, {}),
-                                    experiment, seed, artifacts[attack]))
-        spent.append({"attack": attack, "s": time.perf_counter() - wall,
-                      "cpu_time": time.process_time() - cpu})
+        frames.append(
+            _attack_frame(
+                attack,
+                keep,
+                store,
+                reference_store,
+                options.get(attack, {}),
+                experiment,
+                seed,
+                artifacts[attack],
+            )
+        )
+        spent.append(
+            {
+                "attack": attack,
+                "s": time.perf_counter() - wall,
+                "cpu_time": time.process_time() - cpu,
+            }
+        )
         log.info("%s: %.1f s", attack, spent[-1]["s"])
     io.write_parquet(scores, pd.concat(frames, ignore_index=True))
     io.write_text(timings, pd.DataFrame(spent).to_csv(sep="\t", index=False))
-    compute_metrics(scores=scores, fpr_levels=fpr_levels, confidence=confidence, metrics=metrics,
-                    roc=roc)
+    compute_metrics(
+        scores=scores, fpr_levels=fpr_levels, confidence=confidence, metrics=metrics, roc=roc
+    )
 
 
-def compute_metrics(*, scores: str | Path, fpr_levels: Sequence[float], confidence: float,
-                    metrics: str | Path, roc: str | Path) -> None:
+def compute_metrics(
+    *,
+    scores: str | Path,
+    fpr_levels: Sequence[float],
+    confidence: float,
+    metrics: str | Path,
+    roc: str | Path,
+) -> None:
     """Metrics and ROC curves of every attack and target model of one experiment's score table
     (read back from its file, so they are those of the scores as stored)."""
     from miaflow.evaluation.metrics import roc_table, score_metrics
@@ -120,11 +184,21 @@ def compute_metrics(*, scores: str | Path, fpr_levels: Sequence[float], confiden
     io.write_parquet(roc, roc_table(table))
 
 
-def scaling_sweep(*, splits: str | Path, signals: Paths, reference_signals: Paths,
-                  sweep: str | Path, experiment: Experiment, reference_attacks: Sequence[str],
-                  reference_counts: Sequence[int], query_attacks: Mapping[str, Sequence[int]],
-                  options: Mapping[str, Mapping[str, Any]], seed: int, outputs: Artifact = None,
-                  distances: Artifact = None) -> None:
+def scaling_sweep(
+    *,
+    splits: str | Path,
+    signals: Paths,
+    reference_signals: Paths,
+    sweep: str | Path,
+    experiment: Experiment,
+    reference_attacks: Sequence[str],
+    reference_counts: Sequence[int],
+    query_attacks: Mapping[str, Sequence[int]],
+    options: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    outputs: Artifact = None,
+    distances: Artifact = None,
+) -> None:
     """TDDBench Fig. 4: AUROC per target model when attacks use only the first k reference models
     (`axis` "reference models") or only the first k of their extra queries ("queries").
 
@@ -137,24 +211,43 @@ def scaling_sweep(*, splits: str | Path, signals: Paths, reference_signals: Path
     from miaflow.seeding import derive_seed
 
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
-    artifacts = _artifacts([*reference_attacks, *query_attacks],
-                           {"outputs": outputs, "distances": distances})
-    plan = [("reference models", attack, count, {"n_reference": count}, {})
-            for count in reference_counts for attack in reference_attacks]
-    plan += [("queries", attack, count, {}, {"queries_used": count})
-             for attack, counts in query_attacks.items() for count in counts]
+    artifacts = _artifacts(
+        [*reference_attacks, *query_attacks], {"outputs": outputs, "distances": distances}
+    )
+    plan = [
+        ("reference models", attack, count, {"n_reference": count}, {})
+        for count in reference_counts
+        for attack in reference_attacks
+    ]
+    plan += [
+        ("queries", attack, count, {}, {"queries_used": count})
+        for attack, counts in query_attacks.items()
+        for count in counts
+    ]
     rows = []
     for repeat in tracked(range(len(keep.models("target"))), "scaling sweep", "target models"):
         for axis, attack, count, subset, option in plan:
             inputs, is_member = attack_inputs(
-                store, keep, repeat, {**options.get(attack, {}), **option},
-                seed=derive_seed(seed, "attack", experiment.dataset, experiment.label, attack,
-                                 repeat),
-                extra=artifacts[attack], reference_store=reference_store, **subset)
+                store,
+                keep,
+                repeat,
+                {**options.get(attack, {}), **option},
+                seed=derive_seed(
+                    seed, "attack", experiment.dataset, experiment.label, attack, repeat
+                ),
+                extra=artifacts[attack],
+                reference_store=reference_store,
+                **subset,
+            )
             scores = run_attack(attack, inputs)
             evaluated = ~np.isnan(scores)
             auroc = roc_auc_score(is_member[evaluated], scores[evaluated])
-            rows.append((experiment.dataset, experiment.label, attack, repeat, axis, count,
-                         float(auroc)))
-    io.write_parquet(sweep, pd.DataFrame(rows, columns=["dataset", "target_model", "attack",
-                                                        "repeat", "axis", "count", "auroc"]))
+            rows.append(
+                (experiment.dataset, experiment.label, attack, repeat, axis, count, float(auroc))
+            )
+    io.write_parquet(
+        sweep,
+        pd.DataFrame(
+            rows, columns=["dataset", "target_model", "attack", "repeat", "axis", "count", "auroc"]
+        ),
+    )

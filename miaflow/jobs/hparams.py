@@ -33,8 +33,10 @@ def _features(data: str | Path) -> tuple[np.ndarray, np.ndarray, int]:
 
     loaded = read_dataset(data)
     if loaded.is_raw_text:
-        raise ValueError(f"{loaded.name}: the study trains linear heads on features; use "
-                         "representation: embedding")
+        raise ValueError(
+            f"{loaded.name}: the study trains linear heads on features; use "
+            "representation: embedding"
+        )
     flat = np.asarray(loaded.features, dtype=np.float32).reshape(len(loaded.labels), -1)
     return flat, np.asarray(loaded.labels, dtype=np.int64), loaded.n_classes
 
@@ -53,8 +55,9 @@ def _noise_lookup(noise: Paths):
     return lookup
 
 
-def hparam_features(*, data: str | Path, features: str | Path, backbone: str, model: str | None,
-                    threads: int) -> None:
+def hparam_features(
+    *, data: str | Path, features: str | Path, backbone: str, model: str | None, threads: int
+) -> None:
     """A dataset's images through a frozen pretrained backbone, stored as a dataset of features."""
     from miaflow.compute import torch_device
     from miaflow.data import Dataset, read_dataset, write_dataset
@@ -64,36 +67,74 @@ def hparam_features(*, data: str | Path, features: str | Path, backbone: str, mo
     with torch_session(threads):
         embedded = backbone_features(loaded.features, backbone, model, device=torch_device())
     log.info("%s through %s: features %s", loaded.name, backbone, embedded.shape)
-    write_dataset(features, Dataset(loaded.name, loaded.modality, embedded, loaded.labels, loaded.n_classes))
+    write_dataset(
+        features, Dataset(loaded.name, loaded.modality, embedded, loaded.labels, loaded.n_classes)
+    )
 
 
-def hparam_splits(*, data: str | Path, splits: str | Path, setting: Mapping[str, Any],
-                  n_shadow: int, run: int, seed: int) -> None:
+def hparam_splits(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    setting: Mapping[str, Any],
+    n_shadow: int,
+    run: int,
+    seed: int,
+) -> None:
     """One run's universes V and V^e and their M+1 Bernoulli halves."""
     from miaflow.hparams.grid import draw_splits
 
     _, labels, n_classes = _features(data)
-    drawn = draw_splits(labels, n_classes, setting["shots"], n_shadow, seed, setting_name(setting), run)
-    log.info("%s run %d: |V| = %d, |D_i| = %d..%d", setting_name(setting), run,
-             len(drawn.universe["td"]), drawn.members["td"].sum(1).min(), drawn.members["td"].sum(1).max())
+    drawn = draw_splits(
+        labels, n_classes, setting["shots"], n_shadow, seed, setting_name(setting), run
+    )
+    log.info(
+        "%s run %d: |V| = %d, |D_i| = %d..%d",
+        setting_name(setting),
+        run,
+        len(drawn.universe["td"]),
+        drawn.members["td"].sum(1).min(),
+        drawn.members["td"].sum(1).max(),
+    )
     io.write_parquet(splits, drawn.to_frame())
 
 
-def hparam_noise(*, splits: Paths, noise: str | Path, epsilon: float, delta: float, epochs: int,
-                 batch_size: Sequence[int]) -> None:
+def hparam_noise(
+    *,
+    splits: Paths,
+    noise: str | Path,
+    epsilon: float,
+    delta: float,
+    epochs: int,
+    batch_size: Sequence[int],
+) -> None:
     """σ for every batches-per-epoch count a head of this setting can have at this ε: up to the
     largest split of any run (HPO trials train on less) at the smallest batch size."""
     from miaflow.hparams.grid import GridSplits
     from miaflow.hparams.privacy import noise_table
 
-    largest = max(int(members.sum(1).max()) for path in splits
-                  for members in GridSplits.from_frame(io.read_parquet(path)).members.values())
+    largest = max(
+        int(members.sum(1).max())
+        for path in splits
+        for members in GridSplits.from_frame(io.read_parquet(path)).members.values()
+    )
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
-def hparam_trials(*, data: str | Path, splits: str | Path, noise: Paths, trials: str | Path,
-                  setting: Mapping[str, Any], epsilon: float, run: int, search: Mapping[str, Any],
-                  epochs: int, seed: int, threads: int) -> None:
+def hparam_trials(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    noise: Paths,
+    trials: str | Path,
+    setting: Mapping[str, Any],
+    epsilon: float,
+    run: int,
+    search: Mapping[str, Any],
+    epochs: int,
+    seed: int,
+    threads: int,
+) -> None:
     """η = HPO(D) for every split of both families, all trials of a number batched together."""
     from miaflow.compute import torch_device
     from miaflow.hparams.grid import FAMILIES, GridSplits
@@ -105,19 +146,35 @@ def hparam_trials(*, data: str | Path, splits: str | Path, noise: Paths, trials:
     keys = [(family, split) for family in FAMILIES for split in range(drawn.n_splits)]
     name, tag = setting_name(setting), epsilon_tag(epsilon)
     with torch_session(threads):
-        table = tune(features, labels, n_classes,
-                     [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
-                     {**search, "epochs": epochs},
-                     [derive_seed(seed, "hparams", name, tag, run, "hpo", f, s) for f, s in keys],
-                     _noise_lookup(noise), torch_device())
+        table = tune(
+            features,
+            labels,
+            n_classes,
+            [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
+            {**search, "epochs": epochs},
+            [derive_seed(seed, "hparams", name, tag, run, "hpo", f, s) for f, s in keys],
+            _noise_lookup(noise),
+            torch_device(),
+        )
     table.insert(0, "family", [keys[k][0] for k in table["split"]])
     table["split"] = [keys[k][1] for k in table["split"]]
     io.write_parquet(trials, table)
 
 
-def hparam_grid(*, data: str | Path, splits: str | Path, trials: str | Path, noise: Paths,
-                grid: str | Path, setting: Mapping[str, Any], epsilon: float, run: int,
-                epochs: int, seed: int, threads: int) -> None:
+def hparam_grid(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    trials: str | Path,
+    noise: Paths,
+    grid: str | Path,
+    setting: Mapping[str, Any],
+    epsilon: float,
+    run: int,
+    epochs: int,
+    seed: int,
+    threads: int,
+) -> None:
     """The grid train(D_i, η_j) for all i, j (one batch per column j) and the ED targets
     train(D_i, η_i^e), with each model's statistic φ on the universe V."""
     from miaflow.compute import torch_device
@@ -141,13 +198,35 @@ def hparam_grid(*, data: str | Path, splits: str | Path, trials: str | Path, noi
         device = torch_device()
         for family, column, etas in tracked(columns, f"grid of {size} heads per column", "columns"):
             recipes = [_recipe(eta, len(train), noise_for) for eta, train in zip(etas, train_sets)]
-            frames.append(_column_frame(features, labels, n_classes, universe, drawn, train_sets,
-                                        recipes, family, column, epochs, device,
-                                        [derive_seed(seed, "hparams", name, tag, run, family, i, column)
-                                         for i in range(size)]))
+            frames.append(
+                _column_frame(
+                    features,
+                    labels,
+                    n_classes,
+                    universe,
+                    drawn,
+                    train_sets,
+                    recipes,
+                    family,
+                    column,
+                    epochs,
+                    device,
+                    [
+                        derive_seed(seed, "hparams", name, tag, run, family, i, column)
+                        for i in range(size)
+                    ],
+                )
+            )
     table = pd.concat(frames, ignore_index=True)
-    log.info("%s eps %s run %d: %d models, held-out accuracy %.3f..%.3f", name, tag, run, len(table),
-             table["heldout_accuracy"].min(), table["heldout_accuracy"].max())
+    log.info(
+        "%s eps %s run %d: %d models, held-out accuracy %.3f..%.3f",
+        name,
+        tag,
+        run,
+        len(table),
+        table["heldout_accuracy"].min(),
+        table["heldout_accuracy"].max(),
+    )
     io.write_parquet(grid, table)
 
 
@@ -157,37 +236,76 @@ def _recipe(eta: pd.Series, n_train: int, noise_for) -> Any:
     batch_size = int(eta["batch_size"])
     if noise_for is None:
         return HeadRecipe(batch_size, float(eta["lr"]))
-    return HeadRecipe(batch_size, float(eta["lr"]), float(eta["clip_norm"]),
-                      noise_for(batches_per_epoch(n_train, batch_size)))
+    return HeadRecipe(
+        batch_size,
+        float(eta["lr"]),
+        float(eta["clip_norm"]),
+        noise_for(batches_per_epoch(n_train, batch_size)),
+    )
 
 
-def _column_frame(features, labels, n_classes, universe, drawn, train_sets, recipes, family,
-                  column, epochs, device, seeds) -> pd.DataFrame:
+def _column_frame(
+    features,
+    labels,
+    n_classes,
+    universe,
+    drawn,
+    train_sets,
+    recipes,
+    family,
+    column,
+    epochs,
+    device,
+    seeds,
+) -> pd.DataFrame:
     """Train one column of heads; their φ on the universe and held-out accuracy on V \\ D_i."""
     from miaflow.models.heads import batches_per_epoch, fit_heads, head_logits
     from miaflow.signals import signals_from_logits
 
-    weight, bias = fit_heads(features, labels, n_classes, train_sets, recipes, epochs, seeds, device)
+    weight, bias = fit_heads(
+        features, labels, n_classes, train_sets, recipes, epochs, seeds, device
+    )
     logits = head_logits(features[universe], weight, bias)  # (K, n, C)
     signals = signals_from_logits(logits, labels[universe])
     heldout = ~drawn.members["td"]
-    return pd.DataFrame({
-        "family": family, "row": np.arange(len(train_sets)), "column": column,
-        "batch_size": [r.batch_size for r in recipes], "lr": [r.lr for r in recipes],
-        "clip_norm": [np.nan if r.clip_norm is None else r.clip_norm for r in recipes],
-        "noise_multiplier": [r.noise_multiplier for r in recipes],
-        "batches_per_epoch": [batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)],
-        "heldout_accuracy": (signals["correct"] * heldout).sum(1) / np.maximum(heldout.sum(1), 1),
-        # float32, measured harmless (docs/algorithms.md#hyperparameter-study)
-        "stat": list(signals["phi"].astype(np.float32)),
-    })
+    return pd.DataFrame(
+        {
+            "family": family,
+            "row": np.arange(len(train_sets)),
+            "column": column,
+            "batch_size": [r.batch_size for r in recipes],
+            "lr": [r.lr for r in recipes],
+            "clip_norm": [np.nan if r.clip_norm is None else r.clip_norm for r in recipes],
+            "noise_multiplier": [r.noise_multiplier for r in recipes],
+            "batches_per_epoch": [
+                batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)
+            ],
+            "heldout_accuracy": (signals["correct"] * heldout).sum(1)
+            / np.maximum(heldout.sum(1), 1),
+            # float32, measured harmless (docs/algorithms.md#hyperparameter-study)
+            "stat": list(signals["phi"].astype(np.float32)),
+        }
+    )
 
 
-def hparam_attacks(*, splits: str | Path, trials: str | Path, grid: str | Path,
-                   metrics: str | Path, roc: str | Path, selection: str | Path,
-                   setting: Mapping[str, Any], epsilon: float, run: int, n_shadow: int,
-                   n_trials: int, budgets: Sequence[Sequence[int]], divergence: str,
-                   fpr_levels: Sequence[float], seed: int) -> None:
+def hparam_attacks(
+    *,
+    splits: str | Path,
+    trials: str | Path,
+    grid: str | Path,
+    metrics: str | Path,
+    roc: str | Path,
+    selection: str | Path,
+    setting: Mapping[str, Any],
+    epsilon: float,
+    run: int,
+    n_shadow: int,
+    n_trials: int,
+    budgets: Sequence[Sequence[int]],
+    divergence: str,
+    fpr_levels: Sequence[float],
+    seed: int,
+) -> None:
     """LiRA, ACC-LiRA and KL-LiRA (full grid and reduced budgets) against the TD targets, and
     ACC-LiRA and KL-LiRA against the ED targets: pooled metrics, ROC and KL-LiRA's choices."""
     from miaflow.evaluation.plots import ROC_FPR_GRID
@@ -200,30 +318,63 @@ def hparam_attacks(*, splits: str | Path, trials: str | Path, grid: str | Path,
     models = table[table["family"] == "grid"].sort_values(["row", "column"])
     stats = np.stack(models["stat"].to_numpy()).astype(np.float64).reshape(size, size, -1)
     external = table[table["family"] == "ed"].sort_values("row")
-    targets = {"td": stats[np.arange(size), np.arange(size)],
-               "ed": np.stack(external["stat"].to_numpy()).astype(np.float64)}
-    recipes = {"td": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
-               "ed": external.set_index("row")[RECIPE_COLUMNS]}
+    targets = {
+        "td": stats[np.arange(size), np.arange(size)],
+        "ed": np.stack(external["stat"].to_numpy()).astype(np.float64),
+    }
+    recipes = {
+        "td": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
+        "ed": external.set_index("row")[RECIPE_COLUMNS],
+    }
     name, tag = setting_name(setting), epsilon_tag(epsilon)
-    key = {"dataset": setting["dataset"], "setting": name, "shots": setting["shots"],
-           "epsilon": float(epsilon)}
-    plans = [("lira", Budget()), ("acc-lira", Budget()), ("kl-lira", Budget()),
-             *(("kl-lira", Budget(c, n)) for c, n in budgets)]
+    key = {
+        "dataset": setting["dataset"],
+        "setting": name,
+        "shots": setting["shots"],
+        "epsilon": float(epsilon),
+    }
+    plans = [
+        ("lira", Budget()),
+        ("acc-lira", Budget()),
+        ("kl-lira", Budget()),
+        *(("kl-lira", Budget(c, n)) for c, n in budgets),
+    ]
     metric_rows, roc_frames, choices = [], [], []
     for hpo in ("td", "ed"):
         for attack, budget in plans:
             if attack == "lira" and hpo == "ed":
                 continue  # LiRA knows the target's η, which no grid column holds for ED targets
-            scores, is_member, used = rotate(stats, targets[hpo], members, attack, budget, divergence,
-                                             seed, ("hparams", name, tag, run, hpo))
+            scores, is_member, used = rotate(
+                stats,
+                targets[hpo],
+                members,
+                attack,
+                budget,
+                divergence,
+                seed,
+                ("hparams", name, tag, run, hpo),
+            )
             label = budget.name() if attack == "kl-lira" else attack
             c, n = budget.sizes(n_shadow) if attack == "kl-lira" else (n_shadow, n_shadow)
-            info = {**key, "hpo": hpo, "attack": label, "candidates": c, "models_per_candidate": n,
-                    "cost": cost(attack, n_shadow, n_trials, budget), "divergence": divergence,
-                    "run": run}
+            info = {
+                **key,
+                "hpo": hpo,
+                "attack": label,
+                "candidates": c,
+                "models_per_candidate": n,
+                "cost": cost(attack, n_shadow, n_trials, budget),
+                "divergence": divergence,
+                "run": run,
+            }
             metric_rows += [{**info, **row} for row in roc_metrics(scores, is_member, fpr_levels)]
-            roc_frames.append(roc_on_grid(scores, is_member, ROC_FPR_GRID).assign(
-                **{k: info[k] for k in ("dataset", "setting", "epsilon", "hpo", "attack", "run")}))
+            roc_frames.append(
+                roc_on_grid(scores, is_member, ROC_FPR_GRID).assign(
+                    **{
+                        k: info[k]
+                        for k in ("dataset", "setting", "epsilon", "hpo", "attack", "run")
+                    }
+                )
+            )
             if label == "kl-lira":
                 choices.append(_choices(key, hpo, run, used, recipes[hpo], recipes["td"]))
     io.write_parquet(metrics, pd.DataFrame(metric_rows))
@@ -231,18 +382,37 @@ def hparam_attacks(*, splits: str | Path, trials: str | Path, grid: str | Path,
     io.write_parquet(selection, pd.concat(choices, ignore_index=True))
 
 
-def _choices(key: Mapping[str, Any], hpo: str, run: int, used: np.ndarray, targets: pd.DataFrame,
-             columns: pd.DataFrame) -> pd.DataFrame:
+def _choices(
+    key: Mapping[str, Any],
+    hpo: str,
+    run: int,
+    used: np.ndarray,
+    targets: pd.DataFrame,
+    columns: pd.DataFrame,
+) -> pd.DataFrame:
     """KL-LiRA's j* per target beside the target's own hyperparameters (the paper's Fig. A10)."""
-    frame = pd.DataFrame({**key, "hpo": hpo, "run": run, "target": np.arange(len(used)), "chosen": used})
-    for prefix, source, index in (("target", targets, np.arange(len(used))), ("chosen", columns, used)):
+    frame = pd.DataFrame(
+        {**key, "hpo": hpo, "run": run, "target": np.arange(len(used)), "chosen": used}
+    )
+    for prefix, source, index in (
+        ("target", targets, np.arange(len(used))),
+        ("chosen", columns, used),
+    ):
         for column in ("lr", "batch_size", "clip_norm"):
             frame[f"{prefix}_{column}"] = source[column].to_numpy()[index]
     return frame
 
 
-def hparam_bound(*, grids: Paths, bound: str | Path, setting: Mapping[str, Any], epsilon: float,
-                 delta: float, deltas: Sequence[float], epochs: int) -> None:
+def hparam_bound(
+    *,
+    grids: Paths,
+    bound: str | Path,
+    setting: Mapping[str, Any],
+    epsilon: float,
+    delta: float,
+    deltas: Sequence[float],
+    epochs: int,
+) -> None:
     """The TPR no attack can exceed at each FPR against any target of this setting and ε: each
     target's tightest Kairouz bound over the accountant's (ε(δ), δ) pairs, maximised over the
     targets' training configurations: it holds for every target, and only approximately for
@@ -252,8 +422,9 @@ def hparam_bound(*, grids: Paths, bound: str | Path, setting: Mapping[str, Any],
 
     configs = set()
     for path in grids:
-        table = io.read_parquet(path, columns=["family", "row", "column", "noise_multiplier",
-                                               "batches_per_epoch"])
+        table = io.read_parquet(
+            path, columns=["family", "row", "column", "noise_multiplier", "batches_per_epoch"]
+        )
         targets = table[(table["family"] == "ed") | (table["row"] == table["column"])]
         configs |= set(zip(targets["noise_multiplier"], targets["batches_per_epoch"]))
     fpr = np.concatenate([[0.0], ROC_FPR_GRID])
@@ -261,22 +432,48 @@ def hparam_bound(*, grids: Paths, bound: str | Path, setting: Mapping[str, Any],
     for noise, batches in tracked(sorted(configs), "DP bound", "target configurations"):
         guarantees = zip(epsilons(noise, 1.0 / batches, epochs * batches, deltas), deltas)
         curve = np.maximum(curve, tpr_bound(fpr, guarantees))
-    log.info("%s eps %s: %d target configurations; bound at FPR 0.1/1/10%%: %s", setting_name(setting),
-             epsilon_tag(epsilon), len(configs), np.interp([1e-3, 1e-2, 1e-1], fpr, curve).round(4))
-    io.write_parquet(bound, pd.DataFrame({"dataset": setting["dataset"], "setting": setting_name(setting),
-                                          "epsilon": float(epsilon), "delta": delta, "fpr": fpr,
-                                          "tpr_bound": curve}))
+    log.info(
+        "%s eps %s: %d target configurations; bound at FPR 0.1/1/10%%: %s",
+        setting_name(setting),
+        epsilon_tag(epsilon),
+        len(configs),
+        np.interp([1e-3, 1e-2, 1e-1], fpr, curve).round(4),
+    )
+    io.write_parquet(
+        bound,
+        pd.DataFrame(
+            {
+                "dataset": setting["dataset"],
+                "setting": setting_name(setting),
+                "epsilon": float(epsilon),
+                "delta": delta,
+                "fpr": fpr,
+                "tpr_bound": curve,
+            }
+        ),
+    )
 
 
-def hparam_collect(*, metrics: Paths, rocs: Paths, selections: Paths, bounds: Paths,
-                   study: str | Path, roc: str | Path, selection: str | Path,
-                   bound: str | Path) -> None:
+def hparam_collect(
+    *,
+    metrics: Paths,
+    rocs: Paths,
+    selections: Paths,
+    bounds: Paths,
+    study: str | Path,
+    roc: str | Path,
+    selection: str | Path,
+    bound: str | Path,
+) -> None:
     """The study's long tables: results/hparam_study.parquet (the contract), its ROC curves,
     KL-LiRA's choices and results/dp_bound.parquet."""
     keys = ["setting", "epsilon", "hpo", "attack", "run"]
-    for paths, output, order in ((metrics, study, [*keys, "fpr"]), (rocs, roc, [*keys, "fpr"]),
-                                 (selections, selection, ["setting", "epsilon", "hpo", "run", "target"]),
-                                 (bounds, bound, ["setting", "epsilon", "fpr"])):
+    for paths, output, order in (
+        (metrics, study, [*keys, "fpr"]),
+        (rocs, roc, [*keys, "fpr"]),
+        (selections, selection, ["setting", "epsilon", "hpo", "run", "target"]),
+        (bounds, bound, ["setting", "epsilon", "fpr"]),
+    ):
         frames = [io.read_parquet(path) for path in paths]
         table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=order)
         io.write_parquet(output, table.sort_values(order, kind="stable", ignore_index=True))

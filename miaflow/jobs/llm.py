@@ -46,15 +46,31 @@ def _scored_ids(splits: pd.DataFrame, model_id: str) -> np.ndarray:
     return corpus.select(splits, repeat, "eval")["sample_id"].to_numpy()
 
 
-def llm_splits(*, data: str | Path, splits: str | Path, membership: str, repeats: int,
-               n_eval: int, n_shots: int, reference_ratio: float, n_texts: int | None,
-               seed: int) -> None:
+def llm_splits(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    membership: str,
+    repeats: int,
+    n_eval: int,
+    n_shots: int,
+    reference_ratio: float,
+    n_texts: int | None,
+    seed: int,
+) -> None:
     """The split table (miaflow.llm.corpus); `membership` "labels" reads it from the corpus."""
     dataset = read_dataset(data)
     labels = dataset.labels if membership == "labels" else None
-    table = corpus.draw_splits(len(dataset.labels), repeats=repeats, n_eval=n_eval,
-                               n_shots=n_shots, reference_ratio=reference_ratio, seed=seed,
-                               membership_labels=labels, subset=n_texts)
+    table = corpus.draw_splits(
+        len(dataset.labels),
+        repeats=repeats,
+        n_eval=n_eval,
+        n_shots=n_shots,
+        reference_ratio=reference_ratio,
+        seed=seed,
+        membership_labels=labels,
+        subset=n_texts,
+    )
     log.info("%s", table.groupby(["repeat", "set"]).size().to_dict())
     io.write_parquet(splits, table)
 
@@ -74,10 +90,20 @@ def llm_convert(*, checkpoint: str | Path, name: str, threads: int) -> None:
         convert_packaged(name, checkpoint)
 
 
-def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
-              history: str | Path, recipe: Mapping[str, Any], model_id: str, seed: int,
-              threads: int, tokenizer: str | None = None, base_checkpoint: str | None = None,
-              base: str | None = None) -> None:
+def llm_train(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    checkpoint: str | Path,
+    history: str | Path,
+    recipe: Mapping[str, Any],
+    model_id: str,
+    seed: int,
+    threads: int,
+    tokenizer: str | None = None,
+    base_checkpoint: str | None = None,
+    base: str | None = None,
+) -> None:
     """Train a scratch model (from `tokenizer`) or fine-tune a pretrained one (`base_checkpoint`
     converted by the workflow, or `base`, a directory or hub name) on the model's texts: a target
     on its repeat's members, the reference on the reference share."""
@@ -85,8 +111,9 @@ def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
 
     table, texts = io.read_parquet(splits), _texts(data)
     repeat = _repeat(model_id)
-    rows = corpus.select(table, -1 if repeat is None else repeat,
-                         "reference" if repeat is None else "train")
+    rows = corpus.select(
+        table, -1 if repeat is None else repeat, "reference" if repeat is None else "train"
+    )
     scored = corpus.select(table, repeat or 0, "eval")  # its non-members: held-out perplexity
     held_out = texts[scored.loc[~scored["is_member"], "sample_id"]]
     model_seed = derive_seed(seed, "llm", model_id)
@@ -96,34 +123,73 @@ def llm_train(*, data: str | Path, splits: str | Path, checkpoint: str | Path,
             model = models.build_scratch(recipe, lm_tokenizer, model_seed)
         else:
             model, lm_tokenizer = models.load(base_checkpoint or base)
-        log.info("%s: %d training texts, %d parameters", model_id, len(rows),
-                 sum(p.numel() for p in model.parameters()))
-        epochs = models.train(model, lm_tokenizer, list(texts[rows["sample_id"]]), recipe,
-                              model_seed, held_out=list(held_out))
+        log.info(
+            "%s: %d training texts, %d parameters",
+            model_id,
+            len(rows),
+            sum(p.numel() for p in model.parameters()),
+        )
+        epochs = models.train(
+            model,
+            lm_tokenizer,
+            list(texts[rows["sample_id"]]),
+            recipe,
+            model_seed,
+            held_out=list(held_out),
+        )
         models.save(model.cpu(), lm_tokenizer, checkpoint)
     io.write_json(history, epochs)
 
 
-def llm_neighbors(*, data: str | Path, splits: str | Path, neighbors: str | Path,
-                  options: Mapping[str, Any], seed: int) -> None:
+def llm_neighbors(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    neighbors: str | Path,
+    options: Mapping[str, Any],
+    seed: int,
+) -> None:
     """Neighbour texts of every scored text (miaflow.llm.neighbors), with their seed's name."""
     from miaflow.llm.neighbors import generate
 
     table, texts = io.read_parquet(splits), _texts(data)
     scored = corpus.scored_texts(table)
     unscored = np.setdiff1d(np.arange(len(texts)), scored)
-    generated = generate(list(texts[scored]), scored, list(texts[unscored]), dict(options),
-                         derive_seed(seed, "llm", "neighbors"))
-    io.write_parquet(neighbors, pd.DataFrame({
-        "sample_id": np.repeat(scored, options["n_neighbors"]),
-        "neighbor": np.tile(np.arange(options["n_neighbors"]), scored.size),
-        "text": [text for own in generated for text in own]}))
+    generated = generate(
+        list(texts[scored]),
+        scored,
+        list(texts[unscored]),
+        dict(options),
+        derive_seed(seed, "llm", "neighbors"),
+    )
+    io.write_parquet(
+        neighbors,
+        pd.DataFrame(
+            {
+                "sample_id": np.repeat(scored, options["n_neighbors"]),
+                "neighbor": np.tile(np.arange(options["n_neighbors"]), scored.size),
+                "text": [text for own in generated for text in own],
+            }
+        ),
+    )
 
 
-def llm_tokens(*, data: str | Path, splits: str | Path, tokens: str | Path, model: Paths,
-               pretrained: str | None, model_id: str, text_set: str, neighbors: Paths,
-               max_length: int, stride: int | None, dtype: str, max_tokens: int,
-               threads: int) -> None:
+def llm_tokens(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    tokens: str | Path,
+    model: Paths,
+    pretrained: str | None,
+    model_id: str,
+    text_set: str,
+    neighbors: Paths,
+    max_length: int,
+    stride: int | None,
+    dtype: str,
+    max_tokens: int,
+    threads: int,
+) -> None:
     """Token statistics of one model (its checkpoint `model` made by the workflow, else the
     `pretrained` directory or hub name) on one text set: the texts it is attacked on (`eval`),
     their lower-cased copies, or their neighbours (log-likelihoods only)."""
@@ -136,28 +202,54 @@ def llm_tokens(*, data: str | Path, splits: str | Path, tokens: str | Path, mode
     if text_set == "neighbors":
         frame = io.read_parquet(neighbors[0])
         frame = frame[frame["sample_id"].isin(ids)].sort_values(["sample_id", "neighbor"])
-        ids, inputs, extra = (frame["sample_id"].to_numpy(), list(frame["text"]),
-                              {"neighbor": frame["neighbor"].to_numpy()})
+        ids, inputs, extra = (
+            frame["sample_id"].to_numpy(),
+            list(frame["text"]),
+            {"neighbor": frame["neighbor"].to_numpy()},
+        )
     else:
         inputs = [t.lower() if text_set == "lowercase" else t for t in texts[ids]]
     source = str(model[0]) if model else pretrained
-    key = {"model": source, "model_id": model_id, "text_set": text_set, "dtype": dtype,
-           "max_length": max_length, "stride": stride}
+    key = {
+        "model": source,
+        "model_id": model_id,
+        "text_set": text_set,
+        "dtype": dtype,
+        "max_length": max_length,
+        "stride": stride,
+    }
     with torch_session(threads):
         lm, tokenizer = models.load(source, dtype)
         key["tokenizer"] = type(tokenizer).__name__ + f"/{len(tokenizer)}"
-        statistics = token_statistics(lm, tokenizer, inputs, max_length=max_length,
-                                      stride=stride, vocab_stats=text_set == "eval",
-                                      max_tokens=max_tokens)
+        statistics = token_statistics(
+            lm,
+            tokenizer,
+            inputs,
+            max_length=max_length,
+            stride=stride,
+            vocab_stats=text_set == "eval",
+            max_tokens=max_tokens,
+        )
     result = statistics_table(ids, statistics, key)
     for name, values in extra.items():
         result = result.append_column(name, pa.array(values))
     io.write_parquet(tokens, result)
 
 
-def llm_recall(*, data: str | Path, splits: str | Path, recall: str | Path, model: Paths,
-               pretrained: str | None, repeat: int, separator: str, max_length: int, dtype: str, max_tokens: int,
-               threads: int) -> None:
+def llm_recall(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    recall: str | Path,
+    model: Paths,
+    pretrained: str | None,
+    repeat: int,
+    separator: str,
+    max_length: int,
+    dtype: str,
+    max_tokens: int,
+    threads: int,
+) -> None:
     """LL(x ; P) of each scored text of a repeat, P its known non-member shots (ReCaLL), in
     miaflow's form and in the ReCaLL code's (`compat`; both, so the option needs no rerun), and
     K, the text's tokens that both cover."""
@@ -169,19 +261,50 @@ def llm_recall(*, data: str | Path, splits: str | Path, recall: str | Path, mode
     scored, shots = list(texts[ids]), list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
     with torch_session(threads):
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        values = {compat: recall_conditional(lm, tokenizer, scored, shots, separator=separator,
-                                             context=max_length, compat=compat,
-                                             max_tokens=max_tokens)
-                  for compat in (False, True)}
+        values = {
+            compat: recall_conditional(
+                lm,
+                tokenizer,
+                scored,
+                shots,
+                separator=separator,
+                context=max_length,
+                compat=compat,
+                max_tokens=max_tokens,
+            )
+            for compat in (False, True)
+        }
         lengths = target_lengths(tokenizer, scored, max_length)
-    io.write_parquet(recall, pd.DataFrame({
-        "sample_id": ids, "ll_conditional": values[False], "ll_conditional_compat": values[True],
-        "target_tokens": lengths}), metadata={"separator": separator, "n_shots": str(len(shots))})
+    io.write_parquet(
+        recall,
+        pd.DataFrame(
+            {
+                "sample_id": ids,
+                "ll_conditional": values[False],
+                "ll_conditional_compat": values[True],
+                "target_tokens": lengths,
+            }
+        ),
+        metadata={"separator": separator, "n_shots": str(len(shots))},
+    )
 
 
-def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model: Paths,
-              pretrained: str | None, repeat: int, shard: int, n_shards: int, separator: str, max_length: int,
-              dtype: str, max_tokens: int, threads: int) -> None:
+def llm_pairs(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    pairs: str | Path,
+    model: Paths,
+    pretrained: str | None,
+    repeat: int,
+    shard: int,
+    n_shards: int,
+    separator: str,
+    max_length: int,
+    dtype: str,
+    max_tokens: int,
+    threads: int,
+) -> None:
     """One shard of EM-MIA's matrix LL(x ; p): prefix rows p of this shard, every text x."""
     import time
 
@@ -194,15 +317,30 @@ def llm_pairs(*, data: str | Path, splits: str | Path, pairs: str | Path, model:
     started = time.perf_counter()
     with torch_session(threads):
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        values = pair_rows(lm, tokenizer, list(texts[ids]), rows, separator=separator,
-                           context=max_length, max_tokens=max_tokens)
+        values = pair_rows(
+            lm,
+            tokenizer,
+            list(texts[ids]),
+            rows,
+            separator=separator,
+            context=max_length,
+            max_tokens=max_tokens,
+        )
         lengths = target_lengths(tokenizer, list(texts[ids]), max_length)
     spent = time.perf_counter() - started
     log.info("%d pairs in %.1f s: %.1f pairs per second", values.size, spent, values.size / spent)
-    io.write_parquet(pairs, pd.DataFrame({
-        "prefix_id": np.repeat(ids[rows], ids.size), "sample_id": np.tile(ids, rows.size),
-        "ll_conditional": values.ravel(), "target_tokens": np.tile(lengths, rows.size)}),
-        metadata={"separator": separator})
+    io.write_parquet(
+        pairs,
+        pd.DataFrame(
+            {
+                "prefix_id": np.repeat(ids[rows], ids.size),
+                "sample_id": np.tile(ids, rows.size),
+                "ll_conditional": values.ravel(),
+                "target_tokens": np.tile(lengths, rows.size),
+            }
+        ),
+        metadata={"separator": separator},
+    )
 
 
 def _stats(path: str | Path, ids: np.ndarray) -> Any:
@@ -228,13 +366,29 @@ def _pair_matrix(paths: Paths, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return wide.loc[ids, ids].to_numpy(), lengths.loc[ids].to_numpy()
 
 
-def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
-               reference_tokens: Paths, lowercase_tokens: Paths, neighbor_tokens: Paths,
-               recall: Paths, pairs: Paths, scores: str | Path, iterates: str | Path,
-               metrics: str | Path, roc: str | Path, dataset: str, label: str,
-               attacks: Sequence[str], options: Mapping[str, Mapping[str, Any]],
-               pair_shards: int, fpr_levels: Sequence[float], confidence: float,
-               seed: int) -> None:
+def llm_scores(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    target_tokens: Paths,
+    reference_tokens: Paths,
+    lowercase_tokens: Paths,
+    neighbor_tokens: Paths,
+    recall: Paths,
+    pairs: Paths,
+    scores: str | Path,
+    iterates: str | Path,
+    metrics: str | Path,
+    roc: str | Path,
+    dataset: str,
+    label: str,
+    attacks: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    pair_shards: int,
+    fpr_levels: Sequence[float],
+    confidence: float,
+    seed: int,
+) -> None:
     """Every configured attack on every target model (repeat): scores, metrics, ROC curves and
     the EM-MIA iterates' AUROC (a diagnostic that uses the labels)."""
     from sklearn.metrics import roc_auc_score
@@ -248,34 +402,55 @@ def llm_scores(*, data: str | Path, splits: str | Path, target_tokens: Paths,
     for repeat, target_path in enumerate(target_tokens):
         rows = corpus.select(table, repeat, "eval")
         ids, is_member = rows["sample_id"].to_numpy(), rows["is_member"].to_numpy()
-        conditional = (io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids]
-                       if recall else None)
+        conditional = (
+            io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids] if recall else None
+        )
         pair_matrix, pair_lengths = (
-            _pair_matrix(pairs[repeat * pair_shards:(repeat + 1) * pair_shards], ids)
-            if pairs else (None, None))
+            _pair_matrix(pairs[repeat * pair_shards : (repeat + 1) * pair_shards], ids)
+            if pairs
+            else (None, None)
+        )
         inputs = LLMInputs(
-            texts=list(texts[ids]), target=_stats(target_path, ids), is_member=is_member,
+            texts=list(texts[ids]),
+            target=_stats(target_path, ids),
+            is_member=is_member,
             reference=_stats(reference_tokens[0], ids) if reference_tokens else None,
             lowercase=_stats(lowercase_tokens[repeat], ids) if lowercase_tokens else None,
             neighbors=_neighbor_matrix(neighbor_tokens[repeat], ids) if neighbor_tokens else None,
             recall=None if conditional is None else conditional["ll_conditional"].to_numpy(),
-            recall_compat=None if conditional is None
+            recall_compat=None
+            if conditional is None
             else conditional["ll_conditional_compat"].to_numpy(),
             pairs=pair_matrix,
-            conditioned_tokens=pair_lengths if conditional is None
+            conditioned_tokens=pair_lengths
+            if conditional is None
             else conditional["target_tokens"].to_numpy(),
-            options=options, seed=derive_seed(seed, "llm", dataset, label, repeat))
+            options=options,
+            seed=derive_seed(seed, "llm", dataset, label, repeat),
+        )
         for attack in attacks:
-            frames.append(pd.DataFrame({
-                "dataset": dataset, "target_model": label, "attack": attack, "repeat": repeat,
-                "sample_id": ids, "score": run_attack(attack, inputs), "is_member": is_member}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "dataset": dataset,
+                        "target_model": label,
+                        "attack": attack,
+                        "repeat": repeat,
+                        "sample_id": ids,
+                        "score": run_attack(attack, inputs),
+                        "is_member": is_member,
+                    }
+                )
+            )
             if attack.startswith("em-mia"):
                 settings = em_settings(attack, options)
-                _, steps = em_mia_run(inputs, settings["init"], settings["scoring"],
-                                      settings["iterations"])
-                per_iteration += [(dataset, label, repeat, attack, step,
-                                   roc_auc_score(is_member, f))
-                             for step, f in enumerate(steps)]
+                _, steps = em_mia_run(
+                    inputs, settings["init"], settings["scoring"], settings["iterations"]
+                )
+                per_iteration += [
+                    (dataset, label, repeat, attack, step, roc_auc_score(is_member, f))
+                    for step, f in enumerate(steps)
+                ]
         log.info("repeat %d: %d attacks on %d texts", repeat, len(attacks), ids.size)
     scored = pd.concat(frames, ignore_index=True)
     io.write_parquet(scores, scored)

@@ -25,29 +25,43 @@ from miaflow.progress import tracked
 log = logging.getLogger(__name__)
 
 
-def query_sets(*, data: str | Path, splits: str | Path, query_set: str | Path,
-               neighbour: Mapping[str, Any], augment: Mapping[str, Any], seed: int) -> None:
+def query_sets(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    query_set: str | Path,
+    neighbour: Mapping[str, Any],
+    augment: Mapping[str, Any],
+    seed: int,
+) -> None:
     """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
     from miaflow.data import read_dataset
-    from miaflow.queries.sets import info_metadata
-    from miaflow.queries.sets import make_query_set
+    from miaflow.queries.sets import info_metadata, make_query_set
 
     loaded = read_dataset(data)
     pool = read_splits(splits).target_samples
-    made = make_query_set(loaded.features[pool], pool, loaded.modality, seed, loaded.name,
-                          neighbour, augment)
-    log.info("%s: %s queries over %d samples", loaded.name,
-             {kind: len(v) for kind, v in made.features.items()}, len(pool))
-    io.write_parquet(query_set, made.to_table(),
-                     {"data_hash": loaded.content_hash(), **info_metadata(made.info)})
+    made = make_query_set(
+        loaded.features[pool], pool, loaded.modality, seed, loaded.name, neighbour, augment
+    )
+    log.info(
+        "%s: %s queries over %d samples",
+        loaded.name,
+        {kind: len(v) for kind, v in made.features.items()},
+        len(pool),
+    )
+    io.write_parquet(
+        query_set, made.to_table(), {"data_hash": loaded.content_hash(), **info_metadata(made.info)}
+    )
 
 
-def query_outputs(*, data: str | Path, query_set: str | Path, models: Paths, outputs: str | Path,
-                  threads: int) -> None:
+def query_outputs(
+    *, data: str | Path, query_set: str | Path, models: Paths, outputs: str | Path, threads: int
+) -> None:
     """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard, shard_logits
-    from miaflow.queries.sets import query_outputs as outputs_on, read_queries
+    from miaflow.queries.sets import query_outputs as outputs_on
+    from miaflow.queries.sets import read_queries
     from miaflow.splits import role_of
 
     loaded = read_dataset(data)
@@ -56,9 +70,18 @@ def query_outputs(*, data: str | Path, query_set: str | Path, models: Paths, out
         raise ValueError(f"{query_set} was generated from other data than {data}")
     blocks = read_queries(io.read_table(query_set), loaded.feature_shape)
     shards = [load_shard(path) for path in models]
-    wanted = [(weights, {**metadata, "model_ids": [m for m in metadata["model_ids"]
-                                                    if role_of(m) == "target" or m == "reference-0"]})
-              for weights, metadata in shards]
+    wanted = [
+        (
+            weights,
+            {
+                **metadata,
+                "model_ids": [
+                    m for m in metadata["model_ids"] if role_of(m) == "target" or m == "reference-0"
+                ],
+            },
+        )
+        for weights, metadata in shards
+    ]
     model_ids = [m for _, metadata in wanted for m in metadata["model_ids"]]
 
     def logits_of(features: np.ndarray) -> np.ndarray:
@@ -70,9 +93,17 @@ def query_outputs(*, data: str | Path, query_set: str | Path, models: Paths, out
     io.write_parquet(outputs, table, {"data_hash": meta["data_hash"], "queries": meta["queries"]})
 
 
-def query_distances(*, data: str | Path, splits: str | Path, models: Paths,
-                    distances: str | Path, arch_name: str, options: Mapping[str, Any], seed: int,
-                    threads: int) -> None:
+def query_distances(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    models: Paths,
+    distances: str | Path,
+    arch_name: str,
+    options: Mapping[str, Any],
+    seed: int,
+    threads: int,
+) -> None:
     """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset.
 
     Other modalities need no distances (Query-adv is mean correctness under noise there): the
@@ -87,12 +118,22 @@ def query_distances(*, data: str | Path, splits: str | Path, models: Paths,
 
     loaded = read_dataset(data)
     opts = {**PAPER, **options}
-    frames = [pd.DataFrame({"model_id": pd.Series(dtype=str), "sample_id": pd.Series(dtype=np.int64),
-                            "distance": pd.Series(dtype=np.float64),
-                            "success": pd.Series(dtype=bool)})]
+    frames = [
+        pd.DataFrame(
+            {
+                "model_id": pd.Series(dtype=str),
+                "sample_id": pd.Series(dtype=np.int64),
+                "distance": pd.Series(dtype=np.float64),
+                "success": pd.Series(dtype=bool),
+            }
+        )
+    ]
     if loaded.modality == "image":
-        subset = np.sort(evaluated_subset(read_splits(splits).target_samples,
-                                          int(opts["boundary_eva_num"]), seed, loaded.name))
+        subset = np.sort(
+            evaluated_subset(
+                read_splits(splits).target_samples, int(opts["boundary_eva_num"]), seed, loaded.name
+            )
+        )
         budget = Budget(*(int(opts[k]) for k in ("max_iter", "max_eval", "init_eval", "init_size")))
         for path in models:
             weights, metadata = load_shard(path)
@@ -100,19 +141,40 @@ def query_distances(*, data: str | Path, splits: str | Path, models: Paths,
                 for model in (m for m in metadata["model_ids"] if role_of(m) == "target"):
                     logits_of = _classifier(metadata, weights[model], loaded.feature_shape)
                     distance, success = boundary_distances(
-                        logits_of, loaded.features[subset], loaded.labels[subset], budget,
+                        logits_of,
+                        loaded.features[subset],
+                        loaded.labels[subset],
+                        budget,
                         int(opts["batch_size"]),
-                        derive_seed(seed, "queries", loaded.name, arch_name, "hsj", model))
-                    log.info("%s: %d points, %d attacks succeeded, mean distance %.4f", model,
-                             len(subset), success.sum(), distance.mean())
-                    frames.append(pd.DataFrame({"model_id": model, "sample_id": subset,
-                                                "distance": distance, "success": success}))
-    io.write_parquet(distances, pd.concat(frames, ignore_index=True),
-                     {"data_hash": loaded.content_hash(), "hsj": json.dumps(opts, sort_keys=True)})
+                        derive_seed(seed, "queries", loaded.name, arch_name, "hsj", model),
+                    )
+                    log.info(
+                        "%s: %d points, %d attacks succeeded, mean distance %.4f",
+                        model,
+                        len(subset),
+                        success.sum(),
+                        distance.mean(),
+                    )
+                    frames.append(
+                        pd.DataFrame(
+                            {
+                                "model_id": model,
+                                "sample_id": subset,
+                                "distance": distance,
+                                "success": success,
+                            }
+                        )
+                    )
+    io.write_parquet(
+        distances,
+        pd.concat(frames, ignore_index=True),
+        {"data_hash": loaded.content_hash(), "hsj": json.dumps(opts, sort_keys=True)},
+    )
 
 
-def _classifier(metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray],
-                feature_shape: tuple[int, ...]) -> Callable[[Any], Any]:
+def _classifier(
+    metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray], feature_shape: tuple[int, ...]
+) -> Callable[[Any], Any]:
     """A function from a torch batch to logits, for any model kind (torch modules built once)."""
     import torch
 
@@ -127,9 +189,18 @@ def _classifier(metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray],
     return lambda x: model(x.to(next(model.parameters()).device)).float().cpu()
 
 
-def query_surrogates(*, data: str | Path, splits: str | Path, signals: Paths,
-                     surrogates: str | Path, arch_name: str, arch: Mapping[str, Any],
-                     options: Mapping[str, Any], seed: int, threads: int) -> None:
+def query_surrogates(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    signals: Paths,
+    surrogates: str | Path,
+    arch_name: str,
+    arch: Mapping[str, Any],
+    options: Mapping[str, Any],
+    seed: int,
+    threads: int,
+) -> None:
     """Query-transfer: per target, a surrogate trained on pool T relabelled by the target's
     predictions (argmax of its cached logits); writes the surrogates' outputs on T."""
     from miaflow.data import read_dataset
@@ -142,19 +213,40 @@ def query_surrogates(*, data: str | Path, splits: str | Path, signals: Paths,
     pool, targets = keep.target_samples, keep.models("target")
     predicted = SignalStore.read(list(signals)).matrix(targets, "logits", pool).argmax(axis=-1)
     with compute_session(arch, threads):
-        logits = np.stack([
-            surrogate_logits(arch, loaded.features[pool], predicted[t], loaded.n_classes,
-                             options["val_ratio"],
-                             derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
-                             threads, f"surrogate-of-{target}")
-            for t, target in tracked(enumerate(targets), "surrogates", "targets", len(targets))])
-    io.write_parquet(surrogates, outputs_table(targets, pool, loaded.labels[pool], logits),
-                     {"data_hash": loaded.content_hash()})
+        logits = np.stack(
+            [
+                surrogate_logits(
+                    arch,
+                    loaded.features[pool],
+                    predicted[t],
+                    loaded.n_classes,
+                    options["val_ratio"],
+                    derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
+                    threads,
+                    f"surrogate-of-{target}",
+                )
+                for t, target in tracked(enumerate(targets), "surrogates", "targets", len(targets))
+            ]
+        )
+    io.write_parquet(
+        surrogates,
+        outputs_table(targets, pool, loaded.labels[pool], logits),
+        {"data_hash": loaded.content_hash()},
+    )
 
 
-def query_regressors(*, data: str | Path, splits: str | Path, signals: Paths,
-                     regressors: str | Path, arch_name: str, arch: Mapping[str, Any],
-                     options: Mapping[str, Any], seed: int, threads: int) -> None:
+def query_regressors(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    signals: Paths,
+    regressors: str | Path,
+    arch_name: str,
+    arch: Mapping[str, Any],
+    options: Mapping[str, Any],
+    seed: int,
+    threads: int,
+) -> None:
     """Query-qrm: per target, a Gaussian regressor of its score on the auxiliary pool A (known
     non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed."""
     from miaflow.data import read_dataset
@@ -170,25 +262,57 @@ def query_regressors(*, data: str | Path, splits: str | Path, signals: Paths,
     scores = SignalStore.read(list(signals)).matrix(targets, signal, auxiliary)
     frames = []
     with compute_session(arch, threads):
-        for target, score in tracked(zip(targets, scores), "quantile regressors", "targets", len(targets)):
+        for target, score in tracked(
+            zip(targets, scores), "quantile regressors", "targets", len(targets)
+        ):
             mu, log_sigma = quantile_regression(
-                arch, loaded.features[auxiliary], score, loaded.features[pool], options,
-                derive_seed(seed, "query-qrm", loaded.name, arch_name, target), threads)
-            frames.append(pd.DataFrame({"model_id": target, "sample_id": pool,
-                                        "mu": mu.astype(np.float64),
-                                        "log_sigma": log_sigma.astype(np.float64)}))
-    io.write_parquet(regressors, pd.concat(frames, ignore_index=True),
-                     {"data_hash": loaded.content_hash(), "signal": signal})
+                arch,
+                loaded.features[auxiliary],
+                score,
+                loaded.features[pool],
+                options,
+                derive_seed(seed, "query-qrm", loaded.name, arch_name, target),
+                threads,
+            )
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "model_id": target,
+                        "sample_id": pool,
+                        "mu": mu.astype(np.float64),
+                        "log_sigma": log_sigma.astype(np.float64),
+                    }
+                )
+            )
+    io.write_parquet(
+        regressors,
+        pd.concat(frames, ignore_index=True),
+        {"data_hash": loaded.content_hash(), "signal": signal},
+    )
 
 
-def query_canaries(*, data: str | Path, splits: str | Path, models: Paths, canaries: str | Path,
-                   arch_name: str, options: Mapping[str, Any], seed: int, threads: int) -> None:
+def query_canaries(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    models: Paths,
+    canaries: str | Path,
+    arch_name: str,
+    options: Mapping[str, Any],
+    seed: int,
+    threads: int,
+) -> None:
     """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
     writes phi of every canary under every reference and every target model."""
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard
-    from miaflow.queries.canaries import (REF_DEFAULTS, canary_anchors, canary_table,
-                                          evaluated_points, optimise_canaries)
+    from miaflow.queries.canaries import (
+        REF_DEFAULTS,
+        canary_anchors,
+        canary_table,
+        evaluated_points,
+        optimise_canaries,
+    )
     from miaflow.seeding import derive_seed, rng
 
     options = _with_defaults(options, REF_DEFAULTS)
@@ -204,14 +328,21 @@ def query_canaries(*, data: str | Path, splits: str | Path, models: Paths, canar
     with compute_session(arch, threads):
         modules = _torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
         reference_keep = np.stack([keep.members(m)[points] for m in references])
-        anchors = canary_anchors(loaded.features[points], int(options["n_canaries"]),
-                                 rng(named_seed, "augmentations"))
-        optimised = optimise_canaries([modules[m] for m in references], reference_keep, anchors,
-                                      loaded.labels[points], int(options["steps"]),
-                                      rng(named_seed, "reference-draws"))
+        anchors = canary_anchors(
+            loaded.features[points], int(options["n_canaries"]), rng(named_seed, "augmentations")
+        )
+        optimised = optimise_canaries(
+            [modules[m] for m in references],
+            reference_keep,
+            anchors,
+            loaded.labels[points],
+            int(options["steps"]),
+            rng(named_seed, "reference-draws"),
+        )
         ids = references + targets
-        table = canary_table(ids, [modules[m] for m in ids], optimised, points,
-                             loaded.labels[points])
+        table = canary_table(
+            ids, [modules[m] for m in ids], optimised, points, loaded.labels[points]
+        )
     log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))
     io.write_parquet(canaries, table, {"data_hash": loaded.content_hash()})
 
@@ -224,8 +355,12 @@ def _with_defaults(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> d
     return {**defaults, **options}
 
 
-def _torch_models(weights: Mapping[str, Mapping[str, np.ndarray]], arch: Mapping[str, Any],
-                  input_shape: Sequence[int], n_classes: int) -> dict[str, Any]:
+def _torch_models(
+    weights: Mapping[str, Mapping[str, np.ndarray]],
+    arch: Mapping[str, Any],
+    input_shape: Sequence[int],
+    n_classes: int,
+) -> dict[str, Any]:
     """Frozen eval-mode torch modules from stored weights, on the job's device."""
     import torch
 

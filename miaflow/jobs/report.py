@@ -47,8 +47,9 @@ def _concat(paths: Paths, **read: Any) -> pd.DataFrame:
 
 def _rows_of(frame: pd.DataFrame, experiment: Experiment) -> pd.DataFrame:
     """The rows of `frame` (columns dataset and target_model) that belong to `experiment`."""
-    return frame[(frame["dataset"] == experiment.dataset)
-                 & (frame["target_model"] == experiment.label)]
+    return frame[
+        (frame["dataset"] == experiment.dataset) & (frame["target_model"] == experiment.label)
+    ]
 
 
 def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
@@ -59,8 +60,7 @@ def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
     return long[[ATTACKS[a].family != "llm" for a in long["attack"]]].reset_index(drop=True)
 
 
-def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path,
-                    summary: str | Path) -> None:
+def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path, summary: str | Path) -> None:
     """The `results/metrics.parquet` contract and DVC's metrics file (mean over repeats)."""
     from miaflow.evaluation.metrics import summary as mean_over_repeats
 
@@ -80,22 +80,48 @@ def collect_models(*, records: Paths, models: str | Path) -> None:
     io.write_parquet(models, pd.DataFrame([row for path in records for row in io.read_json(path)]))
 
 
-def paired_tests(*, metrics: str | Path, scores: Paths, tests: str | Path,
-                 tested_metrics: Sequence[str], alpha: float, n_resamples: int,
-                 seed: int) -> None:
+def paired_tests(
+    *,
+    metrics: str | Path,
+    scores: Paths,
+    tests: str | Path,
+    tested_metrics: Sequence[str],
+    alpha: float,
+    n_resamples: int,
+    seed: int,
+) -> None:
     """Each experiment's best attack against the others and the attack families' bests against
     each other, tested over target models and over samples (miaflow.evaluation.stats)."""
     from miaflow.attacks import ATTACKS
     from miaflow.evaluation.stats import paired_tests as run_tests
 
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
-    io.write_parquet(tests, run_tests(io.read_parquet(metrics), _concat(scores), family_of,
-                                      tuple(tested_metrics), alpha, n_resamples, seed))
+    io.write_parquet(
+        tests,
+        run_tests(
+            io.read_parquet(metrics),
+            _concat(scores),
+            family_of,
+            tuple(tested_metrics),
+            alpha,
+            n_resamples,
+            seed,
+        ),
+    )
 
 
-def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: Paths,
-           auroc_table: Paths, accuracy_table: Paths, tests_table: Paths, roc_figures: Paths,
-           experiments: Sequence[Experiment]) -> None:
+def tables(
+    *,
+    metrics: str | Path,
+    tests: str | Path,
+    models: str | Path,
+    roc: Paths,
+    auroc_table: Paths,
+    accuracy_table: Paths,
+    tests_table: Paths,
+    roc_figures: Paths,
+    experiments: Sequence[Experiment],
+) -> None:
     """Headline tables (csv, md, tex) and one log-log ROC figure per experiment."""
     from miaflow.attacks import ATTACKS
     from miaflow.evaluation import tables as build
@@ -110,17 +136,29 @@ def tables(*, metrics: str | Path, tests: str | Path, models: str | Path, roc: P
     auroc = means[means["metric"] == "auroc"]
     for experiment in experiments:
         chosen = _rows_of(auroc, experiment)
-        plot_roc_loglog(_rows_of(curves, experiment),
-                        _file_named(roc_figures, experiment.file_name("roc", ".png")),
-                        f"{experiment.dataset} / {experiment.label}",
-                        auroc=dict(zip(chosen["attack"], chosen["mean"])),
-                        families={name: attack.family for name, attack in ATTACKS.items()})
+        plot_roc_loglog(
+            _rows_of(curves, experiment),
+            _file_named(roc_figures, experiment.file_name("roc", ".png")),
+            f"{experiment.dataset} / {experiment.label}",
+            auroc=dict(zip(chosen["attack"], chosen["mean"])),
+            families={name: attack.family for name, attack in ATTACKS.items()},
+        )
 
 
-def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timings: Paths,
-                 by_architecture: Paths, families: Paths, reference_mismatch: Paths,
-                 metric_tables: Paths, gap_figure: str | Path, scaling_figures: Paths,
-                 experiments: Sequence[Experiment]) -> None:
+def study_tables(
+    *,
+    metrics: str | Path,
+    models: str | Path,
+    sweeps: Paths,
+    timings: Paths,
+    by_architecture: Paths,
+    families: Paths,
+    reference_mismatch: Paths,
+    metric_tables: Paths,
+    gap_figure: str | Path,
+    scaling_figures: Paths,
+    experiments: Sequence[Experiment],
+) -> None:
     """TDDBench's further tables and figures: AUROC across architectures (Table 5), with
     references of another architecture (Table 6), attack families with cost (Table 7), all
     metrics per experiment (Tables 14–16), AUROC against the generalisation gap (Fig. 2) and
@@ -147,9 +185,11 @@ def study_tables(*, metrics: str | Path, models: str | Path, sweeps: Paths, timi
     plot_auroc_vs_gap(long, io.read_parquet(models), family_of, gap_figure)
     swept = _concat(sweeps)
     for experiment in experiments:
-        plot_scaling_sweep(_rows_of(swept, experiment),
-                           _file_named(scaling_figures, experiment.file_name("scaling", ".png")),
-                           f"{experiment.dataset} / {experiment.label}")
+        plot_scaling_sweep(
+            _rows_of(swept, experiment),
+            _file_named(scaling_figures, experiment.file_name("scaling", ".png")),
+            f"{experiment.dataset} / {experiment.label}",
+        )
 
 
 def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
@@ -164,13 +204,22 @@ def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
     from miaflow.attacks.song_mittal import DECISION_THRESHOLDS
     from miaflow.evaluation.song_mittal_tables import song_mittal_table as build
 
-    _write(build(_concat(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])),
-           song_mittal)
+    _write(
+        build(_concat(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])), song_mittal
+    )
 
 
-def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, defenses: Paths,
-                   tradeoff: str | Path, risk: str | Path, recipes: Sequence[tuple[str, str, str]],
-                   architectures: Mapping[str, Any]) -> None:
+def defense_report(
+    *,
+    models: str | Path,
+    metrics: str | Path,
+    scores: Paths,
+    defenses: Paths,
+    tradeoff: str | Path,
+    risk: str | Path,
+    recipes: Sequence[tuple[str, str, str]],
+    architectures: Mapping[str, Any],
+) -> None:
     """Song & Mittal's defense tables, the utility/privacy trade-off figure and the members'
     privacy risk per defense; `recipes` holds (dataset, target model, architecture) per
     experiment."""
@@ -179,24 +228,33 @@ def defense_report(*, models: str | Path, metrics: str | Path, scores: Paths, de
 
     wanted = sorted({*(a for a in DEFENSE_ATTACKS if a.startswith("sm-")), "sm-risk"})
     read = _concat(scores, filters=[("attack", "in", wanted)])
-    table = defense_table(io.read_parquet(models), _classifier_metrics(metrics), read,
-                          {(d, t): (a, architectures[a]) for d, t, a in recipes})
+    table = defense_table(
+        io.read_parquet(models),
+        _classifier_metrics(metrics),
+        read,
+        {(d, t): (a, architectures[a]) for d, t, a in recipes},
+    )
     _write(table, defenses)
     plot_defense_tradeoff(table, tradeoff)
     plot_defense_risk_cdfs(read[read["attack"] == "sm-risk"], table, risk)
 
 
-def published_table(*, models: str | Path, metrics: str | Path, table: Paths,
-                    profile: str) -> None:
+def published_table(*, models: str | Path, metrics: str | Path, table: Paths, profile: str) -> None:
     """This run's target models beside the values their papers publish."""
-    from miaflow.evaluation.published import PUBLISHED, published_table as build
+    from miaflow.evaluation.published import PUBLISHED
+    from miaflow.evaluation.published import published_table as build
 
-    _write(build(pd.read_csv(PUBLISHED), io.read_parquet(models), _classifier_metrics(metrics),
-                 profile), table)
+    _write(
+        build(
+            pd.read_csv(PUBLISHED), io.read_parquet(models), _classifier_metrics(metrics), profile
+        ),
+        table,
+    )
 
 
-def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Paths,
-                      experiments: Sequence[Experiment]) -> None:
+def risk_score_report(
+    *, scores: Paths, risk_precision: Paths, risk_figures: Paths, experiments: Sequence[Experiment]
+) -> None:
     """Privacy risk score: precision/recall of r ≥ τ, and one CDF figure per experiment."""
     from miaflow.evaluation.plots import plot_risk_cdf
     from miaflow.evaluation.song_mittal_tables import risk_precision_table
@@ -204,15 +262,31 @@ def risk_score_report(*, scores: Paths, risk_precision: Paths, risk_figures: Pat
     risk = _concat(scores, filters=[("attack", "==", "sm-risk")])
     _write(risk_precision_table(risk), risk_precision)
     for experiment in experiments:
-        plot_risk_cdf(_rows_of(risk, experiment),
-                      _file_named(risk_figures, experiment.file_name("risk-cdf", ".png")),
-                      f"Privacy risk: {experiment.dataset} / {experiment.label}")
+        plot_risk_cdf(
+            _rows_of(risk, experiment),
+            _file_named(risk_figures, experiment.file_name("risk-cdf", ".png")),
+            f"Privacy risk: {experiment.dataset} / {experiment.label}",
+        )
 
 
-def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, selection: str | Path,
-                  headline: Paths, relative: Paths, budget: Paths, td_vs_ed: Paths, choices: Paths,
-                  roc_figures: Paths, figures: Paths, alpha: float, resamples: int | None,
-                  confidence: float, seed: int) -> None:
+def hparam_report(
+    *,
+    study: str | Path,
+    bound: str | Path,
+    roc: str | Path,
+    selection: str | Path,
+    headline: Paths,
+    relative: Paths,
+    budget: Paths,
+    td_vs_ed: Paths,
+    choices: Paths,
+    roc_figures: Paths,
+    figures: Paths,
+    alpha: float,
+    resamples: int | None,
+    confidence: float,
+    seed: int,
+) -> None:
     """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
     from miaflow.evaluation import hparam_figures as draw
     from miaflow.evaluation import hparam_tables as build
@@ -221,26 +295,41 @@ def hparam_report(*, study: str | Path, bound: str | Path, roc: str | Path, sele
     results = io.read_parquet(study)
     curves, limits, chosen = (io.read_parquet(path) for path in (roc, bound, selection))
     tests = build.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
-    for table, paths in ((build.headline_table(results), headline),
-                         (build.relative_tpr_table(results), relative),
-                         (build.kl_budget_table(results), budget), (tests, td_vs_ed),
-                         (build.selection_table(chosen), choices)):
+    for table, paths in (
+        (build.headline_table(results), headline),
+        (build.relative_tpr_table(results), relative),
+        (build.kl_budget_table(results), budget),
+        (tests, td_vs_ed),
+        (build.selection_table(chosen), choices),
+    ):
         _write(table, paths)
     for setting, part in curves.groupby("setting"):
-        draw.plot_study_roc(part, limits, _file_named(roc_figures, f"hparam-roc-{setting}.png"),
-                            f"LiRA, ACC-LiRA and KL-LiRA: {setting}",
-                            draw.lowest_measured_fpr(results[results["setting"] == setting]))
+        draw.plot_study_roc(
+            part,
+            limits,
+            _file_named(roc_figures, f"hparam-roc-{setting}.png"),
+            f"LiRA, ACC-LiRA and KL-LiRA: {setting}",
+            draw.lowest_measured_fpr(results[results["setting"] == setting]),
+        )
     named = {Path(p).stem.removeprefix("hparam-"): p for p in figures}
     draw.plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
-    draw.plot_kl_budget(results[results["hpo"] == "td"], named["kl-budget"],
-                        "KL-LiRA with reduced budgets")
+    draw.plot_kl_budget(
+        results[results["hpo"] == "td"], named["kl-budget"], "KL-LiRA with reduced budgets"
+    )
     draw.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
     draw.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
     draw.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
 
 
-def llm_report(*, metrics: Paths, iterates: Paths, llm_table: Paths, mink_sweep_table: Paths,
-               em_figure: str | Path, mink_figure: str | Path) -> None:
+def llm_report(
+    *,
+    metrics: Paths,
+    iterates: Paths,
+    llm_table: Paths,
+    mink_sweep_table: Paths,
+    em_figure: str | Path,
+    mink_figure: str | Path,
+) -> None:
     """The language-model attacks' table in EM-MIA's shape (label-using attacks marked), the
     Min-K% / Min-K%++ k sweep, and EM-MIA's per-iteration AUROC (a diagnostic using labels)."""
     from miaflow.attacks.llm import LLM_ATTACKS
@@ -251,6 +340,12 @@ def llm_report(*, metrics: Paths, iterates: Paths, llm_table: Paths, mink_sweep_
     long = _concat(metrics) if metrics else pd.DataFrame(columns=METRICS_COLUMNS)
     _write(build.llm_table(long, knowledge), llm_table)
     _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
-    build.plot_em_iterations(_concat(iterates) if iterates else pd.DataFrame(
-        columns=["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]), em_figure)
+    build.plot_em_iterations(
+        _concat(iterates)
+        if iterates
+        else pd.DataFrame(
+            columns=["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
+        ),
+        em_figure,
+    )
     build.plot_mink_sweep(long, mink_figure)

@@ -24,9 +24,15 @@ COLUMNS = ["repeat", "sample_id", "set", "is_member", "position"]
 
 
 def _rows(repeat: int, ids: np.ndarray, name: str, member: np.ndarray | bool) -> pd.DataFrame:
-    return pd.DataFrame({"repeat": repeat, "sample_id": ids.astype(np.int64), "set": name,
-                         "is_member": np.broadcast_to(member, ids.shape).astype(bool),
-                         "position": np.arange(ids.size, dtype=np.int64)})
+    return pd.DataFrame(
+        {
+            "repeat": repeat,
+            "sample_id": ids.astype(np.int64),
+            "set": name,
+            "is_member": np.broadcast_to(member, ids.shape).astype(bool),
+            "position": np.arange(ids.size, dtype=np.int64),
+        }
+    )
 
 
 def trained_sizes(n_texts: int, reference_ratio: float) -> tuple[int, int, int]:
@@ -45,23 +51,36 @@ def scored_needs(n_eval: int, n_shots: int) -> tuple[int, int]:
     return half, half + n_shots
 
 
-def _eval_and_shots(repeat: int, members: np.ndarray, non_members: np.ndarray, n_eval: int,
-                    n_shots: int) -> list[pd.DataFrame]:
+def _eval_and_shots(
+    repeat: int, members: np.ndarray, non_members: np.ndarray, n_eval: int, n_shots: int
+) -> list[pd.DataFrame]:
     half, needed = scored_needs(n_eval, n_shots)
     if members.size < half or non_members.size < needed:
-        raise ValueError(f"n_eval = {n_eval} and n_shots = {n_shots} need {half} members and "
-                         f"{needed} non-members, the corpus has {members.size} and "
-                         f"{non_members.size}")
+        raise ValueError(
+            f"n_eval = {n_eval} and n_shots = {n_shots} need {half} members and "
+            f"{needed} non-members, the corpus has {members.size} and "
+            f"{non_members.size}"
+        )
     scored = np.concatenate([members[:half], non_members[:half]])
     member = np.arange(scored.size) < half
     order = np.argsort(scored, kind="stable")  # scored texts in sample order, for readable files
-    return [_rows(repeat, scored[order], "eval", member[order]),
-            _rows(repeat, non_members[half:half + n_shots], "shot", False)]
+    return [
+        _rows(repeat, scored[order], "eval", member[order]),
+        _rows(repeat, non_members[half : half + n_shots], "shot", False),
+    ]
 
 
-def draw_splits(n_texts: int, *, repeats: int, n_eval: int, n_shots: int, reference_ratio: float,
-                seed: int, membership_labels: np.ndarray | None = None,
-                subset: int | None = None) -> pd.DataFrame:
+def draw_splits(
+    n_texts: int,
+    *,
+    repeats: int,
+    n_eval: int,
+    n_shots: int,
+    reference_ratio: float,
+    seed: int,
+    membership_labels: np.ndarray | None = None,
+    subset: int | None = None,
+) -> pd.DataFrame:
     """The split table of one language-model experiment (see the module docstring).
 
     `membership_labels` (1 = member) switches to the labels mode; otherwise membership is drawn.

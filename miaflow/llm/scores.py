@@ -94,8 +94,13 @@ def _mean_smallest(values: Sequence[np.ndarray], k: float, compat: bool, name: s
         elif len(v):
             out[i], zero = 0.0, zero + 1
     if zero:
-        log.warning("%s (compat, k=%g): %d of %d texts have n_k = 0, scored 0 (NaN -> 0)",
-                    name, k, zero, len(values))
+        log.warning(
+            "%s (compat, k=%g): %d of %d texts have n_k = 0, scored 0 (NaN -> 0)",
+            name,
+            k,
+            zero,
+            len(values),
+        )
     return out
 
 
@@ -104,9 +109,13 @@ def min_k(logprobs: Sequence[np.ndarray], k: float = 0.2, compat: bool = False) 
     return _mean_smallest(logprobs, k, compat, "Min-K%")
 
 
-def min_k_plus_plus(logprobs: Sequence[np.ndarray], means: Sequence[np.ndarray],
-                    variances: Sequence[np.ndarray], k: float = 0.2,
-                    compat: bool = False) -> np.ndarray:
+def min_k_plus_plus(
+    logprobs: Sequence[np.ndarray],
+    means: Sequence[np.ndarray],
+    variances: Sequence[np.ndarray],
+    k: float = 0.2,
+    compat: bool = False,
+) -> np.ndarray:
     """Min-K%++: mean of the n_k smallest s_t = (l_t - mu_t) / sigma_t.
 
     s_t asks whether x_t is a local mode of p_t, which training pushes members towards. A
@@ -147,8 +156,9 @@ def recall(ll_conditional: np.ndarray, ll: np.ndarray) -> np.ndarray:
         return np.asarray(ll_conditional, dtype=np.float64) / np.asarray(ll, dtype=np.float64)
 
 
-def recall_prefix(shot_lengths: Sequence[int], separator_length: int, target_length: int,
-                  context: int) -> int:
+def recall_prefix(
+    shot_lengths: Sequence[int], separator_length: int, target_length: int, context: int
+) -> int:
     """How many of the most recent ReCaLL shots fit in the context; the oldest are dropped first.
 
     Layout (lengths in tokens): shot_1 sep shot_2 sep ... shot_m sep target, i.e. one separator
@@ -214,8 +224,9 @@ def prefix_scores(R: np.ndarray, f: np.ndarray, scoring: str) -> np.ndarray:
     raise ValueError(f"unknown scoring {scoring!r}; expected one of {SCORING_FUNCTIONS}")
 
 
-def em_mia(R: np.ndarray, initial: np.ndarray, scoring: str = "auroc",
-           iterations: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def em_mia(
+    R: np.ndarray, initial: np.ndarray, scoring: str = "auroc", iterations: int = 10
+) -> tuple[np.ndarray, np.ndarray]:
     """EM-MIA: alternate prefix scores r = Sfun(R[p, :], f) and membership scores f = -r.
 
     A good ReCaLL prefix behaves like a non-member, so the negated prefix score is a membership
@@ -233,8 +244,14 @@ def em_mia(R: np.ndarray, initial: np.ndarray, scoring: str = "auroc",
         if undefined.any():
             one_class = scoring == "auroc" and len(set(f > np.median(f))) == 1
             reason = " (the pseudo-labels have one class)" if one_class else ""
-            log.warning("EM-MIA %s iteration %d: %d of %d prefix scores undefined%s, set to 0",
-                        scoring, t, undefined.sum(), r.size, reason)
+            log.warning(
+                "EM-MIA %s iteration %d: %d of %d prefix scores undefined%s, set to 0",
+                scoring,
+                t,
+                undefined.sum(),
+                r.size,
+                reason,
+            )
         f = np.where(undefined, 0.0, -r)
         history.append(f)
     return f, np.stack(history)
@@ -249,8 +266,9 @@ def recall_top_prefix(R: np.ndarray, is_member: np.ndarray) -> np.ndarray:
     return np.asarray(R, dtype=np.float64)[candidates[np.nanargmax(aurocs)]].copy()
 
 
-def recall_random_prefix(R: np.ndarray, is_member: np.ndarray, member: bool,
-                         seed: int) -> np.ndarray:
+def recall_random_prefix(
+    R: np.ndarray, is_member: np.ndarray, member: bool, seed: int
+) -> np.ndarray:
     """LABEL-USING baseline (RandM / RandNM): the ReCaLL row of one prefix drawn uniformly, with
     default_rng(seed), among the members (`member=True`) or the non-members."""
     candidates = np.flatnonzero(np.asarray(is_member, dtype=bool) == member)

@@ -43,18 +43,27 @@ class TokenStats:
     @classmethod
     def from_table(cls, table: pa.Table) -> TokenStats:
         columns = table.to_pydict()
-        arrays = {name: [np.asarray(v, dtype=np.float64) for v in columns[name]]
-                  for name in ("logprob", "mean", "variance")}
-        return cls(np.asarray(columns["sample_id"], dtype=np.int64), arrays["logprob"],
-                   arrays["mean"], arrays["variance"])
+        arrays = {
+            name: [np.asarray(v, dtype=np.float64) for v in columns[name]]
+            for name in ("logprob", "mean", "variance")
+        }
+        return cls(
+            np.asarray(columns["sample_id"], dtype=np.int64),
+            arrays["logprob"],
+            arrays["mean"],
+            arrays["variance"],
+        )
 
     def select(self, sample_ids: np.ndarray) -> TokenStats:
         """The rows of `sample_ids`, in that order."""
         index = {int(s): i for i, s in enumerate(self.sample_ids)}
         rows = [index[int(s)] for s in sample_ids]
-        return TokenStats(np.asarray(sample_ids, dtype=np.int64),
-                          [self.logprobs[i] for i in rows], [self.means[i] for i in rows],
-                          [self.variances[i] for i in rows])
+        return TokenStats(
+            np.asarray(sample_ids, dtype=np.int64),
+            [self.logprobs[i] for i in rows],
+            [self.means[i] for i in rows],
+            [self.variances[i] for i in rows],
+        )
 
 
 def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> list[Segment]:
@@ -64,8 +73,10 @@ def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> li
     if len(ids) <= max_length or not stride:
         return [(list(ids[:max_length]), 1)]
     if stride > max_length:
-        raise ValueError(f"stride {stride} is more than max_length {max_length}: windows that "
-                         "far apart would skip tokens")
+        raise ValueError(
+            f"stride {stride} is more than max_length {max_length}: windows that "
+            "far apart would skip tokens"
+        )
     step = min(stride, max_length - 1)
     segments, scored_up_to, start = [], 1, 0
     while scored_up_to < len(ids):
@@ -75,16 +86,19 @@ def text_segments(ids: Sequence[int], max_length: int, stride: int | None) -> li
     return segments
 
 
-def _batches(lengths: Sequence[int], scored: Sequence[int], max_tokens: int,
-             max_scored: int) -> Iterator[np.ndarray]:
+def _batches(
+    lengths: Sequence[int], scored: Sequence[int], max_tokens: int, max_scored: int
+) -> Iterator[np.ndarray]:
     """Segment indices grouped longest first so a batch's padded size stays within max_tokens
     and its scored positions (rows of the logits) within max_scored."""
     order = np.argsort(-np.asarray(lengths), kind="stable")
     batch: list[int] = []
     positions = 0
     for index in order:
-        if batch and ((len(batch) + 1) * lengths[batch[0]] > max_tokens
-                      or positions + scored[index] > max_scored):
+        if batch and (
+            (len(batch) + 1) * lengths[batch[0]] > max_tokens
+            or positions + scored[index] > max_scored
+        ):
             yield np.asarray(batch)
             batch, positions = [], 0
         batch.append(int(index))
@@ -93,9 +107,14 @@ def _batches(lengths: Sequence[int], scored: Sequence[int], max_tokens: int,
         yield np.asarray(batch)
 
 
-def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool,
-                   max_tokens: int = 4096, pad_id: int = 0
-                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def score_segments(
+    model: Any,
+    segments: Sequence[Segment],
+    *,
+    vocab_stats: bool,
+    max_tokens: int = 4096,
+    pad_id: int = 0,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(ℓ, μ, σ²) of the scored tokens of each segment (μ, σ² empty without `vocab_stats`).
 
     The logits are the model's own forward output (whatever it does after the output head, such
@@ -118,16 +137,20 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
             predicts = torch.zeros((len(batch), width), dtype=torch.bool)  # position → next token
             for row, index in enumerate(batch):
                 tokens, first = segments[index]
-                ids[row, :len(tokens)] = torch.as_tensor(tokens)
-                attention[row, :len(tokens)] = 1
-                predicts[row, first - 1:len(tokens) - 1] = True
-            kept = model(input_ids=ids.to(device), attention_mask=attention.to(device),
-                         logits_to_keep=predicts.to(device), use_cache=False).logits
+                ids[row, : len(tokens)] = torch.as_tensor(tokens)
+                attention[row, : len(tokens)] = 1
+                predicts[row, first - 1 : len(tokens) - 1] = True
+            kept = model(
+                input_ids=ids.to(device),
+                attention_mask=attention.to(device),
+                logits_to_keep=predicts.to(device),
+                use_cache=False,
+            ).logits
             targets = ids[:, 1:][predicts[:, :-1]].to(device)
             logprob, mean, variance = [], [], []
             for start in range(0, kept.shape[0], HEAD_CHUNK):
-                logp = torch.log_softmax(kept[start:start + HEAD_CHUNK].float(), dim=-1)
-                chunk_targets = targets[start:start + HEAD_CHUNK, None]
+                logp = torch.log_softmax(kept[start : start + HEAD_CHUNK].float(), dim=-1)
+                chunk_targets = targets[start : start + HEAD_CHUNK, None]
                 logprob.append(logp.gather(1, chunk_targets)[:, 0])
                 if vocab_stats:
                     p = logp.exp()
@@ -137,8 +160,12 @@ def score_segments(model: Any, segments: Sequence[Segment], *, vocab_stats: bool
             del kept
             counts = predicts.sum(1).tolist()
             splits = np.cumsum(counts)[:-1]
-            as_numpy = [np.split(torch.cat(part).double().cpu().numpy(), splits) if part
-                        else [np.empty(0)] * len(batch) for part in (logprob, mean, variance)]
+            as_numpy = [
+                np.split(torch.cat(part).double().cpu().numpy(), splits)
+                if part
+                else [np.empty(0)] * len(batch)
+                for part in (logprob, mean, variance)
+            ]
             for row, index in enumerate(batch):
                 results[index] = tuple(values[row] for values in as_numpy)
             progress.advance(len(batch))
@@ -151,10 +178,16 @@ def _encode(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
     return [list(ids) for ids in tokenizer(list(texts))["input_ids"]]
 
 
-def token_statistics(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int,
-                     stride: int | None = None, vocab_stats: bool = True,
-                     max_tokens: int = 4096) -> list[tuple[list[int], np.ndarray, np.ndarray,
-                                                           np.ndarray]]:
+def token_statistics(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    max_length: int,
+    stride: int | None = None,
+    vocab_stats: bool = True,
+    max_tokens: int = 4096,
+) -> list[tuple[list[int], np.ndarray, np.ndarray, np.ndarray]]:
     """Per text: its token ids and ℓ, μ, σ² of tokens 2..T (windows joined back in order)."""
     encoded = _encode(tokenizer, texts)
     segments, owner = [], []
@@ -162,18 +195,28 @@ def token_statistics(model: Any, tokenizer: Any, texts: Sequence[str], *, max_le
         for segment in text_segments(ids, max_length, stride):
             segments.append(segment)
             owner.append(text_index)
-    scored = score_segments(model, segments, vocab_stats=vocab_stats, max_tokens=max_tokens,
-                            pad_id=tokenizer.pad_token_id or 0)
+    scored = score_segments(
+        model,
+        segments,
+        vocab_stats=vocab_stats,
+        max_tokens=max_tokens,
+        pad_id=tokenizer.pad_token_id or 0,
+    )
     parts: list[list[tuple[np.ndarray, ...]]] = [[] for _ in texts]
     for text_index, values in zip(owner, scored):
         parts[text_index].append(values)
-    return [(ids[:max_length] if not stride else ids,
-             *(np.concatenate([p[k] for p in part]) for k in range(3)))
-            for ids, part in zip(encoded, parts)]
+    return [
+        (
+            ids[:max_length] if not stride else ids,
+            *(np.concatenate([p[k] for p in part]) for k in range(3)),
+        )
+        for ids, part in zip(encoded, parts)
+    ]
 
 
-def statistics_table(sample_ids: Sequence[int], statistics: Sequence[tuple], key: dict[str, Any]
-                     ) -> pa.Table:
+def statistics_table(
+    sample_ids: Sequence[int], statistics: Sequence[tuple], key: dict[str, Any]
+) -> pa.Table:
     """The `tokens` Parquet table; `key` (model, tokenizer, dtype, truncation, stride) goes into
     every row and the schema metadata, so a cached file says what produced it."""
     columns = {
@@ -189,8 +232,15 @@ def statistics_table(sample_ids: Sequence[int], statistics: Sequence[tuple], key
     return table.replace_schema_metadata({f"miaflow.{k}": str(v) for k, v in key.items()})
 
 
-def prefix_ids(tokenizer: Any, shots: Sequence[str], separator: str, target_length: int,
-               context: int, *, compat: bool = False) -> list[int]:
+def prefix_ids(
+    tokenizer: Any,
+    shots: Sequence[str],
+    separator: str,
+    target_length: int,
+    context: int,
+    *,
+    compat: bool = False,
+) -> list[int]:
     """ReCaLL's prefix: the most recent shots that fit before a target of `target_length` tokens
     in `context` (oldest dropped first), each followed by the separator; empty if none fits.
     With `compat` (the ReCaLL code's prefix), the kept shots are joined with nothing between them
@@ -198,16 +248,22 @@ def prefix_ids(tokenizer: Any, shots: Sequence[str], separator: str, target_leng
     from miaflow.llm.scores import recall_prefix
 
     shot_ids = _encode(tokenizer, shots)
-    separator_ids = (tokenizer(separator, add_special_tokens=False)["input_ids"]
-                     if separator and not compat else [])
-    kept = recall_prefix([len(ids) for ids in shot_ids], len(separator_ids), target_length,
-                         context)
+    separator_ids = (
+        tokenizer(separator, add_special_tokens=False)["input_ids"]
+        if separator and not compat
+        else []
+    )
+    kept = recall_prefix([len(ids) for ids in shot_ids], len(separator_ids), target_length, context)
     if kept == 0 and shots:
-        log.warning("ReCaLL: no shot fits before a %d-token target in a %d-token context; "
-                    "that target gets an empty prefix", target_length, context)
+        log.warning(
+            "ReCaLL: no shot fits before a %d-token target in a %d-token context; "
+            "that target gets an empty prefix",
+            target_length,
+            context,
+        )
     if compat:
-        return _encode(tokenizer, ["".join(shots[len(shots) - kept:])])[0] if kept else []
-    return [t for ids in shot_ids[len(shot_ids) - kept:] for t in (*ids, *separator_ids)]
+        return _encode(tokenizer, ["".join(shots[len(shots) - kept :])])[0] if kept else []
+    return [t for ids in shot_ids[len(shot_ids) - kept :] for t in (*ids, *separator_ids)]
 
 
 def target_lengths(tokenizer: Any, texts: Sequence[str], context: int) -> np.ndarray:
@@ -216,9 +272,16 @@ def target_lengths(tokenizer: Any, texts: Sequence[str], context: int) -> np.nda
     return np.array([min(len(ids), context) for ids in _encode(tokenizer, texts)], dtype=np.int64)
 
 
-def conditional_log_likelihood(model: Any, tokenizer: Any, prefixes: Sequence[Sequence[int]],
-                               targets: Sequence[Sequence[int]], *, context: int,
-                               first_token: bool = False, max_tokens: int = 4096) -> np.ndarray:
+def conditional_log_likelihood(
+    model: Any,
+    tokenizer: Any,
+    prefixes: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    *,
+    context: int,
+    first_token: bool = False,
+    max_tokens: int = 4096,
+) -> np.ndarray:
     """LL(x ; P): mean ℓ of target tokens 2..K when each target follows its prefix's tokens, K =
     min(T, context): a target longer than the context is cut to its first `context` tokens, and
     a prefix too long for what is left loses its oldest tokens. Without a stride, K tokens are
@@ -229,33 +292,64 @@ def conditional_log_likelihood(model: Any, tokenizer: Any, prefixes: Sequence[Se
     segments = []
     for prefix, target in zip(prefixes, targets):
         target = list(target[:context])
-        prefix = list(prefix)[max(0, len(prefix) + len(target) - context):]
+        prefix = list(prefix)[max(0, len(prefix) + len(target) - context) :]
         segments.append((prefix + target, len(prefix) + (0 if first_token and prefix else 1)))
-    scored = score_segments(model, segments, vocab_stats=False, max_tokens=max_tokens,
-                            pad_id=tokenizer.pad_token_id or 0)
+    scored = score_segments(
+        model,
+        segments,
+        vocab_stats=False,
+        max_tokens=max_tokens,
+        pad_id=tokenizer.pad_token_id or 0,
+    )
     return np.array([values[0].mean() if values[0].size else np.nan for values in scored])
 
 
-def recall_conditional(model: Any, tokenizer: Any, texts: Sequence[str], shots: Sequence[str],
-                       *, separator: str, context: int, compat: bool = False,
-                       max_tokens: int = 4096) -> np.ndarray:
+def recall_conditional(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    shots: Sequence[str],
+    *,
+    separator: str,
+    context: int,
+    compat: bool = False,
+    max_tokens: int = 4096,
+) -> np.ndarray:
     """LL(x ; P) of every text given the non-member shots' prefix (overflow rule per text);
     `compat`: the ReCaLL code's LL(x ; P), shots joined with no separator, tokens 1..K."""
     targets = _encode(tokenizer, texts)
-    prefixes = [prefix_ids(tokenizer, shots, separator, min(len(t), context), context,
-                           compat=compat) for t in targets]
-    return conditional_log_likelihood(model, tokenizer, prefixes, targets, context=context,
-                                      first_token=compat, max_tokens=max_tokens)
+    prefixes = [
+        prefix_ids(tokenizer, shots, separator, min(len(t), context), context, compat=compat)
+        for t in targets
+    ]
+    return conditional_log_likelihood(
+        model,
+        tokenizer,
+        prefixes,
+        targets,
+        context=context,
+        first_token=compat,
+        max_tokens=max_tokens,
+    )
 
 
-def pair_rows(model: Any, tokenizer: Any, texts: Sequence[str], prefix_rows: Sequence[int], *,
-              separator: str, context: int, max_tokens: int = 4096) -> np.ndarray:
+def pair_rows(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    prefix_rows: Sequence[int],
+    *,
+    separator: str,
+    context: int,
+    max_tokens: int = 4096,
+) -> np.ndarray:
     """Rows `prefix_rows` of the N × N matrix of LL(x ; p): text p as a one-shot prefix
     (followed by the separator) of every text x, the diagonal included."""
     encoded = _encode(tokenizer, texts)
     separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"] if separator else []
     prefixes = [encoded[p] + separator_ids for p in prefix_rows for _ in encoded]
     targets = [x for _ in prefix_rows for x in encoded]
-    values = conditional_log_likelihood(model, tokenizer, prefixes, targets, context=context,
-                                        max_tokens=max_tokens)
+    values = conditional_log_likelihood(
+        model, tokenizer, prefixes, targets, context=context, max_tokens=max_tokens
+    )
     return values.reshape(len(prefix_rows), len(encoded))

@@ -23,8 +23,14 @@ class MLP(nn.Module):
     default, which the Keras-trained targets of MemGuard and Song & Mittal (Location30) start
     from; without it their recipe, plain SGD, trains far worse (docs/algorithms.md#model-training)."""
 
-    def __init__(self, in_features: int, hidden: Sequence[int], n_classes: int,
-                 activation: str = "tanh", init: str = "default") -> None:
+    def __init__(
+        self,
+        in_features: int,
+        hidden: Sequence[int],
+        n_classes: int,
+        activation: str = "tanh",
+        init: str = "default",
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         width = in_features
@@ -46,8 +52,9 @@ class MLP(nn.Module):
 class SmallCNN(nn.Module):
     """Conv(3x3)-ReLU-MaxPool stages, then one hidden dense layer: a CPU-sized image model."""
 
-    def __init__(self, input_shape: Sequence[int], channels: Sequence[int], hidden: int,
-                 n_classes: int) -> None:
+    def __init__(
+        self, input_shape: Sequence[int], channels: Sequence[int], hidden: int, n_classes: int
+    ) -> None:
         super().__init__()
         in_channels, height, width = input_shape
         stages: list[nn.Module] = []
@@ -59,7 +66,9 @@ class SmallCNN(nn.Module):
             in_channels = out_channels
         self.features = nn.Sequential(*stages)
         self.classifier = nn.Sequential(
-            nn.Flatten(), nn.Linear(in_channels * height * width, hidden), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(in_channels * height * width, hidden),
+            nn.ReLU(),
             nn.Linear(hidden, n_classes),
         )
 
@@ -67,10 +76,15 @@ class SmallCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-def _conv_bn(in_channels: int, out_channels: int, kernel: int = 3, stride: int = 1,
-             groups: int = 1) -> list[nn.Module]:
-    return [nn.Conv2d(in_channels, out_channels, kernel, stride, kernel // 2, groups=groups, bias=False),
-            nn.BatchNorm2d(out_channels)]
+def _conv_bn(
+    in_channels: int, out_channels: int, kernel: int = 3, stride: int = 1, groups: int = 1
+) -> list[nn.Module]:
+    return [
+        nn.Conv2d(
+            in_channels, out_channels, kernel, stride, kernel // 2, groups=groups, bias=False
+        ),
+        nn.BatchNorm2d(out_channels),
+    ]
 
 
 # TDDBench's torch port of the objax WRN keeps objax's BN momentum 0.9; in torch's convention
@@ -87,8 +101,11 @@ class WideResNetBlock(nn.Module):
         self.conv_1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
         self.norm_2 = nn.BatchNorm2d(out_channels, momentum=WRN_BN_MOMENTUM)
         self.conv_2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1, bias=False)
-        self.projection = (nn.Conv2d(in_channels, out_channels, 1, stride, bias=False)
-                           if in_channels != out_channels or stride > 1 else None)
+        self.projection = (
+            nn.Conv2d(in_channels, out_channels, 1, stride, bias=False)
+            if in_channels != out_channels or stride > 1
+            else None
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         activated = torch.relu(self.norm_1(x))
@@ -111,8 +128,13 @@ class WideResNet(nn.Module):
                 stride = 2 if group > 0 and block == 0 else 1
                 layers.append(WideResNetBlock(channels, out_channels, stride))
                 channels = out_channels
-        layers += [nn.BatchNorm2d(channels, momentum=WRN_BN_MOMENTUM), nn.ReLU(),
-                   nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, n_classes)]
+        layers += [
+            nn.BatchNorm2d(channels, momentum=WRN_BN_MOMENTUM),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(channels, n_classes),
+        ]
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -124,10 +146,16 @@ class BasicBlock(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
-        self.residual = nn.Sequential(*_conv_bn(in_channels, out_channels, stride=stride), nn.ReLU(),
-                                      *_conv_bn(out_channels, out_channels))
-        self.shortcut = (nn.Sequential(*_conv_bn(in_channels, out_channels, kernel=1, stride=stride))
-                         if in_channels != out_channels or stride > 1 else nn.Identity())
+        self.residual = nn.Sequential(
+            *_conv_bn(in_channels, out_channels, stride=stride),
+            nn.ReLU(),
+            *_conv_bn(out_channels, out_channels),
+        )
+        self.shortcut = (
+            nn.Sequential(*_conv_bn(in_channels, out_channels, kernel=1, stride=stride))
+            if in_channels != out_channels or stride > 1
+            else nn.Identity()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.residual(x) + self.shortcut(x))
@@ -172,7 +200,11 @@ class VGG11(nn.Module):
                     layers.append(nn.MaxPool2d(2))
                     height, width = height // 2, width // 2
             else:
-                layers += [nn.Conv2d(channels, int(item), 3, padding=1), nn.BatchNorm2d(int(item)), nn.ReLU()]
+                layers += [
+                    nn.Conv2d(channels, int(item), 3, padding=1),
+                    nn.BatchNorm2d(int(item)),
+                    nn.ReLU(),
+                ]
                 channels = int(item)
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, n_classes)]
         self.layers = nn.Sequential(*layers)
@@ -190,8 +222,11 @@ class InvertedResidual(nn.Module):
         layers: list[nn.Module] = []
         if expansion != 1:
             layers += [*_conv_bn(in_channels, hidden, kernel=1), nn.ReLU6()]
-        layers += [*_conv_bn(hidden, hidden, stride=stride, groups=hidden), nn.ReLU6(),
-                   *_conv_bn(hidden, out_channels, kernel=1)]
+        layers += [
+            *_conv_bn(hidden, hidden, stride=stride, groups=hidden),
+            nn.ReLU6(),
+            *_conv_bn(hidden, out_channels, kernel=1),
+        ]
         self.block = nn.Sequential(*layers)
         self.skip = stride == 1 and in_channels == out_channels
 
@@ -201,8 +236,15 @@ class InvertedResidual(nn.Module):
 
 # (expansion t, channels c, repeats n, first stride s) of Sandler et al. Table 2, with the CIFAR
 # changes (stride-1 stem and second stage) so that 32x32 inputs end at 4x4.
-MOBILENETV2_LAYOUT = ((1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                      (6, 160, 3, 2), (6, 320, 1, 1))
+MOBILENETV2_LAYOUT = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 1),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
 
 
 class MobileNetV2(nn.Module):
@@ -214,10 +256,17 @@ class MobileNetV2(nn.Module):
         channels = 32
         for expansion, out_channels, repeats, stride in MOBILENETV2_LAYOUT:
             for i in range(repeats):
-                layers.append(InvertedResidual(channels, out_channels, stride if i == 0 else 1, expansion))
+                layers.append(
+                    InvertedResidual(channels, out_channels, stride if i == 0 else 1, expansion)
+                )
                 channels = out_channels
-        layers += [*_conv_bn(channels, 1280, kernel=1), nn.ReLU6(),
-                   nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, n_classes)]
+        layers += [
+            *_conv_bn(channels, 1280, kernel=1),
+            nn.ReLU6(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(1280, n_classes),
+        ]
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -240,12 +289,15 @@ def trainable_batches(order: Any, batch_size: int, model: Any) -> list[Any]:
     the model has batch norm: in training mode it cannot normalise a single value per channel
     (the last spatial map of VGG11 is 1x1), so that sample sits this epoch out."""
     batches = list(order.split(batch_size))
-    norms = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in model.modules())
+    norms = any(
+        isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in model.modules()
+    )
     return batches[:-1] if norms and len(batches) > 1 and len(batches[-1]) == 1 else batches
 
 
-def augment_images(x: torch.Tensor, generator: torch.Generator, padding: int = 4,
-                   pad_value: float = CROP_PAD_VALUE) -> torch.Tensor:
+def augment_images(
+    x: torch.Tensor, generator: torch.Generator, padding: int = 4, pad_value: float = CROP_PAD_VALUE
+) -> torch.Tensor:
     """Train-time augmentation of a batch (N, C, H, W): random crop after `padding` and a horizontal flip.
 
     Each image gets its own offsets and coin from `generator` (a CPU generator, so draws are the
@@ -262,15 +314,24 @@ def augment_images(x: torch.Tensor, generator: torch.Generator, padding: int = 4
     return torch.where(flips[:, None, None, None], cropped.flip(-1), cropped).contiguous()
 
 
-def build_torch_model(arch: Mapping[str, Any], input_shape: Sequence[int], n_classes: int) -> nn.Module:
+def build_torch_model(
+    arch: Mapping[str, Any], input_shape: Sequence[int], n_classes: int
+) -> nn.Module:
     """A new, randomly initialised module for an `architectures` entry of a torch image or tabular kind."""
     kind = arch["kind"]
     if kind == "mlp":
-        return MLP(prod(input_shape), arch["hidden"], n_classes, arch["activation"],
-                   arch.get("init", "default"))
+        return MLP(
+            prod(input_shape),
+            arch["hidden"],
+            n_classes,
+            arch["activation"],
+            arch.get("init", "default"),
+        )
     if kind == "cnn" or kind in IMAGE_MODELS:
         if len(input_shape) != 3:
-            raise ValueError(f"{kind} needs image inputs (C, H, W), got per-sample shape {tuple(input_shape)}")
+            raise ValueError(
+                f"{kind} needs image inputs (C, H, W), got per-sample shape {tuple(input_shape)}"
+            )
         if kind == "cnn":
             return SmallCNN(input_shape, arch["channels"], arch["hidden"], n_classes)
         if min(input_shape[1:]) < 8:

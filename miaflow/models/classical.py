@@ -24,9 +24,18 @@ Weights = dict[str, np.ndarray]
 
 # --- logistic regression (scikit-learn) -------------------------------------------------------
 
-def fit_lr(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
-           x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-           threads: int, model_id: str) -> Weights:
+
+def fit_lr(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_heldout: np.ndarray,
+    y_heldout: np.ndarray,
+    n_classes: int,
+    seed: int,
+    threads: int,
+    model_id: str,
+) -> Weights:
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
@@ -36,12 +45,16 @@ def fit_lr(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
         model.fit(x_train.reshape(len(x_train), -1), y_train)
     if any(issubclass(w.category, ConvergenceWarning) for w in caught):
         log.info("%s: lbfgs stopped at max_iter=%d before converging", model_id, arch["max_iter"])
-    return {"coef": model.coef_.astype(np.float64), "intercept": model.intercept_.astype(np.float64),
-            "classes": model.classes_.astype(np.int64)}
+    return {
+        "coef": model.coef_.astype(np.float64),
+        "intercept": model.intercept_.astype(np.float64),
+        "classes": model.classes_.astype(np.int64),
+    }
 
 
-def lr_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
-              n_classes: int) -> np.ndarray:
+def lr_logits(
+    arch: Mapping[str, Any], weights: Weights, features: np.ndarray, n_classes: int
+) -> np.ndarray:
     """Log-probabilities over all classes; classes absent from training get log(0) = -inf."""
     from scipy.special import log_softmax
 
@@ -55,20 +68,39 @@ def lr_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
 
 # --- CatBoost ---------------------------------------------------------------------------------
 
-def fit_catboost(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
-                 x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-                 threads: int, model_id: str) -> Weights:
+
+def fit_catboost(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_heldout: np.ndarray,
+    y_heldout: np.ndarray,
+    n_classes: int,
+    seed: int,
+    threads: int,
+    model_id: str,
+) -> Weights:
     from catboost import CatBoostClassifier
 
     rounds = arch["early_stopping_rounds"]
     model = CatBoostClassifier(
-        iterations=arch["iterations"], learning_rate=arch["learning_rate"], depth=arch["depth"],
-        loss_function="MultiClass", class_names=list(range(n_classes)), random_seed=seed % 2**31,
-        thread_count=threads, verbose=False, allow_writing_files=False,
+        iterations=arch["iterations"],
+        learning_rate=arch["learning_rate"],
+        depth=arch["depth"],
+        loss_function="MultiClass",
+        class_names=list(range(n_classes)),
+        random_seed=seed % 2**31,
+        thread_count=threads,
+        verbose=False,
+        allow_writing_files=False,
     )
     eval_set = (x_heldout, y_heldout) if rounds else None
-    model.fit(x_train.reshape(len(x_train), -1), y_train, eval_set=eval_set,
-              early_stopping_rounds=rounds or None)
+    model.fit(
+        x_train.reshape(len(x_train), -1),
+        y_train,
+        eval_set=eval_set,
+        early_stopping_rounds=rounds or None,
+    )
     info = model.get_metadata()  # drop the random guid and the clock: same seed, same bytes
     info["model_guid"] = f"miaflow-{model_id}-{seed}"
     del info["train_finish_time"]
@@ -78,8 +110,9 @@ def fit_catboost(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarr
     return {"cbm": np.frombuffer(blob, dtype=np.uint8).copy()}
 
 
-def catboost_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
-                    n_classes: int) -> np.ndarray:
+def catboost_logits(
+    arch: Mapping[str, Any], weights: Weights, features: np.ndarray, n_classes: int
+) -> np.ndarray:
     from catboost import CatBoostClassifier
 
     model = CatBoostClassifier().load_model(blob=weights["cbm"].tobytes())

@@ -34,8 +34,7 @@ from torch import nn
 
 from miaflow.defenses import TRAINING, defense_kind
 from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS
-from miaflow.models.recipe import (SGD_MOMENTUM, Options, build_module, learning_rates,
-                                   sgd_momentum)
+from miaflow.models.recipe import SGD_MOMENTUM, Options, build_module, learning_rates, sgd_momentum
 from miaflow.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -45,14 +44,20 @@ Weights = dict[str, np.ndarray]
 BATCHABLE_KINDS = frozenset({"mlp", "torch_lr", "cnn"})
 ELEMENTWISE = (nn.ReLU, nn.Tanh, nn.MaxPool2d, nn.Identity)
 EVAL_CHUNK = 2048  # held-out samples per member and forward pass (GPU)
-CPU_EVAL_SAMPLES = 2048  # on the CPU, held-out samples of all members together per forward (cache-sized)
+CPU_EVAL_SAMPLES = (
+    2048  # on the CPU, held-out samples of all members together per forward (cache-sized)
+)
 
 
 def wants_batched(arch: Mapping[str, Any]) -> bool:
     """`batched` (default true) on a kind the grouped layers cover; augmentation and defenses
     train per model."""
-    return (arch["kind"] in BATCHABLE_KINDS and arch.get("batched", True)
-            and not arch.get("augment", False) and defense_kind(arch) not in TRAINING)
+    return (
+        arch["kind"] in BATCHABLE_KINDS
+        and arch.get("batched", True)
+        and not arch.get("augment", False)
+        and defense_kind(arch) not in TRAINING
+    )
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,9 @@ def grouped_layers(module: nn.Module) -> list[_Layer] | None:
             if leaf.bias is None or (isinstance(leaf, nn.Conv2d) and leaf.padding_mode != "zeros"):
                 return None
             layers.append(_Layer(leaf, prefix + "weight", prefix + "bias"))
-        elif isinstance(leaf, ELEMENTWISE) or (isinstance(leaf, nn.Flatten) and leaf.start_dim == 1
-                                                and leaf.end_dim == -1):
+        elif isinstance(leaf, ELEMENTWISE) or (
+            isinstance(leaf, nn.Flatten) and leaf.start_dim == 1 and leaf.end_dim == -1
+        ):
             layers.append(_Layer(leaf))
         else:
             return None
@@ -98,19 +104,28 @@ class GroupedEnsemble:
     than its sigmoid; the results agree to ~2e-7). On a GPU the layers run as registered, NHWC
     only with the `channels_last` option."""
 
-    def __init__(self, modules: Sequence[nn.Module], layers: list[_Layer], device: str,
-                 channels_last: bool = False) -> None:
+    def __init__(
+        self,
+        modules: Sequence[nn.Module],
+        layers: list[_Layer],
+        device: str,
+        channels_last: bool = False,
+    ) -> None:
         states = [m.state_dict() for m in modules]
         self.keys = list(states[0])
         self.transposed = {layer.weight for layer in layers if isinstance(layer.module, nn.Linear)}
-        self.params = {k: self._stored(torch.stack([s[k] for s in states]), k).to(device).requires_grad_()
-                       for k in self.keys}
+        self.params = {
+            k: self._stored(torch.stack([s[k] for s in states]), k).to(device).requires_grad_()
+            for k in self.keys
+        }
         cpu = torch.device(device).type == "cpu"
         self.layers = _tanh_by_sigmoid(_pool_before_relu(layers)) if cpu else layers
         self.size = len(modules)
         self.channels_last = channels_last or cpu
 
-    def forward(self, x: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """(M, B, *input_shape) member-major inputs -> (M, B, n_classes) logits.
 
         Convolutions run on (B, M*C, H, W) with M groups; Flatten returns to member-major."""
@@ -131,8 +146,15 @@ class GroupedEnsemble:
                         h = h.contiguous(memory_format=torch.channels_last)
                     grouped = True
                 weight, bias = params[layer.weight], params[layer.bias]
-                h = F.conv2d(h, weight.reshape(-1, *weight.shape[2:]), bias.reshape(-1),
-                             module.stride, module.padding, module.dilation, members * module.groups)
+                h = F.conv2d(
+                    h,
+                    weight.reshape(-1, *weight.shape[2:]),
+                    bias.reshape(-1),
+                    module.stride,
+                    module.padding,
+                    module.dilation,
+                    members * module.groups,
+                )
             elif isinstance(module, nn.Flatten):
                 h, grouped = (_ungroup(h, members), False) if grouped else (h.flatten(2), False)
             else:
@@ -141,12 +163,16 @@ class GroupedEnsemble:
 
     def member_weights(self, index: int) -> Weights:
         """One member's state dict as float32 numpy arrays (the keys of its torch module)."""
-        return {k: self._stored(self.params[k][index:index + 1].detach(), k)[0].float().cpu().numpy()
-                for k in self.keys}
+        return {
+            k: self._stored(self.params[k][index : index + 1].detach(), k)[0].float().cpu().numpy()
+            for k in self.keys
+        }
 
     def _stored(self, stacked: torch.Tensor, key: str) -> torch.Tensor:
         """Swap a linear weight between torch's (out, in) and the stored (in, out), both ways."""
-        return stacked.transpose(1, 2).contiguous() if key in self.transposed else stacked.contiguous()
+        return (
+            stacked.transpose(1, 2).contiguous() if key in self.transposed else stacked.contiguous()
+        )
 
 
 def _pool_before_relu(layers: list[_Layer]) -> list[_Layer]:
@@ -180,7 +206,9 @@ class _SigmoidTanh(nn.Module):
 
 def _tanh_by_sigmoid(layers: list[_Layer]) -> list[_Layer]:
     """The layers with every Tanh as a `_SigmoidTanh`."""
-    return [_Layer(_SigmoidTanh()) if isinstance(layer.module, nn.Tanh) else layer for layer in layers]
+    return [
+        _Layer(_SigmoidTanh()) if isinstance(layer.module, nn.Tanh) else layer for layer in layers
+    ]
 
 
 def _ungroup(h: torch.Tensor, members: int) -> torch.Tensor:
@@ -210,8 +238,13 @@ class _MaskedOptimizer:
     `fit_ensemble` sorts members by training-set size, so members with as many batches per
     epoch are neighbours and a step is usually one run."""
 
-    def __init__(self, params: Mapping[str, torch.Tensor], kind: str, weight_decay: float,
-                 momentum: float = SGD_MOMENTUM) -> None:
+    def __init__(
+        self,
+        params: Mapping[str, torch.Tensor],
+        kind: str,
+        weight_decay: float,
+        momentum: float = SGD_MOMENTUM,
+    ) -> None:
         self.params = list(params.values())
         self.kind, self.weight_decay, self.momentum = kind, weight_decay, momentum
         self.first = [torch.zeros_like(p) for p in self.params]  # Adam exp_avg / SGD momentum
@@ -225,21 +258,48 @@ class _MaskedOptimizer:
         grads = [g.contiguous() for g in grads]  # the fused kernels read memory flat
         device = self.params[0].device
         fused = device.type in ("cpu", "cuda")
-        counts = self.steps if self.kind == "adam" else np.zeros_like(self.steps)  # SGD counts no steps
+        counts = (
+            self.steps if self.kind == "adam" else np.zeros_like(self.steps)
+        )  # SGD counts no steps
         with torch.no_grad():
             for start, stop in _runs(active, counts):
+
                 def views(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
                     return [t[start:stop] for t in tensors]
 
                 if self.kind == "adam":  # one step tensor per parameter: the kernel increments each
-                    steps = [torch.tensor(float(self.steps[start]), device=device) for _ in self.params]
-                    adam(views(self.params), views(grads), views(self.first), views(self.second),
-                         [], steps, fused=fused, amsgrad=False, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1],
-                         lr=lr, weight_decay=self.weight_decay, eps=ADAM_EPS, maximize=False)
+                    steps = [
+                        torch.tensor(float(self.steps[start]), device=device) for _ in self.params
+                    ]
+                    adam(
+                        views(self.params),
+                        views(grads),
+                        views(self.first),
+                        views(self.second),
+                        [],
+                        steps,
+                        fused=fused,
+                        amsgrad=False,
+                        beta1=ADAM_BETAS[0],
+                        beta2=ADAM_BETAS[1],
+                        lr=lr,
+                        weight_decay=self.weight_decay,
+                        eps=ADAM_EPS,
+                        maximize=False,
+                    )
                 else:  # zero momentum buffers: the first step sets them to the gradient, as torch does
-                    sgd(views(self.params), views(grads), views(self.first), fused=fused,
-                        weight_decay=self.weight_decay, momentum=self.momentum, lr=lr,
-                        dampening=0.0, nesterov=False, maximize=False)
+                    sgd(
+                        views(self.params),
+                        views(grads),
+                        views(self.first),
+                        fused=fused,
+                        weight_decay=self.weight_decay,
+                        momentum=self.momentum,
+                        lr=lr,
+                        dampening=0.0,
+                        nesterov=False,
+                        maximize=False,
+                    )
         self.steps[active] += 1
 
 
@@ -248,14 +308,21 @@ def _padded(indices: Sequence[np.ndarray], width: int) -> tuple[torch.Tensor, to
     out = np.zeros((len(indices), width), dtype=np.int64)
     valid = np.zeros((len(indices), width), dtype=bool)
     for m, idx in enumerate(indices):
-        out[m, :len(idx)], valid[m, :len(idx)] = idx, True
+        out[m, : len(idx)], valid[m, : len(idx)] = idx, True
     return torch.from_numpy(out), torch.from_numpy(valid)
 
 
-def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarray,
-                 train_sets: Sequence[np.ndarray], heldout_sets: Sequence[np.ndarray],
-                 n_classes: int, seeds: Sequence[int], model_ids: Sequence[str],
-                 device: str = "cpu") -> list[Weights] | None:
+def fit_ensemble(
+    arch: Mapping[str, Any],
+    features: np.ndarray,
+    labels: np.ndarray,
+    train_sets: Sequence[np.ndarray],
+    heldout_sets: Sequence[np.ndarray],
+    n_classes: int,
+    seeds: Sequence[int],
+    model_ids: Sequence[str],
+    device: str = "cpu",
+) -> list[Weights] | None:
     """Train one model per (train set, seed) together; None if the architecture cannot be grouped.
 
     `train_sets` / `heldout_sets` are sample indices into `features`. Returns each member's
@@ -263,9 +330,17 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
     (see `_MaskedOptimizer`); the weights come back in the given order."""
     order = np.argsort([len(t) for t in train_sets], kind="stable")
     if (order != np.arange(len(order))).any():
-        fitted = fit_ensemble(arch, features, labels, [train_sets[m] for m in order],
-                              [heldout_sets[m] for m in order], n_classes, [seeds[m] for m in order],
-                              [model_ids[m] for m in order], device)
+        fitted = fit_ensemble(
+            arch,
+            features,
+            labels,
+            [train_sets[m] for m in order],
+            [heldout_sets[m] for m in order],
+            n_classes,
+            [seeds[m] for m in order],
+            [model_ids[m] for m in order],
+            device,
+        )
         return None if fitted is None else [fitted[i] for i in np.argsort(order)]
     modules = []
     for seed in seeds:
@@ -277,26 +352,33 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
         return None
     ensemble = GroupedEnsemble(modules, layers, device, options.channels_last)
     if not _matches_modules(ensemble, modules, features):
-        log.warning("grouped forward differs from %s's own forward: training one by one",
-                    type(modules[0]).__name__)
+        log.warning(
+            "grouped forward differs from %s's own forward: training one by one",
+            type(modules[0]).__name__,
+        )
         return None
 
     x_all = torch.tensor(features)  # a copy: dataset arrays may be read-only
     x_all = (x_all.pin_memory() if device == "cuda" else x_all).to(device, non_blocking=True)
     y_all = torch.tensor(labels).to(device)
-    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
-                              enabled=options.precision == "bf16")
+    autocast = torch.autocast(
+        torch.device(device).type, dtype=torch.bfloat16, enabled=options.precision == "bf16"
+    )
 
-    def member_losses(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                      weight: torch.Tensor) -> torch.Tensor:
+    def member_losses(
+        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor
+    ) -> torch.Tensor:
         with autocast:
             logits = ensemble.forward(x, params)
-        losses = F.cross_entropy(logits.float().reshape(-1, n_classes), y.reshape(-1), reduction="none")
+        losses = F.cross_entropy(
+            logits.float().reshape(-1, n_classes), y.reshape(-1), reduction="none"
+        )
         return (losses.view_as(weight) * weight).sum(1) / weight.sum(1).clamp(min=1)
 
     loss_fn = options.compiled(member_losses)
-    optimizer = _MaskedOptimizer(ensemble.params, arch["optimizer"], arch["weight_decay"],
-                                 sgd_momentum(arch))
+    optimizer = _MaskedOptimizer(
+        ensemble.params, arch["optimizer"], arch["weight_decay"], sgd_momentum(arch)
+    )
     shuffles = [torch.Generator().manual_seed(seed) for seed in seeds]
     size, batch_size = ensemble.size, arch["batch_size"]
     running = torch.ones(size, dtype=torch.bool)
@@ -308,11 +390,17 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
 
     with Progress(epochs, f"ensemble of {size} models", "epochs") as progress:
         for epoch, lr in enumerate(learning_rates(arch), start=1):
-            order = [train_sets[m][torch.randperm(len(train_sets[m]), generator=shuffles[m]).numpy()]
-                     if running[m] else train_sets[m][:0] for m in range(size)]
+            order = [
+                train_sets[m][torch.randperm(len(train_sets[m]), generator=shuffles[m]).numpy()]
+                if running[m]
+                else train_sets[m][:0]
+                for m in range(size)
+            ]
             n_steps = max(math.ceil(len(o) / batch_size) for o in order)
             idx, valid = _padded(order, n_steps * batch_size)
-            active = valid.view(size, n_steps, batch_size).any(2).numpy()  # on the host: no device sync per step
+            active = (
+                valid.view(size, n_steps, batch_size).any(2).numpy()
+            )  # on the host: no device sync per step
             idx, valid = idx.to(device), valid.to(device)
             total = torch.zeros(size, device=device)
             for step in range(n_steps):
@@ -326,12 +414,20 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
                 progress.advance(1 / n_steps)
             if not (patience or epoch % report_every == 0 or epoch == epochs):
                 continue
-            acc = _heldout_accuracy(ensemble, autocast, x_all, y_all, heldout_idx.to(device),
-                                    heldout_valid.to(device))
+            acc = _heldout_accuracy(
+                ensemble, autocast, x_all, y_all, heldout_idx.to(device), heldout_valid.to(device)
+            )
             mean_loss = total.cpu().numpy() / np.maximum([len(o) for o in order], 1)
-            log.info("epoch %d/%d: %d/%d members training, mean loss %.4f, held-out acc %.4f..%.4f",
-                     epoch, epochs, int(running.sum()), size, mean_loss[running.numpy()].mean(),
-                     np.nanmin(acc), np.nanmax(acc))
+            log.info(
+                "epoch %d/%d: %d/%d members training, mean loss %.4f, held-out acc %.4f..%.4f",
+                epoch,
+                epochs,
+                int(running.sum()),
+                size,
+                mean_loss[running.numpy()].mean(),
+                np.nanmin(acc),
+                np.nanmax(acc),
+            )
             if patience:
                 improved = torch.from_numpy((acc > best_acc) & running.numpy())
                 best_acc = np.where(improved.numpy(), acc, best_acc)
@@ -348,7 +444,9 @@ def fit_ensemble(arch: Mapping[str, Any], features: np.ndarray, labels: np.ndarr
     return [ensemble.member_weights(m) for m in range(size)]
 
 
-def _matches_modules(ensemble: GroupedEnsemble, modules: Sequence[nn.Module], features: np.ndarray) -> bool:
+def _matches_modules(
+    ensemble: GroupedEnsemble, modules: Sequence[nn.Module], features: np.ndarray
+) -> bool:
     """Guard against a module whose forward is not its leaves in order (e.g. a skip connection).
 
     Both forwards run on the CPU in fp32: on a GPU, TF32 convolutions would differ by more than
@@ -356,8 +454,10 @@ def _matches_modules(ensemble: GroupedEnsemble, modules: Sequence[nn.Module], fe
     probe = torch.tensor(features[:4])
     with torch.no_grad():
         expected = torch.stack([m(probe) for m in modules])
-        got = ensemble.forward(probe.expand(len(modules), *probe.shape),
-                               {k: v.detach().cpu() for k, v in ensemble.params.items()})
+        got = ensemble.forward(
+            probe.expand(len(modules), *probe.shape),
+            {k: v.detach().cpu() for k, v in ensemble.params.items()},
+        )
     return got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -366,16 +466,23 @@ def _gather(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return x.index_select(0, rows.reshape(-1)).view(*rows.shape, *x.shape[1:])
 
 
-def _copy_members(target: Mapping[str, torch.Tensor], source: Mapping[str, torch.Tensor],
-                  members: torch.Tensor) -> None:
+def _copy_members(
+    target: Mapping[str, torch.Tensor], source: Mapping[str, torch.Tensor], members: torch.Tensor
+) -> None:
     with torch.no_grad():
         for key, value in target.items():
             mask = members.to(value.device).view(-1, *[1] * (value.dim() - 1))
             value.copy_(torch.where(mask, source[key], value))
 
 
-def _heldout_accuracy(ensemble: GroupedEnsemble, autocast: Any, x_all: torch.Tensor,
-                      y_all: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> np.ndarray:
+def _heldout_accuracy(
+    ensemble: GroupedEnsemble,
+    autocast: Any,
+    x_all: torch.Tensor,
+    y_all: torch.Tensor,
+    idx: torch.Tensor,
+    valid: torch.Tensor,
+) -> np.ndarray:
     """Per-member accuracy on its own held-out samples (NaN for a member without any).
 
     On the CPU a forward takes 2048 samples of all members together: activations that stay in
@@ -384,9 +491,9 @@ def _heldout_accuracy(ensemble: GroupedEnsemble, autocast: Any, x_all: torch.Ten
     width = max(1, CPU_EVAL_SAMPLES // ensemble.size) if x_all.device.type == "cpu" else EVAL_CHUNK
     with torch.no_grad(), autocast:
         for start in range(0, idx.shape[1], width):
-            chunk = idx[:, start:start + width]
+            chunk = idx[:, start : start + width]
             hits = ensemble.forward(_gather(x_all, chunk)).argmax(-1) == y_all[chunk]
-            correct += (hits & valid[:, start:start + width]).sum(1)
+            correct += (hits & valid[:, start : start + width]).sum(1)
     counts = valid.sum(1).cpu().numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, correct.cpu().numpy() / counts, np.nan)

@@ -50,8 +50,12 @@ def batches_per_epoch(n_train: int, batch_size: int) -> int:
     return max(1, math.ceil(n_train / batch_size))
 
 
-def batch_schedules(train_sets: Sequence[np.ndarray], recipes: Sequence[HeadRecipe], epochs: int,
-               seeds: Sequence[int]) -> list[list[np.ndarray]]:
+def batch_schedules(
+    train_sets: Sequence[np.ndarray],
+    recipes: Sequence[HeadRecipe],
+    epochs: int,
+    seeds: Sequence[int],
+) -> list[list[np.ndarray]]:
     """Every head's batches (sample indices), in order: shuffled cuts of each epoch without DP,
     Poisson samples with rate 1 / batches_per_epoch with DP."""
     schedules = []
@@ -65,15 +69,24 @@ def batch_schedules(train_sets: Sequence[np.ndarray], recipes: Sequence[HeadReci
                 steps.extend(train[row] for row in keep)
             else:
                 order = train[rng.permutation(len(train))]
-                steps.extend(order[b * recipe.batch_size:(b + 1) * recipe.batch_size]
-                             for b in range(n_batches))
+                steps.extend(
+                    order[b * recipe.batch_size : (b + 1) * recipe.batch_size]
+                    for b in range(n_batches)
+                )
         schedules.append(steps)
     return schedules
 
 
-def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
-              train_sets: Sequence[np.ndarray], recipes: Sequence[HeadRecipe], epochs: int,
-              seeds: Sequence[int], device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+def fit_heads(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    train_sets: Sequence[np.ndarray],
+    recipes: Sequence[HeadRecipe],
+    epochs: int,
+    seeds: Sequence[int],
+    device: str = "cpu",
+) -> tuple[np.ndarray, np.ndarray]:
     """Train one zero-initialised linear head per (train set, recipe, seed) together.
 
     `features` (n, d) and `labels` (n,) are the whole pool; `train_sets` index into them.
@@ -92,11 +105,14 @@ def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
     schedules = batch_schedules(train_sets, recipes, epochs, seeds)
     noise = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
     private = np.array([r.private for r in recipes])
-    clip_norms = torch.tensor([r.clip_norm if r.private else math.nan for r in recipes],
-                              device=device)
+    clip_norms = torch.tensor(
+        [r.clip_norm if r.private else math.nan for r in recipes], device=device
+    )
     # Opacus divides the noisy sum by the expected batch size q·n = n / batches per epoch.
-    expected = torch.tensor([len(t) / batches_per_epoch(len(t), r.batch_size)
-                             for t, r in zip(train_sets, recipes)], device=device)
+    expected = torch.tensor(
+        [len(t) / batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)],
+        device=device,
+    )
     n_steps = max(len(s) for s in schedules)
     for step in range(n_steps):
         # Only heads with steps left compute: heads with large batches finish their epochs first.
@@ -107,18 +123,27 @@ def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
         rows = np.zeros((len(heads), width), dtype=np.int64)
         valid = np.zeros((len(heads), width), dtype=bool)
         for position, batch in enumerate(batches):
-            rows[position, :len(batch)], valid[position, :len(batch)] = batch, True
+            rows[position, : len(batch)], valid[position, : len(batch)] = batch, True
         rows_t, index = torch.from_numpy(rows).to(device), torch.from_numpy(heads).to(device)
         every = len(heads) == size
-        grad_w, grad_b = head_gradients(weight if every else weight[index], bias if every else bias[index],
-                                        x_all[rows_t], y_all[rows_t], torch.from_numpy(valid).to(device),
-                                        clip_norms[index])
+        grad_w, grad_b = head_gradients(
+            weight if every else weight[index],
+            bias if every else bias[index],
+            x_all[rows_t],
+            y_all[rows_t],
+            torch.from_numpy(valid).to(device),
+            clip_norms[index],
+        )
         for position, k in enumerate(heads):
             if not private[k]:
                 continue
             sigma = recipes[k].noise_multiplier * recipes[k].clip_norm
-            grad_w[position] += sigma * torch.randn(grad_w[position].shape, generator=noise[k], device=device)
-            grad_b[position] += sigma * torch.randn(grad_b[position].shape, generator=noise[k], device=device)
+            grad_w[position] += sigma * torch.randn(
+                grad_w[position].shape, generator=noise[k], device=device
+            )
+            grad_b[position] += sigma * torch.randn(
+                grad_b[position].shape, generator=noise[k], device=device
+            )
             grad_w[position] /= expected[k]
             grad_b[position] /= expected[k]
         if not every:
@@ -128,8 +153,14 @@ def fit_heads(features: np.ndarray, labels: np.ndarray, n_classes: int,
     return weight.cpu().numpy(), bias.cpu().numpy()
 
 
-def head_gradients(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                   valid: torch.Tensor, clip_norms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def head_gradients(
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    valid: torch.Tensor,
+    clip_norms: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of the softmax cross-entropy of K heads (K, d, C), (K, C) on padded batches
     x (K, B, d), y (K, B), `valid` (K, B): the batch mean for heads whose clipping norm is NaN,
     else the sum of per-sample gradients clipped to that norm (DP-SGD, before noise)."""
@@ -171,8 +202,8 @@ class _Adam:
             on = active.view(shape)
             first.copy_(torch.where(on, first * beta1 + grad * (1 - beta1), first))
             second.copy_(torch.where(on, second * beta2 + grad.square() * (1 - beta2), second))
-            correction1 = (1 - beta1 ** steps).view(shape)
-            correction2 = (1 - beta2 ** steps).view(shape)
+            correction1 = (1 - beta1**steps).view(shape)
+            correction2 = (1 - beta2**steps).view(shape)
             denom = (second.sqrt() / correction2.sqrt()) + ADAM_EPS
             update = self.lrs.view(shape) / correction1 * first / denom
             param.sub_(torch.where(on, update, torch.zeros_like(update)))

@@ -29,7 +29,9 @@ class Kind:
     """What one architecture kind is and supports."""
 
     name: str
-    trainer: str  # "torch" (modules of miaflow.models.architectures), "transformer", "lr", "catboost"
+    trainer: (
+        str  # "torch" (modules of miaflow.models.architectures), "transformer", "lr", "catboost"
+    )
     modalities: frozenset[str]  # datasets it trains on; "text" means embedded text unless raw_text
     batched: bool = False  # a shard trains as one vectorised ensemble (miaflow.models.ensemble)
     qrm: str | None = None  # Query-qrm's regressor: "network" (same net, 2 outputs), "catboost",
@@ -66,19 +68,46 @@ class Kind:
 ALL = frozenset({"image", "tabular", "text"})
 IMAGE = frozenset({"image"})
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in [
-    Kind("mlp", "torch", ALL, batched=True, qrm="network",
-         summary="fully connected (TDDBench tabular MLP [512, 256, 128, 64], tanh)"),
-    Kind("cnn", "torch", IMAGE, batched=True, qrm="network",
-         summary="small conv net for the CPU default"),
-    Kind("torch_lr", "torch", ALL, batched=True, qrm="network",
-         summary="logistic regression as one linear layer with L2 penalty `weight_decay`"),
-    Kind("wrn28_2", "torch", IMAGE, qrm="network", summary="WideResNet-28-2 (LiRA/TDDBench)"),
-    Kind("resnet18", "torch", IMAGE, qrm="network", summary="CIFAR ResNet18"),
-    Kind("vgg11", "torch", IMAGE, qrm="network", summary="CIFAR VGG11 with batch norm"),
-    Kind("mobilenetv2", "torch", IMAGE, qrm="network", summary="CIFAR MobileNetV2"),
-    Kind("transformer", "transformer", frozenset({"text"}),
-         summary="Hugging Face sequence classifier, fully fine-tuned on raw text"),
-    Kind("lr", "lr", ALL, qrm="linear", summary="scikit-learn logistic regression"),
-    Kind("catboost", "catboost", ALL, qrm="catboost", summary="CatBoost gradient-boosted trees"),
-]}
+KINDS: dict[str, Kind] = {
+    kind.name: kind
+    for kind in [
+        Kind(
+            "mlp",
+            "torch",
+            ALL,
+            batched=True,
+            qrm="network",
+            summary="fully connected (TDDBench tabular MLP [512, 256, 128, 64], tanh)",
+        ),
+        Kind(
+            "cnn",
+            "torch",
+            IMAGE,
+            batched=True,
+            qrm="network",
+            summary="small conv net for the CPU default",
+        ),
+        Kind(
+            "torch_lr",
+            "torch",
+            ALL,
+            batched=True,
+            qrm="network",
+            summary="logistic regression as one linear layer with L2 penalty `weight_decay`",
+        ),
+        Kind("wrn28_2", "torch", IMAGE, qrm="network", summary="WideResNet-28-2 (LiRA/TDDBench)"),
+        Kind("resnet18", "torch", IMAGE, qrm="network", summary="CIFAR ResNet18"),
+        Kind("vgg11", "torch", IMAGE, qrm="network", summary="CIFAR VGG11 with batch norm"),
+        Kind("mobilenetv2", "torch", IMAGE, qrm="network", summary="CIFAR MobileNetV2"),
+        Kind(
+            "transformer",
+            "transformer",
+            frozenset({"text"}),
+            summary="Hugging Face sequence classifier, fully fine-tuned on raw text",
+        ),
+        Kind("lr", "lr", ALL, qrm="linear", summary="scikit-learn logistic regression"),
+        Kind(
+            "catboost", "catboost", ALL, qrm="catboost", summary="CatBoost gradient-boosted trees"
+        ),
+    ]
+}

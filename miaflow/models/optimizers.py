@@ -38,15 +38,30 @@ class _Optimizer:
 class Adam(_Optimizer):
     """`torch.optim.Adam(params, lr, weight_decay=...)`; `decoupled=True` is `torch.optim.AdamW`."""
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float = 0.0,
-                 decoupled: bool = False, betas: tuple[float, float] = ADAM_BETAS,
-                 eps: float = ADAM_EPS) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float,
+        weight_decay: float = 0.0,
+        decoupled: bool = False,
+        betas: tuple[float, float] = ADAM_BETAS,
+        eps: float = ADAM_EPS,
+    ) -> None:
         import torch
 
         super().__init__(params, lr)
-        self.weight_decay, self.decoupled, self.betas, self.eps = weight_decay, decoupled, betas, eps
-        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
-        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.weight_decay, self.decoupled, self.betas, self.eps = (
+            weight_decay,
+            decoupled,
+            betas,
+            eps,
+        )
+        self.exp_avgs = [
+            torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params
+        ]
+        self.exp_avg_sqs = [
+            torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params
+        ]
         self.steps = [torch.tensor(0.0) for _ in self.params]  # on the host, as torch keeps them
 
     def step(self) -> None:
@@ -55,25 +70,43 @@ class Adam(_Optimizer):
 
         live = self._with_grads()
         with torch.no_grad():
-            adam([self.params[i] for i in live], [self.params[i].grad for i in live],
-                 [self.exp_avgs[i] for i in live], [self.exp_avg_sqs[i] for i in live], [],
-                 [self.steps[i] for i in live], decoupled_weight_decay=self.decoupled,
-                 amsgrad=False, beta1=self.betas[0], beta2=self.betas[1], lr=self.lr,
-                 weight_decay=self.weight_decay, eps=self.eps, maximize=False)
+            adam(
+                [self.params[i] for i in live],
+                [self.params[i].grad for i in live],
+                [self.exp_avgs[i] for i in live],
+                [self.exp_avg_sqs[i] for i in live],
+                [],
+                [self.steps[i] for i in live],
+                decoupled_weight_decay=self.decoupled,
+                amsgrad=False,
+                beta1=self.betas[0],
+                beta2=self.betas[1],
+                lr=self.lr,
+                weight_decay=self.weight_decay,
+                eps=self.eps,
+                maximize=False,
+            )
 
 
 class AdamW(Adam):
     """`torch.optim.AdamW(params, lr, weight_decay)`: Adam with decoupled weight decay."""
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float = 1e-2) -> None:
+    def __init__(
+        self, params: Iterable[torch.Tensor], lr: float, weight_decay: float = 1e-2
+    ) -> None:
         super().__init__(params, lr, weight_decay, decoupled=True)
 
 
 class SGD(_Optimizer):
     """`torch.optim.SGD(params, lr, momentum=..., weight_decay=...)`."""
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, momentum: float = 0.0,
-                 weight_decay: float = 0.0) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+    ) -> None:
         super().__init__(params, lr)
         self.momentum, self.weight_decay = momentum, weight_decay
         self.buffers: list[torch.Tensor | None] = [None] * len(self.params)  # set by the first step
@@ -85,9 +118,17 @@ class SGD(_Optimizer):
         live = self._with_grads()
         buffers = [self.buffers[i] for i in live]
         with torch.no_grad():
-            sgd([self.params[i] for i in live], [self.params[i].grad for i in live], buffers,
-                weight_decay=self.weight_decay, momentum=self.momentum, lr=self.lr,
-                dampening=0.0, nesterov=False, maximize=False)
+            sgd(
+                [self.params[i] for i in live],
+                [self.params[i].grad for i in live],
+                buffers,
+                weight_decay=self.weight_decay,
+                momentum=self.momentum,
+                lr=self.lr,
+                dampening=0.0,
+                nesterov=False,
+                maximize=False,
+            )
         if self.momentum:
             for i, buffer in zip(live, buffers):
                 self.buffers[i] = buffer
@@ -99,7 +140,10 @@ def cosine_annealing(lr: float, epochs: int) -> list[float]:
     eta_min = 0.0
     rates = [lr]
     for epoch in range(1, epochs):
-        rates.append((1 + math.cos(math.pi * epoch / epochs))
-                     / (1 + math.cos(math.pi * (epoch - 1) / epochs))
-                     * (rates[-1] - eta_min) + eta_min)
+        rates.append(
+            (1 + math.cos(math.pi * epoch / epochs))
+            / (1 + math.cos(math.pi * (epoch - 1) / epochs))
+            * (rates[-1] - eta_min)
+            + eta_min
+        )
     return rates

@@ -59,8 +59,11 @@ class Options:
 
     @classmethod
     def of(cls, arch: Mapping[str, Any]) -> Options:
-        return cls(arch.get("precision", "fp32"), arch.get("channels_last", False),
-                   arch.get("compile", False))
+        return cls(
+            arch.get("precision", "fp32"),
+            arch.get("channels_last", False),
+            arch.get("compile", False),
+        )
 
     def compiled(self, function: Any) -> Any:
         """`function` through torch.compile (in the configured mode), or as it is."""

@@ -59,6 +59,7 @@ class Learner:
 
 # --- torch models (mlp, cnn, torch_lr) -------------------------------------------------------
 
+
 def predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndarray:
     """Logits of a torch module, always in eval mode: no dropout or batch-norm updates."""
     import torch
@@ -68,13 +69,16 @@ def predict(model: Any, features: np.ndarray, batch_size: int = 4096) -> np.ndar
     outputs = []
     with torch.no_grad():
         for start in range(0, len(features), batch_size):
-            batch = torch.tensor(features[start:start + batch_size]).to(device)  # a copy: inputs may be read-only
+            batch = torch.tensor(features[start : start + batch_size]).to(
+                device
+            )  # a copy: inputs may be read-only
             outputs.append(model(batch).float().cpu().numpy())
     return np.concatenate(outputs)
 
 
-def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
-                  n_classes: int) -> np.ndarray:
+def _torch_logits(
+    arch: Mapping[str, Any], weights: Weights, features: np.ndarray, n_classes: int
+) -> np.ndarray:
     import torch
 
     from miaflow.models.recipe import build_module
@@ -84,10 +88,18 @@ def _torch_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarra
     return predict(model.to(torch_device()), features)
 
 
-def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
-               x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-               threads: int, model_id: str,
-               reference: tuple[np.ndarray, np.ndarray] | None = None) -> Weights:
+def _fit_torch(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_heldout: np.ndarray,
+    y_heldout: np.ndarray,
+    n_classes: int,
+    seed: int,
+    threads: int,
+    model_id: str,
+    reference: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Weights:
     """Minibatch training (TDDBench recipe); early stopping on held-out accuracy if patience > 0.
 
     The architecture's GPU-path options apply here as in the ensemble: `precision: bf16` autocasts
@@ -110,17 +122,26 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     if options.channels_last:
         model = model.to(memory_format=torch.channels_last)
     forward = options.compiled(model)
-    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
-                              enabled=options.precision == "bf16")
+    autocast = torch.autocast(
+        torch.device(device).type, dtype=torch.bfloat16, enabled=options.precision == "bf16"
+    )
     if arch["optimizer"] == "sgd":
-        optimizer = optimizers.SGD(model.parameters(), lr=arch["lr"], momentum=sgd_momentum(arch),
-                                   weight_decay=arch["weight_decay"])
+        optimizer = optimizers.SGD(
+            model.parameters(),
+            lr=arch["lr"],
+            momentum=sgd_momentum(arch),
+            weight_decay=arch["weight_decay"],
+        )
     else:
-        optimizer = optimizers.Adam(model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"])
+        optimizer = optimizers.Adam(
+            model.parameters(), lr=arch["lr"], weight_decay=arch["weight_decay"]
+        )
     x = torch.from_numpy(x_train).to(device)
     y = torch.from_numpy(y_train).to(device)
     shuffle = torch.Generator().manual_seed(seed)
-    augmenter = torch.Generator().manual_seed(derive_seed(seed, "augment")) if arch.get("augment") else None
+    augmenter = (
+        torch.Generator().manual_seed(derive_seed(seed, "augment")) if arch.get("augment") else None
+    )
     best_acc, best_state, stale = -1.0, None, 0
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
@@ -155,12 +176,24 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     optimizer.lr = rates[0]
     with Progress(epochs, f"{model_id} training", "epochs") as progress:
         if defense_kind(arch) in TRAINING:
+
             def on_epoch(epoch: int) -> bool:
                 progress.advance()
                 return end_of_epoch(epoch, None)
 
-            _fit_defended(arch, model, optimizer, epoch_batches, rates, x, y, reference, n_classes,
-                          seed, on_epoch)
+            _fit_defended(
+                arch,
+                model,
+                optimizer,
+                epoch_batches,
+                rates,
+                x,
+                y,
+                reference,
+                n_classes,
+                seed,
+                on_epoch,
+            )
         else:
             for epoch in range(1, epochs + 1):
                 model.train()
@@ -185,10 +218,19 @@ def _fit_torch(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
 
 
-def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any,
-                  epoch_batches: Callable[[], list[Any]], rates: Sequence[float], x: Any, y: Any,
-                  reference: tuple[np.ndarray, np.ndarray] | None, n_classes: int, seed: int,
-                  on_epoch: Callable[[int], bool]) -> None:
+def _fit_defended(
+    arch: Mapping[str, Any],
+    model: Any,
+    optimizer: Any,
+    epoch_batches: Callable[[], list[Any]],
+    rates: Sequence[float],
+    x: Any,
+    y: Any,
+    reference: tuple[np.ndarray, np.ndarray] | None,
+    n_classes: int,
+    seed: int,
+    on_epoch: Callable[[int], bool],
+) -> None:
     """Train `model` in place with the architecture's `defense` (miaflow.defenses).
 
     The defenses import nothing of miaflow.models: what they share with the plain loop (the
@@ -205,21 +247,45 @@ def _fit_defended(arch: Mapping[str, Any], model: Any, optimizer: Any,
         if reference is None:
             raise ValueError("adversarial regularization needs a reference set")
         x_reference, y_reference = (torch.from_numpy(a) for a in reference)
-        train_adversarial(model, optimizer, epoch_batches, x, y, x_reference, y_reference,
-                          n_classes=n_classes, lam=defense["lambda"], epochs=arch["epochs"],
-                          batch_size=arch["batch_size"],
-                          attack_steps=defense.get("attack_steps", 1),
-                          attack_optimizer=optimizers.Adam,
-                          attack_lr=defense.get("attack_lr", 1e-3), seed=seed, on_epoch=on_epoch)
+        train_adversarial(
+            model,
+            optimizer,
+            epoch_batches,
+            x,
+            y,
+            x_reference,
+            y_reference,
+            n_classes=n_classes,
+            lam=defense["lambda"],
+            epochs=arch["epochs"],
+            batch_size=arch["batch_size"],
+            attack_steps=defense.get("attack_steps", 1),
+            attack_optimizer=optimizers.Adam,
+            attack_lr=defense.get("attack_lr", 1e-3),
+            seed=seed,
+            on_epoch=on_epoch,
+        )
     else:  # dp_sgd: Opacus builds its own optimizer, with the same recipe
         from miaflow.defenses.dpsgd import train_dp
 
-        train_dp(model, x, y, epsilon=defense["epsilon"], delta=defense["delta"],
-                 max_grad_norm=defense["max_grad_norm"], epochs=arch["epochs"],
-                 batch_size=arch["batch_size"], lr=arch["lr"], weight_decay=arch["weight_decay"],
-                 optimizer=arch["optimizer"], seed=seed,
-                 accountant=defense.get("accountant", "prv"), on_epoch=on_epoch,
-                 momentum=sgd_momentum(arch), learning_rates=rates)
+        train_dp(
+            model,
+            x,
+            y,
+            epsilon=defense["epsilon"],
+            delta=defense["delta"],
+            max_grad_norm=defense["max_grad_norm"],
+            epochs=arch["epochs"],
+            batch_size=arch["batch_size"],
+            lr=arch["lr"],
+            weight_decay=arch["weight_decay"],
+            optimizer=arch["optimizer"],
+            seed=seed,
+            accountant=defense.get("accountant", "prv"),
+            on_epoch=on_epoch,
+            momentum=sgd_momentum(arch),
+            learning_rates=rates,
+        )
 
 
 # How each trainer of the kinds table fits and runs a model.
@@ -238,8 +304,16 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 # --- shards -----------------------------------------------------------------------------------
 
-def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arch_name: str,
-                 arch: Mapping[str, Any], seed: int, threads: int = 1) -> tuple[dict[str, Weights], list[ModelRecord]]:
+
+def train_models(
+    dataset: Dataset,
+    splits: Splits,
+    model_ids: Sequence[str],
+    arch_name: str,
+    arch: Mapping[str, Any],
+    seed: int,
+    threads: int = 1,
+) -> tuple[dict[str, Weights], list[ModelRecord]]:
     """Train each model on its keep-matrix row; held-out = the rest of its pool.
 
     Torch shards train as one vectorised ensemble (`miaflow.models.ensemble`) when the architecture
@@ -254,22 +328,44 @@ def train_models(dataset: Dataset, splits: Splits, model_ids: Sequence[str], arc
     with Progress(one_by_one, f"train {dataset.name}/{arch_name} shard", "models") as progress:
         for model_id in model_ids:
             started = time.perf_counter()
-            args = (dataset.features[members[model_id]], dataset.labels[members[model_id]],
-                    dataset.features[heldout[model_id]], dataset.labels[heldout[model_id]])
+            args = (
+                dataset.features[members[model_id]],
+                dataset.labels[members[model_id]],
+                dataset.features[heldout[model_id]],
+                dataset.labels[heldout[model_id]],
+            )
             if model_id not in weights:
                 extra = {}
                 if defense_kind(arch) == "adversarial_regularization":
                     chosen = defense_reference(splits, model_id, seeds[model_id])
                     extra["reference"] = dataset.features[chosen], dataset.labels[chosen]
-                weights[model_id] = learner.fit(arch, *args, dataset.n_classes, seeds[model_id],
-                                                threads, model_id, **extra)
+                weights[model_id] = learner.fit(
+                    arch, *args, dataset.n_classes, seeds[model_id], threads, model_id, **extra
+                )
                 progress.advance()
-            train_acc = _accuracy(learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1])
-            test_acc = _accuracy(learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3])
-            records.append(ModelRecord(model_id, role_of(model_id), int(members[model_id].sum()),
-                                       int(heldout[model_id].sum()), train_acc, test_acc))
-            log.info("trained %s: train acc %.4f, test acc %.4f (%.1f s)", model_id, train_acc,
-                     test_acc, time.perf_counter() - started)
+            train_acc = _accuracy(
+                learner.logits(arch, weights[model_id], args[0], dataset.n_classes), args[1]
+            )
+            test_acc = _accuracy(
+                learner.logits(arch, weights[model_id], args[2], dataset.n_classes), args[3]
+            )
+            records.append(
+                ModelRecord(
+                    model_id,
+                    role_of(model_id),
+                    int(members[model_id].sum()),
+                    int(heldout[model_id].sum()),
+                    train_acc,
+                    test_acc,
+                )
+            )
+            log.info(
+                "trained %s: train acc %.4f, test acc %.4f (%.1f s)",
+                model_id,
+                train_acc,
+                test_acc,
+                time.perf_counter() - started,
+            )
     return weights, records
 
 
@@ -281,12 +377,20 @@ def defense_reference(splits: Splits, model_id: str, seed: int) -> np.ndarray:
     size = min(int(splits.members(model_id).sum()), len(outside))
     if size == 0:
         raise ValueError(f"{model_id}: no samples outside its pool for the defense's reference set")
-    return np.sort(np.random.default_rng(derive_seed(seed, "defense reference"))
-                   .choice(outside, size, replace=False))
+    return np.sort(
+        np.random.default_rng(derive_seed(seed, "defense reference")).choice(
+            outside, size, replace=False
+        )
+    )
 
 
-def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: Mapping[str, np.ndarray],
-                 seeds: Mapping[str, int], arch: Mapping[str, Any]) -> dict[str, Weights]:
+def _fit_batched(
+    dataset: Dataset,
+    members: Mapping[str, np.ndarray],
+    heldout: Mapping[str, np.ndarray],
+    seeds: Mapping[str, int],
+    arch: Mapping[str, Any],
+) -> dict[str, Weights]:
     """Every model of the shard at once, or {} when the architecture does not batch."""
     if not KINDS[arch["kind"]].batched:
         return {}  # without importing torch (e.g. LR and CatBoost jobs)
@@ -296,24 +400,38 @@ def _fit_batched(dataset: Dataset, members: Mapping[str, np.ndarray], heldout: M
         return {}
     started = time.perf_counter()
     ids = list(members)
-    fitted = fit_ensemble(arch, dataset.features, dataset.labels,
-                          [np.flatnonzero(members[m]) for m in ids],
-                          [np.flatnonzero(heldout[m]) for m in ids],
-                          dataset.n_classes, [seeds[m] for m in ids], ids, torch_device())
+    fitted = fit_ensemble(
+        arch,
+        dataset.features,
+        dataset.labels,
+        [np.flatnonzero(members[m]) for m in ids],
+        [np.flatnonzero(heldout[m]) for m in ids],
+        dataset.n_classes,
+        [seeds[m] for m in ids],
+        ids,
+        torch_device(),
+    )
     if fitted is None:
         return {}
     log.info("trained %d models as one ensemble in %.1f s", len(ids), time.perf_counter() - started)
     return dict(zip(ids, fitted))
 
 
-def save_shard(path: str | Path, weights: Mapping[str, Weights], metadata: Mapping[str, Any]) -> None:
+def save_shard(
+    path: str | Path, weights: Mapping[str, Weights], metadata: Mapping[str, Any]
+) -> None:
     from safetensors.numpy import save
 
-    tensors = {f"{model_id}/{name}": np.ascontiguousarray(array)
-               for model_id, model in weights.items() for name, array in model.items()}
+    tensors = {
+        f"{model_id}/{name}": np.ascontiguousarray(array)
+        for model_id, model in weights.items()
+        for name, array in model.items()
+    }
     # One metadata entry: safetensors orders several entries arbitrarily, which breaks byte identity.
-    header = json.dumps({**metadata, "model_ids": list(weights),
-                         "tensors_sha256": _tensors_sha256(tensors)}, sort_keys=True)
+    header = json.dumps(
+        {**metadata, "model_ids": list(weights), "tensors_sha256": _tensors_sha256(tensors)},
+        sort_keys=True,
+    )
     io.write_bytes(path, save(tensors, metadata={"miaflow": header}))
 
 
@@ -349,10 +467,15 @@ def load_shard(path: str | Path) -> tuple[dict[str, Weights], dict[str, Any]]:
     return weights, metadata
 
 
-def shard_logits(weights: Mapping[str, Weights], metadata: Mapping[str, Any],
-                 features: np.ndarray) -> np.ndarray:
+def shard_logits(
+    weights: Mapping[str, Weights], metadata: Mapping[str, Any], features: np.ndarray
+) -> np.ndarray:
     """(n_models, n_samples, n_classes) float32 outputs of every model of a shard."""
     arch = metadata["arch"]
     learner = LEARNERS[arch["kind"]]
-    return np.stack([learner.logits(arch, weights[m], features, metadata["n_classes"])
-                     for m in metadata["model_ids"]]).astype(np.float32)
+    return np.stack(
+        [
+            learner.logits(arch, weights[m], features, metadata["n_classes"])
+            for m in metadata["model_ids"]
+        ]
+    ).astype(np.float32)

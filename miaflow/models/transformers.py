@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from miaflow.compute import torch_device
-from miaflow.progress import Progress
 from miaflow.pretrained import load_tokenizer, quiet_transformers, resolve_model, tokenize
+from miaflow.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -35,20 +35,28 @@ def _classifier(model_name: str, n_classes: int, pretrained: bool) -> Any:
     quiet_transformers()
     path = resolve_model(model_name)
     if pretrained:
-        return AutoModelForSequenceClassification.from_pretrained(path, num_labels=n_classes,
-                                                                  dtype=torch.float32)
+        return AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=n_classes, dtype=torch.float32
+        )
     config = AutoConfig.from_pretrained(path, num_labels=n_classes)
     return AutoModelForSequenceClassification.from_config(config, dtype=torch.float32)
 
 
 def _parameter_groups(model: Any, weight_decay: float) -> list[dict[str, Any]]:
     """HF Trainer's split: no weight decay on biases and layer-norm weights."""
-    norms = {id(p) for m in model.modules() if "Norm" in type(m).__name__  # LayerNorm, T5LayerNorm, ...
-             for p in m.parameters(recurse=False)}
+    norms = {
+        id(p)
+        for m in model.modules()
+        if "Norm" in type(m).__name__  # LayerNorm, T5LayerNorm, ...
+        for p in m.parameters(recurse=False)
+    }
     decayed, plain = [], []
     for name, parameter in model.named_parameters():
         (plain if name.endswith("bias") or id(parameter) in norms else decayed).append(parameter)
-    return [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+    return [
+        {"params": decayed, "weight_decay": weight_decay},
+        {"params": plain, "weight_decay": 0.0},
+    ]
 
 
 def _predict(model: Any, tokenizer: Any, texts: np.ndarray, max_length: int) -> np.ndarray:
@@ -60,14 +68,24 @@ def _predict(model: Any, tokenizer: Any, texts: np.ndarray, max_length: int) -> 
     outputs = [np.zeros((0, model.config.num_labels), np.float32)]
     with torch.no_grad():
         for start in range(0, len(texts), INFERENCE_BATCH_SIZE):
-            inputs = tokenize(tokenizer, texts[start:start + INFERENCE_BATCH_SIZE], max_length, str(device))
+            inputs = tokenize(
+                tokenizer, texts[start : start + INFERENCE_BATCH_SIZE], max_length, str(device)
+            )
             outputs.append(model(**inputs).logits.float().cpu().numpy())
     return np.concatenate(outputs)
 
 
-def fit_transformer(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.ndarray,
-                    x_heldout: np.ndarray, y_heldout: np.ndarray, n_classes: int, seed: int,
-                    threads: int, model_id: str) -> Weights:
+def fit_transformer(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_heldout: np.ndarray,
+    y_heldout: np.ndarray,
+    n_classes: int,
+    seed: int,
+    threads: int,
+    model_id: str,
+) -> Weights:
     """Full fine-tuning (TDDBench's HF Trainer recipe): AdamW, linear decay to 0, gradient clipping at 1.
 
     With patience > 0 the held-out accuracy is checked every epoch, the best weights are kept and
@@ -83,8 +101,12 @@ def fit_transformer(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.nd
     tokenizer = load_tokenizer(resolve_model(arch["model"]))
     epochs, batch_size, patience = arch["epochs"], arch["batch_size"], arch["patience"]
     # fused: the same AdamW update in one kernel per step, several times faster on CPU and GPU
-    optimizer = torch.optim.AdamW(_parameter_groups(model, arch["weight_decay"]), lr=arch["lr"], fused=True)
-    schedule = get_linear_schedule_with_warmup(optimizer, 0, epochs * ceil(len(x_train) / batch_size))
+    optimizer = torch.optim.AdamW(
+        _parameter_groups(model, arch["weight_decay"]), lr=arch["lr"], fused=True
+    )
+    schedule = get_linear_schedule_with_warmup(
+        optimizer, 0, epochs * ceil(len(x_train) / batch_size)
+    )
     labels = torch.from_numpy(y_train).to(device)
     shuffle = torch.Generator().manual_seed(seed)
     best_acc, best_state, stale = -1.0, None, 0
@@ -106,7 +128,12 @@ def fit_transformer(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.nd
                 progress.advance(1 / len(batches))
             message = f"{model_id} epoch {epoch}/{epochs} loss {total / len(x_train):.4f}"
             if patience:
-                acc = float(np.mean(_predict(model, tokenizer, x_heldout, arch["max_length"]).argmax(1) == y_heldout))
+                acc = float(
+                    np.mean(
+                        _predict(model, tokenizer, x_heldout, arch["max_length"]).argmax(1)
+                        == y_heldout
+                    )
+                )
                 log.info("%s held-out acc %.4f", message, acc)
                 if acc > best_acc:
                     best_acc, stale = acc, 0
@@ -123,8 +150,9 @@ def fit_transformer(arch: Mapping[str, Any], x_train: np.ndarray, y_train: np.nd
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
 
 
-def transformer_logits(arch: Mapping[str, Any], weights: Weights, features: np.ndarray,
-                       n_classes: int) -> np.ndarray:
+def transformer_logits(
+    arch: Mapping[str, Any], weights: Weights, features: np.ndarray, n_classes: int
+) -> np.ndarray:
     """Logits of a fine-tuned classifier rebuilt from its stored weights."""
     import torch
 

@@ -41,8 +41,9 @@ def evaluated_points(target_samples: np.ndarray, limit: int, seed: int) -> np.nd
     return np.sort(rng(seed, "points").permutation(target_samples)[:limit])
 
 
-def crop_and_flip(images: Any, generator: np.random.Generator, padding: int = CROP_PADDING,
-                  fill: float = -1.0) -> Any:
+def crop_and_flip(
+    images: Any, generator: np.random.Generator, padding: int = CROP_PADDING, fill: float = -1.0
+) -> Any:
     """Train-time augmentation of (B, C, H, W) torch images: random crop of the image padded by
     `padding` (with `fill`, black in [-1, 1] units), then a horizontal flip with probability ½."""
     import torch
@@ -53,23 +54,35 @@ def crop_and_flip(images: Any, generator: np.random.Generator, padding: int = CR
     top = generator.integers(0, 2 * padding + 1, size=len(images))
     left = generator.integers(0, 2 * padding + 1, size=len(images))
     flip = generator.random(len(images)) < 0.5
-    crops = torch.stack([padded[b, :, t:t + height, l:l + width]
-                         for b, (t, l) in enumerate(zip(top, left))])
-    return torch.where(torch.from_numpy(flip).to(images.device)[:, None, None, None],
-                       crops.flip(-1), crops)
+    crops = torch.stack(
+        [padded[b, :, t : t + height, l : l + width] for b, (t, l) in enumerate(zip(top, left))]
+    )
+    return torch.where(
+        torch.from_numpy(flip).to(images.device)[:, None, None, None], crops.flip(-1), crops
+    )
 
 
-def canary_anchors(images: np.ndarray, n_canaries: int, generator: np.random.Generator) -> np.ndarray:
+def canary_anchors(
+    images: np.ndarray, n_canaries: int, generator: np.random.Generator
+) -> np.ndarray:
     """(n, K, C, H, W) independent train-time augmentations of each image: the canaries' start
     points and the centres of their epsilon balls."""
     import torch
 
     start = torch.from_numpy(images).repeat_interleave(n_canaries, dim=0)
-    return crop_and_flip(start, generator).numpy().reshape(len(images), n_canaries, *images.shape[1:])
+    return (
+        crop_and_flip(start, generator).numpy().reshape(len(images), n_canaries, *images.shape[1:])
+    )
 
 
-def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.ndarray,
-                      labels: np.ndarray, steps: int, generator: np.random.Generator) -> np.ndarray:
+def optimise_canaries(
+    references: Sequence[Any],
+    keep: np.ndarray,
+    anchors: np.ndarray,
+    labels: np.ndarray,
+    steps: int,
+    generator: np.random.Generator,
+) -> np.ndarray:
     """Canaries (Wen et al.) from `anchors` (n, K, C, H, W): AdamW pushes each image's K canaries
     towards true-class logit 10 on one random IN and 0 on one random OUT reference per step,
     keeping them within the L-inf ball CANARY_EPSILON around their anchor and within [-1, 1].
@@ -82,8 +95,10 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.n
 
     device = next(references[0].parameters()).device
     n, n_canaries = anchors.shape[:2]
-    picks = {"in": _pick_models(keep, steps, generator),
-             "out": _pick_models(~keep, steps, generator)}
+    picks = {
+        "in": _pick_models(keep, steps, generator),
+        "out": _pick_models(~keep, steps, generator),
+    }
     anchors_flat = torch.from_numpy(anchors.reshape(n * n_canaries, *anchors.shape[2:])).to(device)
     canaries = anchors_flat.clone().requires_grad_(True)
     y = torch.from_numpy(labels).to(device).repeat_interleave(n_canaries)
@@ -101,8 +116,12 @@ def optimise_canaries(references: Sequence[Any], keep: np.ndarray, anchors: np.n
         loss.backward()
         optimizer.step()
         with torch.no_grad():
-            canaries.copy_(torch.maximum(torch.minimum(canaries, anchors_flat + CANARY_EPSILON),
-                                         anchors_flat - CANARY_EPSILON).clamp_(-1.0, 1.0))
+            canaries.copy_(
+                torch.maximum(
+                    torch.minimum(canaries, anchors_flat + CANARY_EPSILON),
+                    anchors_flat - CANARY_EPSILON,
+                ).clamp_(-1.0, 1.0)
+            )
         if step == 0 or step == steps - 1:
             log.info("canary step %d/%d loss per image %.4f", step + 1, steps, loss.item() / n)
     return canaries.detach().cpu().numpy().reshape(anchors.shape)
@@ -119,8 +138,13 @@ def _pick_models(eligible: np.ndarray, steps: int, generator: np.random.Generato
     return np.take_along_axis(ordered, rank, axis=0)
 
 
-def canary_table(model_ids: Sequence[str], models: Sequence[Any], canaries: np.ndarray,
-                 sample_ids: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
+def canary_table(
+    model_ids: Sequence[str],
+    models: Sequence[Any],
+    canaries: np.ndarray,
+    sample_ids: np.ndarray,
+    labels: np.ndarray,
+) -> pd.DataFrame:
     """phi of every canary (n, K, ...) under every model: columns model_id, sample_id, canary,
     phi (float64 from float32 logits, as every stored signal)."""
     from miaflow.signals import signals_from_logits
@@ -130,6 +154,14 @@ def canary_table(model_ids: Sequence[str], models: Sequence[Any], canaries: np.n
     frames = []
     for model_id, model in zip(model_ids, models):
         phi = signals_from_logits(predict(model, flat), np.repeat(labels, k))["phi"]
-        frames.append(pd.DataFrame({"model_id": model_id, "sample_id": np.repeat(sample_ids, k),
-                                    "canary": np.tile(np.arange(k), n), "phi": phi}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model_id": model_id,
+                    "sample_id": np.repeat(sample_ids, k),
+                    "canary": np.tile(np.arange(k), n),
+                    "phi": phi,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)

@@ -16,8 +16,14 @@ import numpy as np
 from miaflow.progress import Progress
 
 # Paper/ART values; batch_size = points attacked in lockstep (ART's batch 64 only batches calls).
-PAPER = {"max_iter": 50, "max_eval": 10000, "init_eval": 100, "init_size": 100,
-         "boundary_eva_num": 1000, "batch_size": 64}
+PAPER = {
+    "max_iter": 50,
+    "max_eval": 10000,
+    "init_eval": 100,
+    "init_size": 100,
+    "boundary_eva_num": 1000,
+    "batch_size": 64,
+}
 INIT_TOLERANCE = 0.001  # binary search towards the initial adversarial point
 MAX_HALVINGS = 40  # guard of the step-size search (ART loops until success)
 
@@ -32,8 +38,14 @@ class Budget:
     init_size: int = 100
 
 
-def hopskipjump(is_adversarial: Callable, x, clip: tuple[float, float], budget: Budget,
-                generator, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
+def hopskipjump(
+    is_adversarial: Callable,
+    x,
+    clip: tuple[float, float],
+    budget: Budget,
+    generator,
+    progress: Progress,
+) -> tuple[np.ndarray, np.ndarray]:
     """Adversarial points near `x` (torch (B, D) float32) and whether each one is adversarial.
 
     `is_adversarial(points, rows)` says, for flattened points (N, D) and the batch row each
@@ -63,15 +75,25 @@ def hopskipjump(is_adversarial: Callable, x, clip: tuple[float, float], budget: 
 
     for k in range(budget.max_iter):
         distance = torch.linalg.vector_norm(current_live - origin, dim=1)
-        delta = (torch.full_like(distance, 0.1 * (high - low)) if k == 0
-                 else np.sqrt(dim) * theta * distance)
+        delta = (
+            torch.full_like(distance, 0.1 * (high - low))
+            if k == 0
+            else np.sqrt(dim) * theta * distance
+        )
         current_live = _boundary(is_adversarial, origin, current_live, live, theta)
         n_eval = min(int(budget.init_eval * np.sqrt(k + 1)), budget.max_eval)
-        direction = _gradient_direction(is_adversarial, current_live, live, delta, n_eval,
-                                        (low, high), generator)
+        direction = _gradient_direction(
+            is_adversarial, current_live, live, delta, n_eval, (low, high), generator
+        )
         distance = torch.linalg.vector_norm(current_live - origin, dim=1)
-        current_live = _step(is_adversarial, current_live, live, direction,
-                             2.0 * distance / np.sqrt(k + 1), (low, high))
+        current_live = _step(
+            is_adversarial,
+            current_live,
+            live,
+            direction,
+            2.0 * distance / np.sqrt(k + 1),
+            (low, high),
+        )
         progress.advance(1 / budget.max_iter)
 
     current[live] = current_live
@@ -130,8 +152,14 @@ def _step(is_adversarial, current, rows, direction, epsilon, clip):
     return result
 
 
-def boundary_distances(logits_of: Callable, features: np.ndarray, labels: np.ndarray,
-                       budget: Budget, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def boundary_distances(
+    logits_of: Callable,
+    features: np.ndarray,
+    labels: np.ndarray,
+    budget: Budget,
+    batch_size: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Query-adv distance d_i and HSJ success per point (docs/algorithms.md#query-based-attacks), float64 and bool.
 
     `logits_of` maps a float32 torch batch (N, *feature_shape) to logits. Misclassified points
@@ -145,8 +173,9 @@ def boundary_distances(logits_of: Callable, features: np.ndarray, labels: np.nda
 
     def predict(points):
         with torch.no_grad():
-            return torch.cat([logits_of(part.reshape(-1, *shape)).argmax(dim=1)
-                              for part in points.split(8192)])
+            return torch.cat(
+                [logits_of(part.reshape(-1, *shape)).argmax(dim=1) for part in points.split(8192)]
+            )
 
     predicted = predict(flat)
     correct = (predicted == torch.from_numpy(np.asarray(labels))).numpy()
@@ -156,7 +185,9 @@ def boundary_distances(logits_of: Callable, features: np.ndarray, labels: np.nda
     success = np.zeros(len(flat), dtype=bool)
     generator = torch.Generator().manual_seed(seed % 2**63)
     evaluated = np.flatnonzero(correct)
-    chunks = [c for c in np.array_split(evaluated, max(1, -(-len(evaluated) // batch_size))) if len(c)]
+    chunks = [
+        c for c in np.array_split(evaluated, max(1, -(-len(evaluated) // batch_size))) if len(c)
+    ]
     with Progress(len(chunks), f"HopSkipJump on {len(evaluated)} points", "batches") as progress:
         for chunk in chunks:
             original = predicted[chunk]
@@ -164,8 +195,9 @@ def boundary_distances(logits_of: Callable, features: np.ndarray, labels: np.nda
             def is_adversarial(points, rows, original=original):
                 return predict(points) != original[rows]
 
-            adversarial, hit = hopskipjump(is_adversarial, flat[chunk], clip, budget, generator,
-                                           progress)
+            adversarial, hit = hopskipjump(
+                is_adversarial, flat[chunk], clip, budget, generator, progress
+            )
             gap = np.linalg.norm(adversarial.astype(np.float64) - flat[chunk].numpy(), axis=1)
             distance[chunk] = np.where(hit, gap, failed)
             success[chunk] = hit

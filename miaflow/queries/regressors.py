@@ -29,9 +29,15 @@ QRM_DEFAULTS = {"epochs": 30, "catboost_iterations": 200}
 QRM_LR, QRM_WEIGHT_DECAY, QRM_GRAD_CLIP, QRM_VAL_RATIO = 1e-3, 1e-4, 1.0, 0.1
 
 
-def quantile_regression(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarray,
-                        x_eval: np.ndarray, options: Mapping[str, Any], seed: int,
-                        threads: int) -> tuple[np.ndarray, np.ndarray]:
+def quantile_regression(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    score: np.ndarray,
+    x_eval: np.ndarray,
+    options: Mapping[str, Any],
+    seed: int,
+    threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """(mu, log sigma) on `x_eval` of a Gaussian regressor of `score` fitted on `x_train`.
 
     The regressor follows the reference architecture's kind: a 2-output network for torch kinds,
@@ -42,8 +48,9 @@ def quantile_regression(arch: Mapping[str, Any], x_train: np.ndarray, score: np.
         return _regress_torch(arch, x_train, score, x_eval, int(options["epochs"]), seed, threads)
     # GBDT/LR path: TDDBench regresses -phi; the predicted mean of phi is minus its prediction.
     if regressor == "catboost":
-        mu, log_sigma = _regress_catboost(x_train, -score, x_eval,
-                                          int(options["catboost_iterations"]), seed, threads)
+        mu, log_sigma = _regress_catboost(
+            x_train, -score, x_eval, int(options["catboost_iterations"]), seed, threads
+        )
         return -mu, log_sigma
     if regressor == "linear":
         from sklearn.linear_model import LinearRegression
@@ -62,9 +69,15 @@ def gaussian_nll(output: Any, target: Any) -> Any:
     return log_sigma + 0.5 * (target - mu) ** 2 * (-2 * log_sigma).exp()
 
 
-def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarray,
-                   x_eval: np.ndarray, epochs: int, seed: int,
-                   threads: int) -> tuple[np.ndarray, np.ndarray]:
+def _regress_torch(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    score: np.ndarray,
+    x_eval: np.ndarray,
+    epochs: int,
+    seed: int,
+    threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Network of the reference architecture with outputs (mu, log sigma): AdamW, clipped
     gradients, 90/10 split, weights of the epoch with the lowest validation loss."""
     import torch
@@ -80,13 +93,19 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
     n_val = max(1, round(QRM_VAL_RATIO * len(x_train)))
     x = torch.from_numpy(x_train).to(device)
     s = torch.from_numpy(score.astype(np.float32)).to(device)
-    val, train = torch.from_numpy(order[:n_val]).to(device), torch.from_numpy(order[n_val:]).to(device)
+    val, train = (
+        torch.from_numpy(order[:n_val]).to(device),
+        torch.from_numpy(order[n_val:]).to(device),
+    )
     shuffle = torch.Generator().manual_seed(seed)
     best_loss, best_state = float("inf"), None
     for epoch in tracked(range(1, epochs + 1), "quantile regressor training", "epochs"):
         model.train()
-        for batch in trainable_batches(train[torch.randperm(len(train), generator=shuffle).to(device)],
-                                       arch["batch_size"], model):
+        for batch in trainable_batches(
+            train[torch.randperm(len(train), generator=shuffle).to(device)],
+            arch["batch_size"],
+            model,
+        ):
             loss = gaussian_nll(model(x[batch]), s[batch]).mean()
             optimizer.zero_grad()
             loss.backward()
@@ -99,22 +118,39 @@ def _regress_torch(arch: Mapping[str, Any], x_train: np.ndarray, score: np.ndarr
             best_loss = val_loss
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if epoch % max(1, epochs // 5) == 0 or epoch == epochs:
-            log.info("qrm epoch %d/%d validation NLL %.4f (best %.4f)", epoch, epochs, val_loss,
-                     best_loss)
+            log.info(
+                "qrm epoch %d/%d validation NLL %.4f (best %.4f)",
+                epoch,
+                epochs,
+                val_loss,
+                best_loss,
+            )
     if best_state is not None:  # None only if every validation loss was NaN
         model.load_state_dict(best_state)
     output = predict(model, x_eval).astype(np.float64)
     return output[:, 0], output[:, 1]
 
 
-def _regress_catboost(x_train: np.ndarray, target: np.ndarray, x_eval: np.ndarray,
-                      iterations: int, seed: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
+def _regress_catboost(
+    x_train: np.ndarray,
+    target: np.ndarray,
+    x_eval: np.ndarray,
+    iterations: int,
+    seed: int,
+    threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
     from catboost import CatBoostRegressor
 
-    model = CatBoostRegressor(iterations=iterations, learning_rate=0.05,
-                              loss_function="RMSEWithUncertainty", posterior_sampling=True,
-                              random_seed=seed % 2**31, thread_count=threads, verbose=False,
-                              allow_writing_files=False)
+    model = CatBoostRegressor(
+        iterations=iterations,
+        learning_rate=0.05,
+        loss_function="RMSEWithUncertainty",
+        posterior_sampling=True,
+        random_seed=seed % 2**31,
+        thread_count=threads,
+        verbose=False,
+        allow_writing_files=False,
+    )
     model.fit(x_train.reshape(len(x_train), -1), target)
     mean, variance = model.predict(x_eval.reshape(len(x_eval), -1)).T  # columns: mean, variance
     return mean, 0.5 * np.log(variance)

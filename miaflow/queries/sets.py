@@ -48,13 +48,20 @@ class QuerySet:
             first = 0 if kind == ORIG else 1
             width = int(np.prod(values.shape[2:]))
             flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
-            blocks.append(pa.table({
-                "query_kind": pa.array([kind] * values.shape[0] * n, pa.string()),
-                "query_index": pa.array(np.repeat(np.arange(first, first + values.shape[0],
-                                                            dtype=np.int32), n)),
-                "sample_id": pa.array(np.tile(self.sample_ids.astype(np.int64), values.shape[0])),
-                "features": pa.FixedSizeListArray.from_arrays(pa.array(flat), width),
-            }))
+            blocks.append(
+                pa.table(
+                    {
+                        "query_kind": pa.array([kind] * values.shape[0] * n, pa.string()),
+                        "query_index": pa.array(
+                            np.repeat(np.arange(first, first + values.shape[0], dtype=np.int32), n)
+                        ),
+                        "sample_id": pa.array(
+                            np.tile(self.sample_ids.astype(np.int64), values.shape[0])
+                        ),
+                        "features": pa.FixedSizeListArray.from_arrays(pa.array(flat), width),
+                    }
+                )
+            )
         return pa.concat_tables(blocks)
 
 
@@ -77,6 +84,7 @@ def read_queries(table: pa.Table, feature_shape: Sequence[int]) -> Blocks:
 
 # --- neighbours (Query-neighbor; Query-adv tabular/text) ------------------------------------------
 
+
 def is_binary(features: np.ndarray) -> bool:
     """True when every value is exactly 0 or 1 (then neighbours flip bits, docs/algorithms.md#query-based-attacks)."""
     return bool(np.isin(features, (0.0, 1.0)).all())
@@ -92,8 +100,9 @@ def feature_noise_scales(features: np.ndarray) -> np.ndarray:
     return (features.max(axis=0) - features.min(axis=0)).astype(np.float64) / 2.0
 
 
-def flip_neighbours(features: np.ndarray, n_queries: int, magnitude: float,
-                    generator: np.random.Generator) -> np.ndarray:
+def flip_neighbours(
+    features: np.ndarray, n_queries: int, magnitude: float, generator: np.random.Generator
+) -> np.ndarray:
     """(K, n, F): each neighbour flips ⌊λF⌋ distinct, uniformly chosen features of each sample."""
     n, n_features = features.shape
     n_flips = int(np.floor(magnitude * n_features))
@@ -105,29 +114,46 @@ def flip_neighbours(features: np.ndarray, n_queries: int, magnitude: float,
     return out
 
 
-def gaussian_neighbours(features: np.ndarray, scale: float | np.ndarray, n_queries: int,
-                        magnitude: float, generator: np.random.Generator) -> np.ndarray:
+def gaussian_neighbours(
+    features: np.ndarray,
+    scale: float | np.ndarray,
+    n_queries: int,
+    magnitude: float,
+    generator: np.random.Generator,
+) -> np.ndarray:
     """(K, n, ...): x + N(0, (λ·s)²) per element; `s` global (images) or per feature (tabular)."""
     noise = generator.standard_normal((n_queries, *features.shape))
     return (features[None] + magnitude * np.asarray(scale) * noise).astype(np.float32)
 
 
-def neighbours(features: np.ndarray, modality: str, n_queries: int, magnitude: float,
-               generator: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
+def neighbours(
+    features: np.ndarray,
+    modality: str,
+    n_queries: int,
+    magnitude: float,
+    generator: np.random.Generator,
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Noisy neighbours of the evaluated pool (in order; the first row is the first T point)."""
     if modality == "image":
         scale = image_noise_scale(features[0])
-        return (gaussian_neighbours(features, scale, n_queries, magnitude, generator),
-                {"method": "gaussian-global", "scale": scale})
+        return (
+            gaussian_neighbours(features, scale, n_queries, magnitude, generator),
+            {"method": "gaussian-global", "scale": scale},
+        )
     if is_binary(features):
-        return (flip_neighbours(features, n_queries, magnitude, generator),
-                {"method": "flip", "flips": int(np.floor(magnitude * features.shape[1]))})
+        return (
+            flip_neighbours(features, n_queries, magnitude, generator),
+            {"method": "flip", "flips": int(np.floor(magnitude * features.shape[1]))},
+        )
     scales = feature_noise_scales(features)
-    return (gaussian_neighbours(features, scales, n_queries, magnitude, generator),
-            {"method": "gaussian-per-feature", "scale": scales.tolist()})
+    return (
+        gaussian_neighbours(features, scales, n_queries, magnitude, generator),
+        {"method": "gaussian-per-feature", "scale": scales.tolist()},
+    )
 
 
 # --- augmentations (Query-augment) ---------------------------------------------------------------
+
 
 def draw_angles(n_queries: int, generator: np.random.Generator) -> np.ndarray:
     """`n_queries` distinct angles from {±1.0, ±1.1, …, ±15.0} degrees."""
@@ -147,11 +173,15 @@ def rotate(images: np.ndarray, angle: float) -> np.ndarray:
     height, width = x.shape[-2:]
     a = np.deg2rad(angle)
     # Output pixel -> input pixel (inverse rotation), in normalised coordinates of each axis.
-    theta = torch.tensor([[np.cos(a), -np.sin(a) * height / width, 0.0],
-                          [np.sin(a) * width / height, np.cos(a), 0.0]], dtype=torch.float32)
+    theta = torch.tensor(
+        [
+            [np.cos(a), -np.sin(a) * height / width, 0.0],
+            [np.sin(a) * width / height, np.cos(a), 0.0],
+        ],
+        dtype=torch.float32,
+    )
     grid = F.affine_grid(theta.expand(len(x), 2, 3), list(x.shape), align_corners=False)
-    return F.grid_sample(x, grid, mode="nearest", padding_mode="zeros",
-                         align_corners=False).numpy()
+    return F.grid_sample(x, grid, mode="nearest", padding_mode="zeros", align_corners=False).numpy()
 
 
 def cutmix(features: np.ndarray, fraction: float, generator: Any) -> np.ndarray:
@@ -173,24 +203,44 @@ def cutmix(features: np.ndarray, fraction: float, generator: Any) -> np.ndarray:
     return out
 
 
-def augmentations(features: np.ndarray, modality: str, n_queries: int, fraction: float,
-                  generator: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
+def augmentations(
+    features: np.ndarray,
+    modality: str,
+    n_queries: int,
+    fraction: float,
+    generator: np.random.Generator,
+) -> tuple[np.ndarray, dict[str, Any]]:
     """(K, n, ...) augmented copies of the pool: rotations (image) or cutmix (tabular)."""
     what = f"augmentations of {len(features)} samples"
     if modality == "image":
         angles = draw_angles(n_queries, generator)
-        return (np.stack([rotate(features, float(a)) for a in tracked(angles, what, "queries")]),
-                {"method": "rotate", "angles": angles.tolist()})
-    return (np.stack([cutmix(features, fraction, generator)
-                      for _ in tracked(range(n_queries), what, "queries")]),
-            {"method": "cutmix", "mixed_features": int(np.floor(fraction * features.shape[1]))})
+        return (
+            np.stack([rotate(features, float(a)) for a in tracked(angles, what, "queries")]),
+            {"method": "rotate", "angles": angles.tolist()},
+        )
+    return (
+        np.stack(
+            [
+                cutmix(features, fraction, generator)
+                for _ in tracked(range(n_queries), what, "queries")
+            ]
+        ),
+        {"method": "cutmix", "mixed_features": int(np.floor(fraction * features.shape[1]))},
+    )
 
 
 # --- the query set of one dataset ----------------------------------------------------------------
 
-def make_query_set(features: np.ndarray, sample_ids: np.ndarray, modality: str, seed: int,
-                   dataset: str, neighbour: Mapping[str, Any] | None = None,
-                   augment: Mapping[str, Any] | None = None) -> QuerySet:
+
+def make_query_set(
+    features: np.ndarray,
+    sample_ids: np.ndarray,
+    modality: str,
+    seed: int,
+    dataset: str,
+    neighbour: Mapping[str, Any] | None = None,
+    augment: Mapping[str, Any] | None = None,
+) -> QuerySet:
     """Original, neighbour and augmented queries of the target pool T (sample ids ascending).
 
     `neighbour` options: n_queries, magnitude (λ); `augment` options: n_queries, compat. Under the
@@ -200,22 +250,38 @@ def make_query_set(features: np.ndarray, sample_ids: np.ndarray, modality: str, 
     augmentation once per pool.
     """
     if modality == "text" and np.asarray(features).dtype.kind != "f":
-        raise ValueError("raw-text neighbours need BERT masked-LM substitutions with "
-                         "bert-base-uncased, which is not available offline; store the text "
-                         "dataset as float32 embeddings (N, D) to use Gaussian neighbours")
+        raise ValueError(
+            "raw-text neighbours need BERT masked-LM substitutions with "
+            "bert-base-uncased, which is not available offline; store the text "
+            "dataset as float32 embeddings (N, D) to use Gaussian neighbours"
+        )
     near_opts = {**NEIGHBOUR_DEFAULTS, **(neighbour or {})}
     aug_opts = {**AUGMENT_DEFAULTS, **(augment or {})}
     pool = np.asarray(features, dtype=np.float32)
-    near, near_info = neighbours(pool, modality, int(near_opts["n_queries"]),
-                                 float(near_opts["magnitude"]),
-                                 rng(seed, "queries", dataset, "neighbour"))
+    near, near_info = neighbours(
+        pool,
+        modality,
+        int(near_opts["n_queries"]),
+        float(near_opts["magnitude"]),
+        rng(seed, "queries", dataset, "neighbour"),
+    )
     kinds = {ORIG: pool[None], NEIGHBOUR: near}
-    info: dict[str, Any] = {"modality": modality, "feature_shape": list(pool.shape[1:]),
-                            NEIGHBOUR: {**near_opts, **near_info}}
-    if modality != "text":  # text augmentations are its neighbours (docs/algorithms.md#query-based-attacks)
-        for kind in ([AUGMENT, AUGMENT_SHADOW] if aug_opts["compat"] else [AUGMENT]):
-            kinds[kind], made = augmentations(pool, modality, int(aug_opts["n_queries"]),
-                                              CUTMIX_FRACTION, rng(seed, "queries", dataset, kind))
+    info: dict[str, Any] = {
+        "modality": modality,
+        "feature_shape": list(pool.shape[1:]),
+        NEIGHBOUR: {**near_opts, **near_info},
+    }
+    if (
+        modality != "text"
+    ):  # text augmentations are its neighbours (docs/algorithms.md#query-based-attacks)
+        for kind in [AUGMENT, AUGMENT_SHADOW] if aug_opts["compat"] else [AUGMENT]:
+            kinds[kind], made = augmentations(
+                pool,
+                modality,
+                int(aug_opts["n_queries"]),
+                CUTMIX_FRACTION,
+                rng(seed, "queries", dataset, kind),
+            )
             info[kind] = {**aug_opts, **made}
     return QuerySet(np.asarray(sample_ids, dtype=np.int64), kinds, info)
 
@@ -226,8 +292,13 @@ def info_metadata(info: Mapping[str, Any]) -> dict[str, str]:
 
 # --- model outputs on the queries ----------------------------------------------------------------
 
-def query_outputs(blocks: Blocks, labels: np.ndarray, model_ids: Sequence[str],
-                  logits_of: Callable[[np.ndarray], np.ndarray]) -> pa.Table:
+
+def query_outputs(
+    blocks: Blocks,
+    labels: np.ndarray,
+    model_ids: Sequence[str],
+    logits_of: Callable[[np.ndarray], np.ndarray],
+) -> pa.Table:
     """Logits and signals of every model on every query block, long format (docs/algorithms.md#artifacts).
 
     `logits_of(features)` returns (len(model_ids), n, C) logits; it is called once on all queries.
@@ -240,10 +311,12 @@ def query_outputs(blocks: Blocks, labels: np.ndarray, model_ids: Sequence[str],
     tables, start = [], 0
     for kind, k in order:
         ids = blocks[(kind, k)][0]
-        part = outputs_table(list(model_ids), ids, labels[ids], logits[:, start:start + len(ids)])
+        part = outputs_table(list(model_ids), ids, labels[ids], logits[:, start : start + len(ids)])
         start += len(ids)
         part = part.append_column("query_kind", pa.array([kind] * part.num_rows, pa.string()))
-        tables.append(part.append_column("query_index", pa.array(np.full(part.num_rows, k, np.int32))))
+        tables.append(
+            part.append_column("query_index", pa.array(np.full(part.num_rows, k, np.int32)))
+        )
     return pa.concat_tables(tables)
 
 

@@ -19,9 +19,16 @@ from miaflow.models.training import LEARNERS
 TRANSFER_DEFAULTS = {"val_ratio": 0.1}
 
 
-def surrogate_logits(arch: Mapping[str, Any], features: np.ndarray, predicted: np.ndarray,
-                     n_classes: int, val_ratio: float, seed: int, threads: int,
-                     model_id: str) -> np.ndarray:
+def surrogate_logits(
+    arch: Mapping[str, Any],
+    features: np.ndarray,
+    predicted: np.ndarray,
+    n_classes: int,
+    val_ratio: float,
+    seed: int,
+    threads: int,
+    model_id: str,
+) -> np.ndarray:
     """Logits on `features` of a surrogate trained on them relabelled by the target (`predicted`).
 
     A Bernoulli(`val_ratio`) part is the validation split (the recipe's early-stopping set); the
@@ -31,7 +38,15 @@ def surrogate_logits(arch: Mapping[str, Any], features: np.ndarray, predicted: n
 
     validation = rng(seed, "validation").random(len(features)) < val_ratio
     learner = LEARNERS[arch["kind"]]
-    weights = learner.fit(arch, features[~validation], predicted[~validation],
-                          features[validation], predicted[validation], n_classes,
-                          seed, threads, model_id)
+    weights = learner.fit(
+        arch,
+        features[~validation],
+        predicted[~validation],
+        features[validation],
+        predicted[validation],
+        n_classes,
+        seed,
+        threads,
+        model_id,
+    )
     return learner.logits(arch, weights, features, n_classes)

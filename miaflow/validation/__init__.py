@@ -11,19 +11,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from miaflow.validation import (audits, datasets, defenses, experiments, hparam_study, llm,
-                                queries, splits, statistics)
+from miaflow.validation import (
+    audits,
+    datasets,
+    defenses,
+    experiments,
+    hparam_study,
+    llm,
+    queries,
+    splits,
+    statistics,
+)
 
 
 def problems(config: Mapping[str, Any]) -> list[str]:
     """Every cross-key problem of a config that already matches the schema, in report order."""
-    return [*experiments.duplicate_problems(config), *audits.problems(config),
-            *defenses.problems(config), *experiments.momentum_problems(config),
-            *experiments.problems(config), *splits.problems(config), *queries.problems(config),
-            *statistics.exact_test_problems(config), *experiments.need_problems(config),
-            *hparam_study.problems(config), *llm.problems(config),
-            *statistics.fpr_level_problems(config), *statistics.metric_problems(config),
-            *datasets.problems(config)]
+    return [
+        *experiments.duplicate_problems(config),
+        *audits.problems(config),
+        *defenses.problems(config),
+        *experiments.momentum_problems(config),
+        *experiments.problems(config),
+        *splits.problems(config),
+        *queries.problems(config),
+        *statistics.exact_test_problems(config),
+        *experiments.need_problems(config),
+        *hparam_study.problems(config),
+        *llm.problems(config),
+        *statistics.fpr_level_problems(config),
+        *statistics.metric_problems(config),
+        *datasets.problems(config),
+    ]
 
 
 def warnings(config: Mapping[str, Any]) -> list[str]:

@@ -20,8 +20,10 @@ FOLDER = Path("audit")  # the users' audit files (docs/audit.md)
 KEPT = ("README.md", ".gitignore")
 FILE_KEYS = ("outputs", "membership", "checkpoint", "members")  # the keys that name a file
 # The keys of each kind of input; an audit gives the first key of exactly one kind.
-AUDIT_KINDS = {"outputs": ("outputs", "membership"),
-               "checkpoint": ("checkpoint", "arch", "dataset", "members")}
+AUDIT_KINDS = {
+    "outputs": ("outputs", "membership"),
+    "checkpoint": ("checkpoint", "arch", "dataset", "members"),
+}
 
 
 def problems(config: Mapping[str, Any]) -> list[str]:
@@ -36,25 +38,36 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         where = f"audits[{i}]"
         given = [kind for kind, keys in AUDIT_KINDS.items() if keys[0] in audit]
         if len(given) != 1:
-            problems.append(f"{where}: give either outputs and membership (the models' outputs) or "
-                            "checkpoint, arch, dataset and members (a checkpoint), not both or "
-                            "neither")
+            problems.append(
+                f"{where}: give either outputs and membership (the models' outputs) or "
+                "checkpoint, arch, dataset and members (a checkpoint), not both or "
+                "neither"
+            )
             continue
         keys = AUDIT_KINDS[given[0]]
-        other = {key for kind, names in AUDIT_KINDS.items() if kind != given[0]
-                 for key in names} - {*keys, "dataset"}
-        problems += [f"{where}.{key}: missing (an audit of {given[0]} needs {', '.join(keys)})"
-                     for key in keys if key not in audit]
-        problems += [f"{where}.{key}: only an audit of a checkpoint takes it"
-                     for key in sorted(other) if key in audit]
+        other = {
+            key for kind, names in AUDIT_KINDS.items() if kind != given[0] for key in names
+        } - {*keys, "dataset"}
+        problems += [
+            f"{where}.{key}: missing (an audit of {given[0]} needs {', '.join(keys)})"
+            for key in keys
+            if key not in audit
+        ]
+        problems += [
+            f"{where}.{key}: only an audit of a checkpoint takes it"
+            for key in sorted(other)
+            if key in audit
+        ]
         for key in FILE_KEYS:
             if key in audit and not Path(audit[key]).is_file():
-                problems.append(f"{where}.{key}: {audit[key]} not found (working directory "
-                                f"{Path.cwd()})")
+                problems.append(
+                    f"{where}.{key}: {audit[key]} not found (working directory {Path.cwd()})"
+                )
         name = audit["experiment"].name
         if name in taken or name in seen:
-            problems.append(f"{where}.name: {name} is already the name of another result; "
-                            "choose another name")
+            problems.append(
+                f"{where}.name: {name} is already the name of another result; choose another name"
+            )
         seen.add(name)
         if given[0] != "checkpoint" or "arch" not in audit or "dataset" not in audit:
             continue
@@ -64,12 +77,16 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         if arch is None:
             problems.append(f"{where}.arch: {audit['arch']!r} is not a key of architectures")
         elif not KINDS[arch["kind"]].torch:
-            problems.append(f"{where}.arch: checkpoints of kind {arch['kind']!r} are not supported "
-                            "(a torch state dict is); bring the model's outputs instead")
-    problems += [f"{path}: no audit names this file, but DVC's stage audit depends on every file "
-                 f"in {FOLDER}/ (dvc.lock would change, and a clone without it reports changed "
-                 f"deps): delete it, move it out of {FOLDER}/ or name it in an audit"
-                 for path in strays(audits(config))]
+            problems.append(
+                f"{where}.arch: checkpoints of kind {arch['kind']!r} are not supported "
+                "(a torch state dict is); bring the model's outputs instead"
+            )
+    problems += [
+        f"{path}: no audit names this file, but DVC's stage audit depends on every file "
+        f"in {FOLDER}/ (dvc.lock would change, and a clone without it reports changed "
+        f"deps): delete it, move it out of {FOLDER}/ or name it in an audit"
+        for path in strays(audits(config))
+    ]
     return problems
 
 
@@ -77,7 +94,13 @@ def strays(audits: list[dict[str, Any]]) -> list[Path]:
     """The files in FOLDER that no audit names: neither a named file, nor its DVC pointer file
     (`<file>.dvc`), nor one of KEPT."""
     named = {Path(audit[key]).resolve() for audit in audits for key in FILE_KEYS if key in audit}
-    expected = {*named, *(path.with_name(f"{path.name}.dvc") for path in named),
-                *((FOLDER / name).resolve() for name in KEPT)}
-    return [path for path in sorted(FOLDER.rglob("*"))
-            if path.is_file() and path.resolve() not in expected]
+    expected = {
+        *named,
+        *(path.with_name(f"{path.name}.dvc") for path in named),
+        *((FOLDER / name).resolve() for name in KEPT),
+    }
+    return [
+        path
+        for path in sorted(FOLDER.rglob("*"))
+        if path.is_file() and path.resolve() not in expected
+    ]

@@ -41,10 +41,15 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     for dataset in [d for d in datasets(config) if d in DATASETS]:  # others: audits.problems
         spec, options = DATASETS[dataset], config.get("datasets", {}).get(dataset, {})
         dataset_size = size(config, dataset)
-        if ("n_classes" in spec.defaults and dataset_size is not None
-                and dataset_size.n_classes > dataset_size.n_samples):
-            found.append(f"datasets.{dataset}.n_classes: {dataset_size.n_classes} is more than "
-                         f"datasets.{dataset}.n_samples {dataset_size.n_samples}")
+        if (
+            "n_classes" in spec.defaults
+            and dataset_size is not None
+            and dataset_size.n_classes > dataset_size.n_samples
+        ):
+            found.append(
+                f"datasets.{dataset}.n_classes: {dataset_size.n_classes} is more than "
+                f"datasets.{dataset}.n_samples {dataset_size.n_samples}"
+            )
         if spec.offline:
             continue
         local = options.get("path") is not None
@@ -53,13 +58,19 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         if missing and local:
             files = spec.files(dataset_options(dataset, options))
             names = ", ".join(remote.name for remote in files)
-            found.append(f"{key}: {', '.join(missing)} not found (working directory "
-                         f"{Path.cwd()}); point it at a local copy (the file, or a directory "
-                         f"holding {names}) or remove it to download into "
-                         f"data/raw/{dataset}/")
-        fix = ("replace it with the publisher's file, or remove the path to download it" if local
-               else "delete it, and rule download_dataset fetches the published one")
+            found.append(
+                f"{key}: {', '.join(missing)} not found (working directory "
+                f"{Path.cwd()}); point it at a local copy (the file, or a directory "
+                f"holding {names}) or remove it to download into "
+                f"data/raw/{dataset}/"
+            )
+        fix = (
+            "replace it with the publisher's file, or remove the path to download it"
+            if local
+            else "delete it, and rule download_dataset fetches the published one"
+        )
         for path, actual, published in checksum_mismatches(dataset, options):
-            found.append(f"{key}: {path} has sha256 {actual}, but the published file has "
-                         f"{published}; {fix}")
+            found.append(
+                f"{key}: {path} has sha256 {actual}, but the published file has {published}; {fix}"
+            )
     return found

@@ -19,12 +19,19 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         if defense_kind(arch) not in TRAINING:
             continue
         defense, where = arch["defense"], f"architectures.{name}.defense"
-        fast = [key for key, off in (("precision", "fp32"), ("compile", False),
-                                     ("channels_last", False)) if arch.get(key, off) != off]
+        fast = [
+            key
+            for key, off in (("precision", "fp32"), ("compile", False), ("channels_last", False))
+            if arch.get(key, off) != off
+        ]
         if fast:
-            problems.append(f"{where}: a defended model trains in plain fp32 eager mode; remove "
-                            f"{', '.join(fast)}")
+            problems.append(
+                f"{where}: a defended model trains in plain fp32 eager mode; remove "
+                f"{', '.join(fast)}"
+            )
         if defense["kind"] == "dp_sgd" and arch["kind"] in BATCH_NORM_KINDS:
-            problems.append(f"{where}: DP-SGD cannot bound one sample's influence through the "
-                            f"batch norm of {arch['kind']}; use mlp, cnn or torch_lr")
+            problems.append(
+                f"{where}: DP-SGD cannot bound one sample's influence through the "
+                f"batch norm of {arch['kind']}; use mlp, cnn or torch_lr"
+            )
     return problems

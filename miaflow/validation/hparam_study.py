@@ -24,9 +24,11 @@ def problems(config: Mapping[str, Any]) -> list[str]:
             problems.append(f"hparam_study.search.{key}: low {low} is above high {high}")
     for i, (candidates, models) in enumerate(study["budgets"]):
         if max(candidates, models) > study["shadow_models"]:
-            problems.append(f"hparam_study.budgets[{i}]: [{candidates}, {models}] exceeds the "
-                            f"{study['shadow_models']} shadow models of hparam_study.shadow_models "
-                            "(C and N are at most M)")
+            problems.append(
+                f"hparam_study.budgets[{i}]: [{candidates}, {models}] exceeds the "
+                f"{study['shadow_models']} shadow models of hparam_study.shadow_models "
+                "(C and N are at most M)"
+            )
     return problems + _epsilon_problems(study) + _setting_problems(config)
 
 
@@ -34,9 +36,12 @@ def _epsilon_problems(study: Mapping[str, Any]) -> list[str]:
     """Finite privacy budgets outside the range the study is made for: paths name ε in plain
     decimals (`plan.epsilon_tag`), and DP accounting far outside it is not what the study tests."""
     low, high = EPSILON_RANGE
-    return [f"hparam_study.epsilons[{i}]: {epsilon} is outside [{low}, {high}]; use .inf for "
-            f"non-private training" for i, epsilon in enumerate(study["epsilons"])
-            if not math.isinf(epsilon) and not low <= epsilon <= high]
+    return [
+        f"hparam_study.epsilons[{i}]: {epsilon} is outside [{low}, {high}]; use .inf for "
+        f"non-private training"
+        for i, epsilon in enumerate(study["epsilons"])
+        if not math.isinf(epsilon) and not low <= epsilon <= high
+    ]
 
 
 def _setting_problems(config: Mapping[str, Any]) -> list[str]:
@@ -51,17 +56,23 @@ def _setting_problems(config: Mapping[str, Any]) -> list[str]:
         where, dataset = f"hparam_study.settings[{i}]", setting["dataset"]
         j = first.setdefault(setting["name"], i)
         if j != i:
-            problems.append(f"{where}: duplicates hparam_study.settings[{j}] in effect (both are "
-                            f"setting {setting['name']})")
+            problems.append(
+                f"{where}: duplicates hparam_study.settings[{j}] in effect (both are "
+                f"setting {setting['name']})"
+            )
         modality = DATASETS[dataset].modality
         options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
         if setting.get("backbone") and modality != "image":
-            problems.append(f"{where}.backbone: {setting['backbone']!r} embeds images, but "
-                            f"{dataset!r} is {modality}")
+            problems.append(
+                f"{where}.backbone: {setting['backbone']!r} embeds images, but "
+                f"{dataset!r} is {modality}"
+            )
         elif modality == "text" and options.get("representation", "text") == "text":
-            problems.append(f"{where}.dataset: the study's linear heads need features, but "
-                            f"{dataset!r} is raw text: set datasets.{dataset}.representation to "
-                            f"'embedding'")
+            problems.append(
+                f"{where}.dataset: the study's linear heads need features, but "
+                f"{dataset!r} is raw text: set datasets.{dataset}.representation to "
+                f"'embedding'"
+            )
         problems += _shot_problems(where, setting["shots"], dataset, config)
     return problems
 
@@ -76,10 +87,14 @@ def _shot_problems(where: str, shots: int, dataset: str, config: Mapping[str, An
         return []
     smallest, n_classes = dataset_size.smallest_class, dataset_size.n_classes
     if smallest is not None and smallest < per_class:
-        return [f"{where}.shots: {shots} needs {per_class} samples of every class of {dataset!r} "
-                f"(two disjoint universes of 2·shots), but its smallest class has {smallest}"]
+        return [
+            f"{where}.shots: {shots} needs {per_class} samples of every class of {dataset!r} "
+            f"(two disjoint universes of 2·shots), but its smallest class has {smallest}"
+        ]
     if per_class * n_classes > dataset_size.n_samples:
-        return [f"{where}.shots: {shots} needs {per_class} samples of each of the "
-                f"{n_classes} classes of {dataset!r} (two disjoint universes of 2·shots), "
-                f"more than {counted(dataset, dataset_size.n_samples)}"]
+        return [
+            f"{where}.shots: {shots} needs {per_class} samples of each of the "
+            f"{n_classes} classes of {dataset!r} (two disjoint universes of 2·shots), "
+            f"more than {counted(dataset, dataset_size.n_samples)}"
+        ]
     return []

@@ -20,18 +20,24 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     llm, problems = config["llm"], []
     for name, recipe in llm["models"].items():
         if recipe["kind"] == "scratch" and recipe["width"] % recipe["heads"]:
-            problems.append(f"llm.models.{name}: width {recipe['width']} is not a multiple of "
-                            f"heads {recipe['heads']}")
+            problems.append(
+                f"llm.models.{name}: width {recipe['width']} is not a multiple of "
+                f"heads {recipe['heads']}"
+            )
     if llm["stride"] is not None and llm["stride"] > llm["max_length"]:
-        problems.append(f"llm.stride: {llm['stride']} is more than llm.max_length "
-                        f"{llm['max_length']}: windows that far apart would skip tokens")
+        problems.append(
+            f"llm.stride: {llm['stride']} is more than llm.max_length "
+            f"{llm['max_length']}: windows that far apart would skip tokens"
+        )
     seen = set()
     for i, experiment in enumerate(llm_experiments(config)):
         where, dataset = f"llm.experiments[{i}]", experiment["dataset"]
         for role in ("target", "reference"):
             if experiment[f"{role}_recipe"] is None:
-                problems.append(f"{where}.{role}: {experiment[role]!r} is not in llm.models "
-                                f"(known: {', '.join(sorted(llm['models'])) or 'none'})")
+                problems.append(
+                    f"{where}.{role}: {experiment[role]!r} is not in llm.models "
+                    f"(known: {', '.join(sorted(llm['models'])) or 'none'})"
+                )
         if (dataset, experiment["label"]) in seen:
             problems.append(f"{where}: target {experiment['target']!r} appears twice on {dataset}")
         seen.add((dataset, experiment["label"]))
@@ -39,23 +45,30 @@ def problems(config: Mapping[str, Any]) -> list[str]:
             continue
         options = dataset_options(dataset, config.get("datasets", {}).get(dataset, {}))
         if DATASETS[dataset].modality != "text" or options.get("representation", "text") != "text":
-            problems.append(f"{where}.dataset: {dataset!r} is not raw text; language models need "
-                            f"a text dataset with datasets.{dataset}.representation: text")
+            problems.append(
+                f"{where}.dataset: {dataset!r} is not raw text; language models need "
+                f"a text dataset with datasets.{dataset}.representation: text"
+            )
         target = experiment["target_recipe"]
         if target and target["kind"] == "pretrained" and dataset not in MEMBERSHIP_CORPORA:
-            problems.append(f"{where}.target: a pretrained target's members are unknown on "
-                            f"{dataset!r}; use a corpus whose labels are membership "
-                            f"({', '.join(MEMBERSHIP_CORPORA)}) or a scratch/finetune recipe")
+            problems.append(
+                f"{where}.target: a pretrained target's members are unknown on "
+                f"{dataset!r}; use a corpus whose labels are membership "
+                f"({', '.join(MEMBERSHIP_CORPORA)}) or a scratch/finetune recipe"
+            )
         if llm["pair_shards"] > experiment["n_eval"]:
-            problems.append(f"llm.pair_shards: {llm['pair_shards']} is more than {where}'s n_eval "
-                            f"{experiment['n_eval']} (one prefix row at least per shard)")
+            problems.append(
+                f"llm.pair_shards: {llm['pair_shards']} is more than {where}'s n_eval "
+                f"{experiment['n_eval']} (one prefix row at least per shard)"
+            )
         if experiment["target_recipe"] and experiment["reference_recipe"]:
             problems += _corpus_problems(where, i, experiment, config)
     return problems + _attack_duplicates(llm)
 
 
-def _corpus_problems(where: str, index: int, experiment: Mapping[str, Any],
-                     config: Mapping[str, Any]) -> list[str]:
+def _corpus_problems(
+    where: str, index: int, experiment: Mapping[str, Any], config: Mapping[str, Any]
+) -> list[str]:
     """Whether a language-model experiment's corpus holds what it draws: `n_texts` texts (else the
     subset would silently be the whole corpus), the reference model's share, and per repeat
     n_eval/2 members plus n_eval/2 + n_shots non-members (`miaflow.llm.corpus.draw_splits`)."""
@@ -76,18 +89,24 @@ def _corpus_problems(where: str, index: int, experiment: Mapping[str, Any],
     n_eval, shots = experiment["n_eval"], llm["n_shots"]
     if experiment["target_recipe"]["kind"] == "pretrained" and dataset in MEMBERSHIP_CORPORA:
         if n_eval + shots > corpus:
-            return [f"{key}: {n_eval} scored texts and llm.n_shots {shots} need {n_eval + shots} "
-                    f"texts, more than {texts}"]
+            return [
+                f"{key}: {n_eval} scored texts and llm.n_shots {shots} need {n_eval + shots} "
+                f"texts, more than {texts}"
+            ]
         return []
     n_reference, members, non_members = trained_sizes(corpus, llm["reference_ratio"])
     if n_reference < 1 and experiment["reference_recipe"]["kind"] != "pretrained":
-        return [f"llm.reference_ratio: {llm['reference_ratio']} leaves none of {texts} to train "
-                f"the reference model of {where}"]
+        return [
+            f"llm.reference_ratio: {llm['reference_ratio']} leaves none of {texts} to train "
+            f"the reference model of {where}"
+        ]
     needed_members, needed_non_members = scored_needs(n_eval, shots)
     if members < needed_members or non_members < needed_non_members:
-        return [f"{key}: {n_eval} scored texts (half members) and llm.n_shots {shots} need "
-                f"{needed_members} members and {needed_non_members} non-members per repeat, but "
-                f"{texts} leave {members} and {non_members} besides llm.reference_ratio's share"]
+        return [
+            f"{key}: {n_eval} scored texts (half members) and llm.n_shots {shots} need "
+            f"{needed_members} members and {needed_non_members} non-members per repeat, but "
+            f"{texts} leave {members} and {non_members} besides llm.reference_ratio's share"
+        ]
     return []
 
 
@@ -102,12 +121,16 @@ def _attack_duplicates(llm: Mapping[str, Any]) -> list[str]:
     if "em-mia" in attacks:
         settings = em_settings("em-mia", options)
         same[em_variant(settings["init"], settings["scoring"])] = (
-            "em-mia", f"llm.attack_options.em-mia starts from {settings['init']} and scores "
-                      f"prefixes by {settings['scoring']}")
+            "em-mia",
+            f"llm.attack_options.em-mia starts from {settings['init']} and scores "
+            f"prefixes by {settings['scoring']}",
+        )
     for base in ("llm-mink", "llm-minkpp"):
         k = options.get(base, {}).get("k", 0.2)
         if base in attacks and k in MINK_SWEEP:
             same[f"{base}-k{round(k * 100)}"] = (base, f"llm.attack_options.{base}.k is {k}")
-    return [f"llm.attacks[{i}]: {attack!r} duplicates {same[attack][0]!r} in effect "
-            f"({same[attack][1]})" for i, attack in enumerate(attacks)
-            if attack in same and same[attack][0] in attacks]
+    return [
+        f"llm.attacks[{i}]: {attack!r} duplicates {same[attack][0]!r} in effect ({same[attack][1]})"
+        for i, attack in enumerate(attacks)
+        if attack in same and same[attack][0] in attacks
+    ]

@@ -14,8 +14,13 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     silently use fewer), more image augmentations than distinct rotation angles, and more initial
     HopSkipJump gradient samples than its maximum (which would silently cap them)."""
     from miaflow.queries.sets import ANGLE_CANDIDATES
-    from miaflow.workflow.plan import (attacks_for, experiments, generated_queries, modality,
-                                       query_count_option)
+    from miaflow.workflow.plan import (
+        attacks_for,
+        experiments,
+        generated_queries,
+        modality,
+        query_count_option,
+    )
 
     options, problems = config.get("attack_options", {}), []
     for experiment in experiments(config):
@@ -24,16 +29,25 @@ def problems(config: Mapping[str, Any]) -> list[str]:
             generated = generated_queries(config, attack, data)
             used = options.get(attack, {}).get("queries_used")
             source = f"attack_options.{query_count_option(attack, data)}.n_queries"
-            if used is not None and used > generated and not (attack == "query-adv"
-                                                              and data == "image"):
-                problems.append(f"attack_options.{attack}.queries_used: {used} is more than the "
-                                f"{generated} queries generated for {data} data ({source})")
+            if (
+                used is not None
+                and used > generated
+                and not (attack == "query-adv" and data == "image")
+            ):
+                problems.append(
+                    f"attack_options.{attack}.queries_used: {used} is more than the "
+                    f"{generated} queries generated for {data} data ({source})"
+                )
             if attack == "query-augment" and data == "image" and generated > len(ANGLE_CANDIDATES):
-                problems.append(f"{source}: {generated} is more than the {len(ANGLE_CANDIDATES)} "
-                                f"distinct rotation angles of image augmentations")
+                problems.append(
+                    f"{source}: {generated} is more than the {len(ANGLE_CANDIDATES)} "
+                    f"distinct rotation angles of image augmentations"
+                )
     budget = options.get("query-adv", {})
     if budget.get("init_eval", 0) > budget.get("max_eval", math.inf):
-        problems.append(f"attack_options.query-adv.init_eval: {budget['init_eval']} is more than "
-                        f"attack_options.query-adv.max_eval {budget['max_eval']}, which would "
-                        f"cap it")
+        problems.append(
+            f"attack_options.query-adv.init_eval: {budget['init_eval']} is more than "
+            f"attack_options.query-adv.max_eval {budget['max_eval']}, which would "
+            f"cap it"
+        )
     return list(dict.fromkeys(problems))

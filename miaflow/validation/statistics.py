@@ -21,9 +21,11 @@ def exact_test_problems(config: Mapping[str, Any]) -> list[str]:
     sampled = config["hparam_study"]["permutation_resamples"] is not None
     if sampled or runs <= MAX_EXACT_TEST_REPEATS:
         return []
-    return [f"hparam_study.runs: {runs} is more than {MAX_EXACT_TEST_REPEATS}: the exact paired "
-            f"permutation tests would enumerate all 2^{runs} sign flips (or set "
-            "hparam_study.permutation_resamples to sample them)"]
+    return [
+        f"hparam_study.runs: {runs} is more than {MAX_EXACT_TEST_REPEATS}: the exact paired "
+        f"permutation tests would enumerate all 2^{runs} sign flips (or set "
+        "hparam_study.permutation_resamples to sample them)"
+    ]
 
 
 def fpr_level_problems(config: Mapping[str, Any]) -> list[str]:
@@ -31,17 +33,22 @@ def fpr_level_problems(config: Mapping[str, Any]) -> list[str]:
     their rows would report as the same metric."""
     from miaflow.evaluation.metrics import tpr_metric_name
 
-    levels = [*((f"metrics.fpr_levels[{i}]", level)
-                for i, level in enumerate(config["metrics"]["fpr_levels"])),
-              *((f"llm.fpr_levels[{i}]", level)
-                for i, level in enumerate(config["llm"]["fpr_levels"]))]
+    levels = [
+        *(
+            (f"metrics.fpr_levels[{i}]", level)
+            for i, level in enumerate(config["metrics"]["fpr_levels"])
+        ),
+        *((f"llm.fpr_levels[{i}]", level) for i, level in enumerate(config["llm"]["fpr_levels"])),
+    ]
     first: dict[str, tuple[str, float]] = {}
     problems = []
     for key, level in levels:
         other, value = first.setdefault(tpr_metric_name(level), (key, level))
         if value != level:
-            problems.append(f"{key}: {level} duplicates {other} ({value}) in effect (both report "
-                            f"{tpr_metric_name(level)})")
+            problems.append(
+                f"{key}: {level} duplicates {other} ({value}) in effect (both report "
+                f"{tpr_metric_name(level)})"
+            )
     return problems
 
 
@@ -50,9 +57,12 @@ def metric_problems(config: Mapping[str, Any]) -> list[str]:
     from miaflow.evaluation.metrics import metric_names
 
     known = metric_names(config["metrics"]["fpr_levels"])
-    return [f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
-            f"(known with metrics.fpr_levels: {', '.join(known)})"
-            for i, metric in enumerate(config["stats"]["metrics"]) if metric not in known]
+    return [
+        f"stats.metrics[{i}]: {metric!r} is not a metric of this run "
+        f"(known with metrics.fpr_levels: {', '.join(known)})"
+        for i, metric in enumerate(config["stats"]["metrics"])
+        if metric not in known
+    ]
 
 
 def reach_warnings(config: Mapping[str, Any]) -> list[str]:
@@ -68,13 +78,16 @@ def reach_warnings(config: Mapping[str, Any]) -> list[str]:
 
     alpha, resamples = config["stats"]["alpha"], config["stats"]["n_resamples"]
     attacks = {f"{e.dataset}/{e.label}": attacks_for(config, e) for e in experiments(config)}
-    attacks.update({f"{e['dataset']}/{e['label']}": config["llm"]["attacks"]
-                    for e in llm_experiments(config)})
+    attacks.update(
+        {f"{e['dataset']}/{e['label']}": config["llm"]["attacks"] for e in llm_experiments(config)}
+    )
     messages = []
     for name, chosen in attacks.items():
         families = len({ATTACKS[a].family for a in chosen})
-        for question, size in (("vs-best", len(chosen) - 1),
-                               ("family-best", math.comb(families, 2))):
+        for question, size in (
+            ("vs-best", len(chosen) - 1),
+            ("family-best", math.comb(families, 2)),
+        ):
             reach = min_permutation_p(resamples, size)
             if size and reach > alpha:
                 needed = math.ceil(by_factor(size) / alpha - 1)
@@ -82,5 +95,6 @@ def reach_warnings(config: Mapping[str, Any]) -> list[str]:
                     f"stats.n_resamples: {resamples} resamples cannot reject at stats.alpha = "
                     f"{alpha:g} in the {question} family of {name} ({size} comparisons): its "
                     f"permutation p-values are at least {reach:.3g} after Benjamini–Yekutieli; "
-                    f"{needed} or more can")
+                    f"{needed} or more can"
+                )
     return messages

@@ -35,8 +35,10 @@ from miaflow.io import write_text
 from miaflow.workflow.code import ROOT
 
 PROFILE_FILE = "config.yaml"
-MARKER = ("# --- below: written by `python -m miaflow.workflow.cluster` "
-          "(mem_mb and runtime are rewritten, other keys kept) ---")
+MARKER = (
+    "# --- below: written by `python -m miaflow.workflow.cluster` "
+    "(mem_mb and runtime are rewritten, other keys kept) ---"
+)
 # A Snakemake benchmark file's header names these; other TSV files under benchmarks/ (such as
 # score_attacks' per-attack timings, *.attacks.tsv) are job outputs, not benchmarks.
 BENCHMARK_HEADER = {"s", "max_rss", "cpu_time"}
@@ -59,11 +61,19 @@ class Headroom:
     gpu_mem_mb: int = 0
 
     def describe(self) -> str:
-        gpu = (f" + {self.gpu_mem_mb} MB for rules that declare a GPU (CUDA's host memory, not "
-               "in a CPU measurement)") if self.gpu_mem_mb else ""
-        return (f"mem_mb = peak max_rss x{self.mem_factor:g}{gpu}, rounded up to {MEM_STEP_MB}, at "
-                f"least {self.min_mem_mb}; runtime = peak wall time x{self.time_factor:g} in "
-                f"minutes, at least {self.min_runtime}")
+        gpu = (
+            (
+                f" + {self.gpu_mem_mb} MB for rules that declare a GPU (CUDA's host memory, not "
+                "in a CPU measurement)"
+            )
+            if self.gpu_mem_mb
+            else ""
+        )
+        return (
+            f"mem_mb = peak max_rss x{self.mem_factor:g}{gpu}, rounded up to {MEM_STEP_MB}, at "
+            f"least {self.min_mem_mb}; runtime = peak wall time x{self.time_factor:g} in "
+            f"minutes, at least {self.min_runtime}"
+        )
 
 
 def rule_bodies(root: Path = ROOT) -> dict[str, str]:
@@ -101,15 +111,19 @@ def peaks(records: Sequence[Path]) -> pd.DataFrame:
     jobs; NaN where no job could be measured (Snakemake leaves very short jobs' values out)."""
     files = [path for root in records for path in benchmark_files(root)]
     if not files:
-        raise FileNotFoundError(f"no Snakemake benchmark files under {', '.join(map(str, records))} "
-                                "(expected <stage>/benchmarks/<rule>/...tsv)")
+        raise FileNotFoundError(
+            f"no Snakemake benchmark files under {', '.join(map(str, records))} "
+            "(expected <stage>/benchmarks/<rule>/...tsv)"
+        )
     table = read_benchmarks(files)
     return table.groupby("rule", sort=True).agg(
-        jobs=("rule", "size"), max_rss=("max_rss", "max"), s=("s", "max"))
+        jobs=("rule", "size"), max_rss=("max_rss", "max"), s=("s", "max")
+    )
 
 
-def requests(measured: pd.DataFrame, headroom: Headroom,
-             gpu: Collection[str] = ()) -> dict[str, dict[str, int]]:
+def requests(
+    measured: pd.DataFrame, headroom: Headroom, gpu: Collection[str] = ()
+) -> dict[str, dict[str, int]]:
     """mem_mb and runtime (minutes) per rule from `peaks`; `gpu`: the rules that declare a GPU.
     An unmeasured value gets the floor."""
     out = {}
@@ -131,16 +145,23 @@ def split_profile(text: str, path: Path) -> tuple[str, dict]:
     if not isinstance(settings, dict):
         raise ValueError(f"{path}: not a YAML mapping")
     if "set-resources" in settings:
-        raise ValueError(f"{path}: set-resources above the line {MARKER!r}; move it below that "
-                         "line (or remove it) so that it is updated, not duplicated")
+        raise ValueError(
+            f"{path}: set-resources above the line {MARKER!r}; move it below that "
+            "line (or remove it) so that it is updated, not duplicated"
+        )
     # Below the marker: its comment lines and the set-resources mapping ("" without a marker).
     below = yaml.safe_load(generated) or {}
     return head.rstrip("\n") + "\n", below.get("set-resources") or {}
 
 
-def render(head: str, existing: Mapping[str, Mapping], measured: pd.DataFrame,
-           computed: Mapping[str, Mapping[str, int]], notes: Sequence[str],
-           rules: Collection[str]) -> str:
+def render(
+    head: str,
+    existing: Mapping[str, Mapping],
+    measured: pd.DataFrame,
+    computed: Mapping[str, Mapping[str, int]],
+    notes: Sequence[str],
+    rules: Collection[str],
+) -> str:
     """The profile's text: `head` unchanged, then the marker, `notes` as comment lines and
     set-resources, where measured rules get their `computed` mem_mb and runtime (other keys
     kept) and the others stay as they were; those of `rules` (the cluster's) left unmeasured
@@ -151,15 +172,19 @@ def render(head: str, existing: Mapping[str, Mapping], measured: pd.DataFrame,
     unmeasured = sorted((set(rules) | set(existing)) - set(computed))
     lines = [MARKER, *(f"# {note}" for note in notes)]
     if unmeasured:
-        lines.append("# Not in those records (the values below, if any, else the cluster's "
-                     f"defaults): {', '.join(unmeasured)}.")
+        lines.append(
+            "# Not in those records (the values below, if any, else the cluster's "
+            f"defaults): {', '.join(unmeasured)}."
+        )
     lines.append("set-resources:")
     for rule in sorted(merged):
         if rule in computed:
             row = measured.loc[rule]
             jobs = int(row["jobs"])
-            lines.append(f"  {rule}:  # {jobs} job{'s' * (jobs != 1)}; peak "
-                         f"{_number(row['max_rss'], 'MiB')}, {_number(row['s'], 's')}")
+            lines.append(
+                f"  {rule}:  # {jobs} job{'s' * (jobs != 1)}; peak "
+                f"{_number(row['max_rss'], 'MiB')}, {_number(row['s'], 's')}"
+            )
         else:
             lines.append(f"  {rule}:")
         lines += [f"    {key}: {_scalar(value)}" for key, value in merged[rule].items()]
@@ -175,9 +200,16 @@ def _scalar(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
-def update_profile(profile: Path, records: Sequence[Path], headroom: Headroom, measured_on: str,
-                   command: str, *, cpu_only: bool = False, root: Path = ROOT
-                   ) -> dict[str, dict[str, int]]:
+def update_profile(
+    profile: Path,
+    records: Sequence[Path],
+    headroom: Headroom,
+    measured_on: str,
+    command: str,
+    *,
+    cpu_only: bool = False,
+    root: Path = ROOT,
+) -> dict[str, dict[str, int]]:
     """Rewrite `profile`/config.yaml's set-resources from `records` (atomically); `cpu_only`
     gives every rule that declares a GPU gpu: 0. Returns the computed requests."""
     path = profile / PROFILE_FILE if profile.is_dir() else profile
@@ -185,14 +217,19 @@ def update_profile(profile: Path, records: Sequence[Path], headroom: Headroom, m
     measured = peaks(records)
     gpu = gpu_rules(root)
     computed = requests(measured, headroom, gpu)
-    notes = [f"Measured on {measured_on}: {int(measured['jobs'].sum())} benchmark files of "
-             f"{len(measured)} rules.", f"{headroom.describe()}."]
+    notes = [
+        f"Measured on {measured_on}: {int(measured['jobs'].sum())} benchmark files of "
+        f"{len(measured)} rules.",
+        f"{headroom.describe()}.",
+    ]
     if cpu_only:
         existing = {rule: dict(values) for rule, values in existing.items()}
         for rule in gpu:
             existing.setdefault(rule, {})["gpu"] = 0
-        notes.append("CPU-only: rules that declare a GPU get gpu: 0, for sbatch and for the srun "
-                     "inside the job.")
+        notes.append(
+            "CPU-only: rules that declare a GPU get gpu: 0, for sbatch and for the srun "
+            "inside the job."
+        )
     notes.append(f"Regenerate: {command}")
     write_text(path, render(head, existing, measured, computed, notes, job_rules(root)))
     return computed
@@ -202,30 +239,48 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m miaflow.workflow.cluster",
         description="Write per-rule mem_mb and runtime into a Snakemake profile's set-resources, "
-                    "from the benchmark files of finished runs.")
-    parser.add_argument("--records", type=Path, nargs="+", default=[Path("records")],
-                        help="run records folder(s) of finished runs (peaks are over all of them)")
-    parser.add_argument("--profile", type=Path, required=True,
-                        help="profile folder (or its config.yaml) to update")
-    parser.add_argument("--measured-on", default=None,
-                        help="what ran: config and machine, for the header comment")
-    parser.add_argument("--cpu-only", action="store_true",
-                        help="a CPU-only cluster: rules that declare a GPU get gpu: 0")
+        "from the benchmark files of finished runs.",
+    )
+    parser.add_argument(
+        "--records",
+        type=Path,
+        nargs="+",
+        default=[Path("records")],
+        help="run records folder(s) of finished runs (peaks are over all of them)",
+    )
+    parser.add_argument(
+        "--profile", type=Path, required=True, help="profile folder (or its config.yaml) to update"
+    )
+    parser.add_argument(
+        "--measured-on", default=None, help="what ran: config and machine, for the header comment"
+    )
+    parser.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="a CPU-only cluster: rules that declare a GPU get gpu: 0",
+    )
     defaults = Headroom()
     parser.add_argument("--mem-factor", type=float, default=defaults.mem_factor)
     parser.add_argument("--time-factor", type=float, default=defaults.time_factor)
     parser.add_argument("--min-mem-mb", type=int, default=defaults.min_mem_mb)
     parser.add_argument("--min-runtime", type=int, default=defaults.min_runtime, help="minutes")
-    parser.add_argument("--gpu-mem-mb", type=int, default=defaults.gpu_mem_mb,
-                        help="added to the memory of rules that declare a GPU")
+    parser.add_argument(
+        "--gpu-mem-mb",
+        type=int,
+        default=defaults.gpu_mem_mb,
+        help="added to the memory of rules that declare a GPU",
+    )
     args = parser.parse_args(argv)
-    headroom = Headroom(args.mem_factor, args.time_factor, args.min_mem_mb, args.min_runtime,
-                        args.gpu_mem_mb)
-    command = shlex.join(["python", "-m", "miaflow.workflow.cluster",
-                          *(sys.argv[1:] if argv is None else argv)])
+    headroom = Headroom(
+        args.mem_factor, args.time_factor, args.min_mem_mb, args.min_runtime, args.gpu_mem_mb
+    )
+    command = shlex.join(
+        ["python", "-m", "miaflow.workflow.cluster", *(sys.argv[1:] if argv is None else argv)]
+    )
     measured_on = args.measured_on or "the runs recorded in " + ", ".join(map(str, args.records))
-    written = update_profile(args.profile, args.records, headroom, measured_on, command,
-                             cpu_only=args.cpu_only)
+    written = update_profile(
+        args.profile, args.records, headroom, measured_on, command, cpu_only=args.cpu_only
+    )
     print(f"{args.profile}: mem_mb and runtime of {len(written)} rules")
 
 

@@ -43,8 +43,11 @@ def imports_in(tree: ast.AST, root: Path = ROOT) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             # `from package import submodule` imports the submodule too
-            found.update(f"{node.module}.{alias.name}" for alias in node.names
-                         if module_file(f"{node.module}.{alias.name}", root))
+            found.update(
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if module_file(f"{node.module}.{alias.name}", root)
+            )
     ours = {name for name in found if name == PACKAGE or name.startswith(f"{PACKAGE}.")}
     return {parent for name in ours for parent in _with_parents(name) if module_file(parent, root)}
 
@@ -69,8 +72,10 @@ def closure(module: str, root: Path = ROOT) -> tuple[str, ...]:
 
 
 # Package data and the module that reads it.
-PACKAGE_DATA = {f"{PACKAGE}.config": f"{PACKAGE}/schemas/params.schema.json",
-                f"{PACKAGE}.evaluation.published": f"{PACKAGE}/evaluation/published.csv"}
+PACKAGE_DATA = {
+    f"{PACKAGE}.config": f"{PACKAGE}/schemas/params.schema.json",
+    f"{PACKAGE}.evaluation.published": f"{PACKAGE}/evaluation/published.csv",
+}
 
 
 def files(module: str, root: Path = ROOT) -> list[str]:

@@ -59,23 +59,40 @@ class Experiment(NamedTuple):
 
 def experiments(config: Mapping[str, Any]) -> list[Experiment]:
     """Every experiment of params.yaml, in its order."""
-    return [Experiment(e["dataset"], e["arch"], e.get("ref_arch", e["arch"]),
-                       tuple(e.get("exclude_attacks", ()))) for e in config["experiments"]]
+    return [
+        Experiment(
+            e["dataset"],
+            e["arch"],
+            e.get("ref_arch", e["arch"]),
+            tuple(e.get("exclude_attacks", ())),
+        )
+        for e in config["experiments"]
+    ]
 
 
 def audits(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Audits of models trained elsewhere (miaflow.audit), each with its `kind` ("outputs" or
     "checkpoint") and its `experiment`: how results name it (dataset, then the audit's name)."""
-    return [{**entry, "kind": "checkpoint" if "checkpoint" in entry else "outputs",
-             "experiment": Experiment(entry.get("dataset", entry["name"]), entry["name"], entry["name"])}
-            for entry in config.get("audits", [])]
+    return [
+        {
+            **entry,
+            "kind": "checkpoint" if "checkpoint" in entry else "outputs",
+            "experiment": Experiment(
+                entry.get("dataset", entry["name"]), entry["name"], entry["name"]
+            ),
+        }
+        for entry in config.get("audits", [])
+    ]
 
 
 def checkpoint_audits(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Audits of checkpoints: their reference and population models are miaflow's own, trained
     on the dataset they name."""
-    return [audit for audit in audits(config) if audit["kind"] == "checkpoint"
-            and {"dataset", "arch"} <= audit.keys()]  # else validation names what is missing
+    return [
+        audit
+        for audit in audits(config)
+        if audit["kind"] == "checkpoint" and {"dataset", "arch"} <= audit.keys()
+    ]  # else validation names what is missing
 
 
 def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -92,7 +109,9 @@ def datasets(config: Mapping[str, Any]) -> list[str]:
     study = [setting["dataset"] for setting in hparam_settings(config)]
     corpora = [e["dataset"] for e in llm_experiments(config)]
     audited = [audit["dataset"] for audit in checkpoint_audits(config)]
-    return list(dict.fromkeys([*(e.dataset for e in experiments(config)), *study, *corpora, *audited]))
+    return list(
+        dict.fromkeys([*(e.dataset for e in experiments(config)), *study, *corpora, *audited])
+    )
 
 
 # Corpora whose labels are membership in a pretrained model's training data (1 = member).
@@ -104,10 +123,17 @@ def llm_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     target and reference recipes, `n_eval` (default llm.n_eval) and `n_texts` (default all)."""
     llm = config.get("llm", {})
     recipes = llm.get("models", {})
-    return [{"n_eval": llm.get("n_eval"), "n_texts": None, **entry, "label": entry["target"],
-             "target_recipe": recipes.get(entry["target"]),
-             "reference_recipe": recipes.get(entry["reference"])}
-            for entry in llm.get("experiments", [])]
+    return [
+        {
+            "n_eval": llm.get("n_eval"),
+            "n_texts": None,
+            **entry,
+            "label": entry["target"],
+            "target_recipe": recipes.get(entry["target"]),
+            "reference_recipe": recipes.get(entry["reference"]),
+        }
+        for entry in llm.get("experiments", [])
+    ]
 
 
 def llm_membership(experiment: Mapping[str, Any]) -> str:
@@ -158,8 +184,14 @@ def epsilon_tags(config: Mapping[str, Any]) -> list[str]:
 def backbone_model(config: Mapping[str, Any], dataset: str, backbone: str) -> str | None:
     """The pretrained model extracting `backbone` features of `dataset`: the `backbone_model` of
     the first setting naming both, else None (the backbone's own default)."""
-    return next((setting.get("backbone_model") for setting in hparam_settings(config)
-                 if setting["dataset"] == dataset and setting.get("backbone") == backbone), None)
+    return next(
+        (
+            setting.get("backbone_model")
+            for setting in hparam_settings(config)
+            if setting["dataset"] == dataset and setting.get("backbone") == backbone
+        ),
+        None,
+    )
 
 
 def model_ids(config: Mapping[str, Any]) -> list[str]:
@@ -179,7 +211,7 @@ def models_per_job(config: Mapping[str, Any]) -> int:
 def shards(config: Mapping[str, Any]) -> list[list[str]]:
     """Model ids grouped into training jobs of `models_per_job(config)` models."""
     ids, size = model_ids(config), models_per_job(config)
-    return [ids[start:start + size] for start in range(0, len(ids), size)]
+    return [ids[start : start + size] for start in range(0, len(ids), size)]
 
 
 def split_settings(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
@@ -225,13 +257,18 @@ def attacks_for(config: Mapping[str, Any], experiment: Experiment) -> list[str]:
     are built per architecture."""
     from miaflow.attacks import ATTACKS
 
-    return [a for a in config["attacks"] if modality(experiment.dataset) in ATTACKS[a].modalities
-            and a not in experiment.exclude_attacks
-            and not (experiment.mixed and ATTACKS[a].family == "query")]
+    return [
+        a
+        for a in config["attacks"]
+        if modality(experiment.dataset) in ATTACKS[a].modalities
+        and a not in experiment.exclude_attacks
+        and not (experiment.mixed and ATTACKS[a].family == "query")
+    ]
 
 
-def artifacts_for(config: Mapping[str, Any], experiment: Experiment,
-                  attacks: list[str] | None = None) -> list[str]:
+def artifacts_for(
+    config: Mapping[str, Any], experiment: Experiment, attacks: list[str] | None = None
+) -> list[str]:
     """Names of the queries stage's artifacts that the experiment's attacks (or `attacks`) read."""
     from miaflow.attacks import ATTACKS
 
@@ -258,8 +295,11 @@ def swept_attacks(config: Mapping[str, Any]) -> list[str]:
     """The configured attacks whose scores depend on how many reference models calibrate them."""
     from miaflow.attacks import ATTACKS
 
-    return [a for a in config["attacks"] if ATTACKS[a].family in ("model", "lira")
-            and "reference" in ATTACKS[a].needs]
+    return [
+        a
+        for a in config["attacks"]
+        if ATTACKS[a].family in ("model", "lira") and "reference" in ATTACKS[a].needs
+    ]
 
 
 # Song & Mittal's privacy risk score: a probability, reported by its own tables and figures, not

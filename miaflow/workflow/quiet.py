@@ -60,8 +60,14 @@ def run_quietly(command: Sequence[str], log: Path, echo: Callable[[str], None] =
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     progress = Progress()
     with log.open("w") as record:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, errors="replace", bufsize=1)
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+        )
         assert process.stdout is not None
         for line in process.stdout:
             record.write(line)

@@ -55,8 +55,11 @@ def parse_modules(root: Path = ROOT) -> list[str]:
 def code_deps(stage: str, root: Path = ROOT) -> list[str]:
     """Every file the stage's command runs, relative to `root`, sorted."""
     scripts = _SCRIPT.findall((root / "rules" / f"{stage}.smk").read_text())
-    library = {path for module in [*parse_modules(root), f"miaflow.jobs.{stage}", ADAPTER]
-               for path in files(module, root)}
+    library = {
+        path
+        for module in [*parse_modules(root), f"miaflow.jobs.{stage}", ADAPTER]
+        for path in files(module, root)
+    }
     return sorted({*WORKFLOW_FILES, f"rules/{stage}.smk", *scripts, *library})
 
 
@@ -93,8 +96,12 @@ def definitions(tree: ast.Module) -> dict[str, ast.stmt]:
         if isinstance(node, ast.FunctionDef):
             found[node.name] = node
         elif isinstance(node, ast.Assign):
-            found.update((name.id, node) for target in node.targets for name in ast.walk(target)
-                         if isinstance(name, ast.Name))
+            found.update(
+                (name.id, node)
+                for target in node.targets
+                for name in ast.walk(target)
+                if isinstance(name, ast.Name)
+            )
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             found.update(((alias.asname or alias.name).split(".")[0], node) for alias in node.names)
     return found
@@ -124,8 +131,14 @@ def config_sections(node: ast.AST) -> set[str]:
     for n in ast.walk(node):
         if isinstance(n, ast.Subscript) and _is_config(n.value) and _is_text(n.slice):
             found.add(n.slice.value)
-        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args
-              and n.func.attr == "get" and _is_config(n.func.value) and _is_text(n.args[0])):
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.args
+            and n.func.attr == "get"
+            and _is_config(n.func.value)
+            and _is_text(n.args[0])
+        ):
             found.add(n.args[0].value)
     return found
 
@@ -140,8 +153,11 @@ def _is_text(node: ast.AST) -> bool:
 
 def plan_functions(node: ast.AST) -> set[str]:
     """The functions of miaflow.workflow.plan that `node`'s code names (`plan.<function>`)."""
-    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Name) and n.value.id == "plan"}
+    return {
+        n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "plan"
+    }
 
 
 def plan_sections(root: Path = ROOT) -> dict[str, set[str]]:
@@ -165,8 +181,10 @@ def params(stage: str, root: Path = ROOT) -> list[str]:
     """The params.yaml sections the stage's rules read: in its rule file, in the common names it
     reads and in the plan functions these call; with the profile selectors first."""
     common = definitions(rule_file(root / "rules" / "common.smk"))
-    code = [rule_file(root / "rules" / f"{stage}.smk"),
-            *(common[name] for name in shared_names(stage, root))]
+    code = [
+        rule_file(root / "rules" / f"{stage}.smk"),
+        *(common[name] for name in shared_names(stage, root)),
+    ]
     planned = plan_sections(root)  # plan constants (e.g. plan.RISK_SCORE) read no section
     named = {name for node in code for name in plan_functions(node)}
     sections = set().union(*map(config_sections, code), *(planned.get(n, ()) for n in named))

@@ -27,7 +27,6 @@ hashes by them, would run no stage at all.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,12 +39,35 @@ SWEPT = "MIAFLOW_SWEPT"
 # The options of `snakemake` that make it do something other than run jobs, as attributes of
 # its parsed command line: the branches of snakemake.cli.args_to_api, -n and --touch.
 NON_EXECUTING = (
-    "dryrun", "touch", "lint", "list_target_rules", "list_rules", "print_compilation",
-    "containerize", "reporter", "generate_unit_tests", "dag", "rulegraph", "filegraph", "d3dag",
-    "unlock", "cleanup_metadata", "conda_cleanup_envs", "conda_create_envs_only",
-    "list_conda_envs", "cleanup_shadow", "container_cleanup_images", "list_changes",
-    "list_input_changes", "list_params_changes", "list_untracked", "summary",
-    "detailed_summary", "archive", "delete_all_output", "delete_temp_output",
+    "dryrun",
+    "touch",
+    "lint",
+    "list_target_rules",
+    "list_rules",
+    "print_compilation",
+    "containerize",
+    "reporter",
+    "generate_unit_tests",
+    "dag",
+    "rulegraph",
+    "filegraph",
+    "d3dag",
+    "unlock",
+    "cleanup_metadata",
+    "conda_cleanup_envs",
+    "conda_create_envs_only",
+    "list_conda_envs",
+    "cleanup_shadow",
+    "container_cleanup_images",
+    "list_changes",
+    "list_input_changes",
+    "list_params_changes",
+    "list_untracked",
+    "summary",
+    "detailed_summary",
+    "archive",
+    "delete_all_output",
+    "delete_temp_output",
 )
 
 
@@ -88,15 +110,20 @@ def start(runs: bool, sweep: bool = True, root: Path = Path(".")) -> list[str]:
     if not runs:
         if not no_run_alive(root):
             return []  # a live run's records and artifacts are changing under us
-        return [f"warning: {found.artifact} is to be rebuilt (a run removes it; this command "
-                f"changes nothing): {_why(found)}" for found in damaged(root)]
+        return [
+            f"warning: {found.artifact} is to be rebuilt (a run removes it; this command "
+            f"changes nothing): {_why(found)}"
+            for found in damaged(root)
+        ]
     leftovers = claim_working_directory(root)
     if leftovers is None:
         return []
     said = [f"removed what a dead run left: {leftover}" for leftover in leftovers]
     if sweep:
-        said += [f"removed {found.artifact}, to be rebuilt: {_why(found)}"
-                 for found in remove_damaged(root)]
+        said += [
+            f"removed {found.artifact}, to be rebuilt: {_why(found)}"
+            for found in remove_damaged(root)
+        ]
     return said
 
 

@@ -57,20 +57,31 @@ def best_attacks(metrics: pd.DataFrame, top: int = 1) -> pd.DataFrame:
     experiments together."""
     experiment = ["dataset", "target_model"]
     auroc = metrics[metrics["metric"] == "auroc"]
-    per_attack = (auroc.groupby([*experiment, "attack"])
-                  .agg(auroc=("value", "mean"), auroc_std=("value", "std"),
-                       target_models=("repeat", "nunique"))
-                  .reset_index())
-    ranked = per_attack.sort_values([*experiment, "auroc", "attack"],
-                                    ascending=[True, True, False, True])
+    per_attack = (
+        auroc.groupby([*experiment, "attack"])
+        .agg(
+            auroc=("value", "mean"), auroc_std=("value", "std"), target_models=("repeat", "nunique")
+        )
+        .reset_index()
+    )
+    ranked = per_attack.sort_values(
+        [*experiment, "auroc", "attack"], ascending=[True, True, False, True]
+    )
     best = ranked.dropna(subset=["auroc"]).groupby(experiment, sort=True).head(top)
     tpr_metric = low_fpr_metric(set(metrics["metric"]))
     if tpr_metric is None:
         return best.assign(tpr_metric=None, tpr=float("nan")).reset_index(drop=True)
-    tpr = (metrics[metrics["metric"] == tpr_metric].groupby([*experiment, "attack"])["value"]
-           .mean().rename("tpr"))
-    return (best.join(tpr, on=[*experiment, "attack"]).assign(tpr_metric=tpr_metric)
-            .reset_index(drop=True))
+    tpr = (
+        metrics[metrics["metric"] == tpr_metric]
+        .groupby([*experiment, "attack"])["value"]
+        .mean()
+        .rename("tpr")
+    )
+    return (
+        best.join(tpr, on=[*experiment, "attack"])
+        .assign(tpr_metric=tpr_metric)
+        .reset_index(drop=True)
+    )
 
 
 def job_seconds(root: Path) -> tuple[float, int]:
@@ -85,19 +96,25 @@ def job_seconds(root: Path) -> tuple[float, int]:
 
 def _count_stems(folder: Path) -> int:
     """Tables or figures in a folder, each counted once over its formats (csv, md, tex; png, ...)."""
-    return len({p.name.split(".")[0] for p in folder.iterdir() if p.is_file()}) if folder.is_dir() else 0
+    return (
+        len({p.name.split(".")[0] for p in folder.iterdir() if p.is_file()})
+        if folder.is_dir()
+        else 0
+    )
 
 
 def _where(root: Path) -> list[str]:
     """Where the report, tables, figures and metrics are (paths under `root`, as given)."""
     report = _report_state(root)
-    return [f"  report:   {report}",
-            f"  tables:   {root / TABLES}/ ({_count_stems(root / TABLES)}, as csv, md and tex; "
-            f"AUROC of every attack: {root / HEADLINE_TABLE})",
-            f"  figures:  {root / FIGURES}/ ({_count_stems(root / FIGURES)})",
-            f"  metrics:  {root / METRICS} (every metric per dataset, target model, attack, repeat)",
-            f"  logs:     {root / RECORDS}/<stage>/logs/ (progress: grep -r miaflow.progress); "
-            f"cost per stage: {root / COST_TABLE}"]
+    return [
+        f"  report:   {report}",
+        f"  tables:   {root / TABLES}/ ({_count_stems(root / TABLES)}, as csv, md and tex; "
+        f"AUROC of every attack: {root / HEADLINE_TABLE})",
+        f"  figures:  {root / FIGURES}/ ({_count_stems(root / FIGURES)})",
+        f"  metrics:  {root / METRICS} (every metric per dataset, target model, attack, repeat)",
+        f"  logs:     {root / RECORDS}/<stage>/logs/ (progress: grep -r miaflow.progress); "
+        f"cost per stage: {root / COST_TABLE}",
+    ]
 
 
 def _report_state(root: Path) -> str:
@@ -115,9 +132,11 @@ def _best_lines(root: Path) -> list[str]:
     if not (root / METRICS).is_file():
         return [f"Best attacks: {root / METRICS} not found (the report stage has not run)."]
     columns = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
-    return ["Best attack per experiment (mean AUROC ± std over its target models, as in "
-            f"{root / HEADLINE_TABLE}):",
-            *best_lines(io.read_parquet(root / METRICS, columns=columns))]
+    return [
+        "Best attack per experiment (mean AUROC ± std over its target models, as in "
+        f"{root / HEADLINE_TABLE}):",
+        *best_lines(io.read_parquet(root / METRICS, columns=columns)),
+    ]
 
 
 def best_lines(metrics: pd.DataFrame, top: int = 1) -> list[str]:
@@ -126,15 +145,19 @@ def best_lines(metrics: pd.DataFrame, top: int = 1) -> list[str]:
     TPR@1%FPR <mean>  (over <n> target models)`, in aligned columns."""
     best = best_attacks(metrics, top)
     names = [f"{row.dataset}/{row.target_model}" for row in best.itertuples()]
-    width = {"name": max(map(len, names), default=0),
-             "attack": max(map(len, best["attack"]), default=0)}
+    width = {
+        "name": max(map(len, names), default=0),
+        "attack": max(map(len, best["attack"]), default=0),
+    }
     lines = []
     for name, row in zip(names, best.itertuples()):
         spread = "" if pd.isna(row.auroc_std) else f" ± {row.auroc_std:.3f}"
         tpr = "" if pd.isna(row.tpr) else f", {tpr_label(row.tpr_metric)} {row.tpr:.3f}"
-        lines.append(f"  {name:<{width['name']}}  {row.attack:<{width['attack']}}  "
-                     f"AUROC {row.auroc:.3f}{spread}{tpr}  "
-                     f"(over {_counted(row.target_models, 'target model')})")
+        lines.append(
+            f"  {name:<{width['name']}}  {row.attack:<{width['attack']}}  "
+            f"AUROC {row.auroc:.3f}{spread}{tpr}  "
+            f"(over {_counted(row.target_models, 'target model')})"
+        )
     return lines
 
 
@@ -148,23 +171,34 @@ def _time_line(root: Path, started: float | None, now: float) -> str:
     seconds, jobs = job_seconds(root)
     if not jobs:
         return "Time: no run records (records/*/benchmarks/) yet."
-    return (f"Job time: {duration(seconds)} over {jobs} jobs (run records; jobs in parallel add "
-            "up, so not wall time).")
+    return (
+        f"Job time: {duration(seconds)} over {jobs} jobs (run records; jobs in parallel add "
+        "up, so not wall time)."
+    )
 
 
-def summary(root: str | Path = ".", started: float | None = None,
-            now: float | None = None) -> list[str]:
+def summary(
+    root: str | Path = ".", started: float | None = None, now: float | None = None
+) -> list[str]:
     """The summary's lines for the project at `root`; `started` and `now` in epoch seconds."""
     root = Path(root)
-    return ["Results:", *_where(root), *_best_lines(root),
-            _time_line(root, started, time.time() if now is None else now)]
+    return [
+        "Results:",
+        *_where(root),
+        *_best_lines(root),
+        _time_line(root, started, time.time() if now is None else now),
+    ]
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m miaflow.workflow.summary",
-                                     description="Where a run's results are, and its headline.")
+    parser = argparse.ArgumentParser(
+        prog="python -m miaflow.workflow.summary",
+        description="Where a run's results are, and its headline.",
+    )
     parser.add_argument("--root", default=".", help="the project directory (default: .)")
-    parser.add_argument("--started", type=float, help="the run's start in epoch seconds (date +%%s)")
+    parser.add_argument(
+        "--started", type=float, help="the run's start in epoch seconds (date +%%s)"
+    )
     options = parser.parse_args(argv)
     print("\n".join(summary(options.root, options.started)))
     return 0

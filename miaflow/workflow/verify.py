@@ -53,8 +53,14 @@ def recorded_files(root: Path) -> tuple[dict[str, str], list[Problem]]:
                 continue
             manifest = _manifest(root, out["md5"].removesuffix(".dir"))
             if manifest is None:
-                problems.append(Problem(out["path"], "unverifiable", "its manifest is not in the "
-                                        "DVC cache; run `dvc pull` (or `dvc fetch`) first"))
+                problems.append(
+                    Problem(
+                        out["path"],
+                        "unverifiable",
+                        "its manifest is not in the "
+                        "DVC cache; run `dvc pull` (or `dvc fetch`) first",
+                    )
+                )
                 continue
             files.update({f"{out['path']}/{entry['relpath']}": entry["md5"] for entry in manifest})
     return files, problems
@@ -68,8 +74,9 @@ def check_lock(root: Path) -> tuple[int, list[Problem]]:
         if not path.is_file():
             problems.append(Problem(relative, "missing", f"dvc.lock records md5 {expected}"))
         elif (actual := file_hash(path, "md5")) != expected:
-            problems.append(Problem(relative, "corrupt", f"md5 {actual}, dvc.lock records "
-                                    f"{expected}"))
+            problems.append(
+                Problem(relative, "corrupt", f"md5 {actual}, dvc.lock records {expected}")
+            )
     return len(files), problems
 
 
@@ -80,8 +87,9 @@ def check_provenance(root: Path, known_bad: set[str]) -> tuple[int, list[Problem
     cause of stale consumers. Records of artifacts no longer on disk are left to the dvc.lock
     check (an earlier configuration may have made them)."""
     records, damage = provenance.scan(root)
-    problems = [Problem(str(found.path.relative_to(root)), "corrupt", found.reason)
-                for found in damage]
+    problems = [
+        Problem(str(found.path.relative_to(root)), "corrupt", found.reason) for found in damage
+    ]
     bad = known_bad | {found.artifact for found in damage}
 
     def is_bad(name: str) -> bool:
@@ -90,10 +98,19 @@ def check_provenance(root: Path, known_bad: set[str]) -> tuple[int, list[Problem
     digest = cache(lambda path: provenance.digest(root / path))
     for artifact, record in records.items():
         for name, expected in record["inputs"].items():
-            if (not is_bad(artifact) and not is_bad(name) and (root / name).exists()
-                    and (actual := digest(name)) != expected):
-                problems.append(Problem(artifact, "stale", f"computed from {name} with digest "
-                                        f"{expected}, which now has {actual}"))
+            if (
+                not is_bad(artifact)
+                and not is_bad(name)
+                and (root / name).exists()
+                and (actual := digest(name)) != expected
+            ):
+                problems.append(
+                    Problem(
+                        artifact,
+                        "stale",
+                        f"computed from {name} with digest {expected}, which now has {actual}",
+                    )
+                )
     return len(records), problems
 
 
@@ -109,18 +126,22 @@ def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else Path(".")
     if not (root / "dvc.lock").is_file() and not (root / provenance.RECORDS).is_dir():
-        print(f"neither {root / 'dvc.lock'} nor {root / provenance.RECORDS} found: verify checks "
-              "a finished run")
+        print(
+            f"neither {root / 'dvc.lock'} nor {root / provenance.RECORDS} found: verify checks "
+            "a finished run"
+        )
         return 1
     checked, problems = verify(root)
     for problem in problems:
         print(f"{problem.what}: {problem.path} ({problem.detail})")
     if problems:
-        print(f"{len(problems)} problems in {checked} checked files. Restore corrupt or missing "
-              "files from the DVC cache with `dvc checkout --relink <path>` (it rewrites them "
-              "from the cache even where size and time look unchanged), or delete them and run "
-              "the same command again (`make run`, `dvc repro` or `snakemake`) to rebuild them; "
-              "rebuild a stale artifact by deleting it.")
+        print(
+            f"{len(problems)} problems in {checked} checked files. Restore corrupt or missing "
+            "files from the DVC cache with `dvc checkout --relink <path>` (it rewrites them "
+            "from the cache even where size and time look unchanged), or delete them and run "
+            "the same command again (`make run`, `dvc repro` or `snakemake`) to rebuild them; "
+            "rebuild a stale artifact by deleting it."
+        )
         return 1
     print(f"all {checked} checked files match dvc.lock and their provenance records")
     return 0
