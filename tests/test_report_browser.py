@@ -25,7 +25,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
 # What `make report` runs in the repository root.
 REPORT_COMMAND = ["snakemake", "--report", "report.html", "--report-stylesheet", "report/style.css"]
-WINDOW = (1600, 1000)
+# The narrowest window the report is laid out for: wider, the text and the figures only get more
+# room (the menu takes a fixed share of the window).
+WINDOW = (1280, 900)
+# The narrowest a figure may be shown: narrower, its labels and legends cannot be read.
+FIGURE_WIDTH = 600
 # The experiment whose page the browser opens: the first of tests/test_workflow_e2e.py's tiny
 # config, the only one on its dataset (so its category opens straight on its results).
 DATASET, ARCH = "digits", "cnn"
@@ -134,8 +138,8 @@ def chromium() -> str:
     return found
 
 
-def open_page(browser: str, page: Path, screenshot: Path) -> str:
-    """Load `page` in headless Chromium, let its scripts run (20 s of virtual time), write a
+def open_page(browser: str, page: Path, screenshot: Path, seconds: int = 20) -> str:
+    """Load `page` in headless Chromium, let its scripts run (`seconds` of virtual time), write a
     screenshot and return the rendered DOM."""
     command = [
         browser,
@@ -146,7 +150,7 @@ def open_page(browser: str, page: Path, screenshot: Path) -> str:
         "--hide-scrollbars",
         f"--user-data-dir={screenshot.parent / 'chromium-profile'}",
         f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        "--virtual-time-budget=20000",
+        f"--virtual-time-budget={seconds * 1000}",
         "--dump-dom",
         f"--screenshot={screenshot}",
         page.as_uri(),
@@ -197,14 +201,52 @@ class Tables(HTMLParser):
             self._cell.append(data)
 
 
-def clicking(page: Path, steps: list[tuple[str, str, str | None]], name: str) -> Path:
+Step = tuple[str, str, str | None]
+
+
+def clicking(page: Path, steps: list[Step], name: str) -> Path:
     """A copy of the report that, once loaded, clicks through `steps` as a reader would: each
     (selector, text, inside) clicks the element matching `selector` whose text is `text`, or the
-    first element matching `inside` within it. The body records how far it got."""
-    script = """<script>
+    first element matching `inside` within it. The body records how far it got, and in
+    `data-layout` what the reader saw before the first step and after each (`layout`)."""
+    script = """<style>
+/* The layout as it settles, not a frame of the menu's width animation. */
+* { transition: none !important; }
+</style>
+<script>
+// The figures shown beside the menu ([file name, width in px]); the first table in the page's
+// text: where its last column ends and where the part of the page that shows it ends (the
+// window's edge, or that of a box that scrolls or clips it), and its bottom; the workflow graph's
+// top.
+function layout() {
+  var view = {figures: Array.from(document.querySelectorAll("img"))
+    .filter(function (img) { return !img.closest("nav"); })
+    .map(function (img) {
+      var name = /filename=([^;]+);/.exec(img.src);
+      return [name ? name[1] : img.src.slice(0, 40), img.getBoundingClientRect().width];
+    })};
+  var table = Array.from(document.querySelectorAll(".prose table"))
+    .find(function (element) { return !element.closest("nav"); });
+  if (table) {
+    var last = table.querySelector("tr").lastElementChild, shown = window.innerWidth;
+    for (var box = last.parentElement; box; box = box.parentElement) {
+      if (getComputedStyle(box).overflowX !== "visible") {
+        var edge = box.getBoundingClientRect().left + box.clientLeft + box.clientWidth;
+        shown = Math.min(shown, edge);
+      }
+    }
+    view.table = {right: last.getBoundingClientRect().right, shown: shown,
+                  bottom: table.getBoundingClientRect().bottom};
+  }
+  var graph = document.getElementById("rulegraph");
+  if (graph) { view.graph = graph.getBoundingClientRect().top; }
+  return view;
+}
 window.addEventListener("load", function () {
-  var steps = %s, done = 0;
+  var steps = %s, done = 0, seen = [];
   function next() {
+    seen.push(layout());
+    document.body.setAttribute("data-layout", JSON.stringify(seen));
     if (done === steps.length) { document.body.setAttribute("data-clicked", "all"); return; }
     var step = steps[done];
     var found = Array.from(document.querySelectorAll(step[0]))
@@ -226,15 +268,48 @@ window.addEventListener("load", function () {
     return copy
 
 
+def layouts(dom: str) -> list[dict]:
+    """What `clicking`'s reader saw before the first step and after each."""
+    found = re.search(r'<body[^>]*\sdata-layout="([^"]*)"', dom)
+    assert found, "the page recorded no layout"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def opening_every_figure(categories: dict, results: dict) -> tuple[list[Step], list[str]]:
+    """The steps that open every figure of the report from the menu, as a reader would (its
+    category, its subcategory where the category has several, its row's eye button, back to the
+    menu), and the figure each step's layout shows ("" where it shows none)."""
+    steps: list[Step] = []
+    shows: list[str] = []
+    for category, subcategories in categories.items():
+        for subcategory, paths in subcategories.items():
+            for path in paths:
+                if not path.endswith(".png"):
+                    continue
+                opening = [("nav a", category, None)]
+                if len(subcategories) > 1:
+                    opening.append(("nav a", subcategory, None))
+                opening += [
+                    ("nav tr", results[path]["labels"]["result"], "a"),
+                    ("nav a", "Results", None),
+                ]  # the breadcrumb back to the menu
+                steps += opening
+                shows += [""] * (len(opening) - 2) + [Path(path).name, ""]
+    return steps, shows
+
+
 def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(
     copy_of_finished_run, tmp_path
 ):
     browser = chromium()
     project = copy_of_finished_run
     page = build_report(project)
+    text = page.read_text(encoding="utf-8")
 
     # The first page: the workflow's description with the headline table, the menu of categories.
-    landing = visible(open_page(browser, page, tmp_path / "report.png"))
+    landing = visible(
+        open_page(browser, clicking(page, [], "landing.html"), tmp_path / "report.png")
+    )
     assert "miaflow: a membership-inference benchmark" in landing
     assert "A higher score means more likely a member" in landing
     for category in (
@@ -253,6 +328,15 @@ def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(
     assert any(
         row[0] == "model-lira" and re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", row[1])
         for row in shown[0][1:]
+    )
+    # ... the whole table: its last column inside the window, neither cut off nor scrolled out of
+    # sight, and the workflow graph below it, not beside it.
+    seen = layouts(landing)[0]
+    assert seen["table"]["right"] <= seen["table"]["shown"] + 0.5, (
+        f"the headline table's last column is cut off at {WINDOW[0]} px: {seen}"
+    )
+    assert seen.get("graph", float("inf")) >= seen["table"]["bottom"], (
+        f"the workflow graph is beside the headline table, not below it: {seen}"
     )
 
     # A reader opens the dataset's category and the ROC figure of its target model.
@@ -294,3 +378,19 @@ def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(
     assert 'data-clicked="all"' in described, re.findall(r'data-missing="[^"]*"', described)
     assert "Description" in described and "TDDBench Table 4" in described
     assert auroc in Tables(described).tables
+
+    # Every figure, opened from the menu, is shown wide enough to be read.
+    steps, shows = opening_every_figure(embedded(text, "categories"), embedded(text, "results"))
+    navigate = clicking(page, steps, "figures.html")
+    dom = open_page(browser, navigate, tmp_path / "report-figures.png", seconds=20 + len(steps))
+    assert 'data-clicked="all"' in dom, re.findall(r'data-missing="[^"]*"', dom)
+    widths = {
+        name: [width for figure, width in seen["figures"] if figure == name]
+        for name, seen in zip(shows, layouts(dom)[1:])
+        if name
+    }
+    assert sorted(widths) == sorted(p.name for p in (project / "results/figures").glob("*.png"))
+    narrow = {
+        name: width for name, width in widths.items() if len(width) != 1 or width[0] < FIGURE_WIDTH
+    }
+    assert not narrow, f"figures shown narrower than {FIGURE_WIDTH} px at {WINDOW[0]} px: {narrow}"
