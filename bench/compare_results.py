@@ -77,7 +77,8 @@ def main() -> int:
     same = len(old.keys() & new.keys()) - len(differ)
     print(
         f"{same} of {len(old.keys() | new.keys())} artifacts byte-identical "
-        f"({len(old)} old, {len(new)} new; logs, benchmark files, cost and families tables left out)"
+        f"({len(old)} old, {len(new)} new; "
+        "logs, benchmark files, cost and families tables left out)"
     )
     for label, paths in [("differ", differ), ("only in old", only_old), ("only in new", only_new)]:
         for path in paths:

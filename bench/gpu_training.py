@@ -5,8 +5,8 @@ use small `--samples`). In one process, side by side:
 1. the device's dense matmul peak (8192^3 products, median of CUDA-event timings after warm-up) in
    bf16 and in fp32, the reference for the shares below;
 2. WRN28-2 (TDDBench recipe: SGD, batch 256, crop + flip augmentation) on CIFAR-sized random data
-   through `miaflow.models.training._fit_torch`, the workflow's own per-model trainer, for each set of
-   GPU-path options. Steady state: after an untimed warm-up run, a run of 1 + k epochs minus a
+   through `miaflow.models.training._fit_torch`, the workflow's own per-model trainer, for each set
+   of GPU-path options. Steady state: after an untimed warm-up run, a run of 1 + k epochs minus a
    run of 1 epoch, so compilation and warm-up drop out. MFU = model FLOPs (FlopCounterMode on the
    forward, x3 per training sample, plus the held-out forwards) / seconds / the bf16 peak;
 3. the default's small models: a shard of 16 trained as one ensemble on the GPU vs one after
@@ -122,7 +122,8 @@ def wrn_rows(
         )
         seconds = more - one
         rows.append(
-            f"{name:<36} {one:8.1f} {seconds / extra_epochs:9.2f} {n_samples * extra_epochs / seconds:10.0f} "
+            f"{name:<36} {one:8.1f} {seconds / extra_epochs:9.2f} "
+            f"{n_samples * extra_epochs / seconds:10.0f} "
             f"{work / seconds / 1e12:8.1f} {work / seconds / 1e12 / peak:6.1%}"
         )
         print(rows[-1], flush=True)
@@ -176,17 +177,24 @@ def main() -> None:
         f"bf16 {bf16:.0f} TFLOP/s, fp32 {fp32:.0f} TFLOP/s"
     )
     print(
-        f"WRN28-2, {forward_flops(CIFAR) / 1e9:.3f} GFLOP per forward, batch 256, {args.samples} samples "
+        f"WRN28-2, {forward_flops(CIFAR) / 1e9:.3f} GFLOP per forward, batch 256, "
+        f"{args.samples} samples "
         f"per epoch; MFU against the bf16 peak (fp32 on a CPU)"
     )
-    header = f"{'options':<36} {'1 epoch s':>8} {'epoch s':>9} {'samples/s':>10} {'TFLOP/s':>8} {'MFU':>6}"
+    header = (
+        f"{'options':<36} {'1 epoch s':>8} {'epoch s':>9} {'samples/s':>10} "
+        f"{'TFLOP/s':>8} {'MFU':>6}"
+    )
     print(header, flush=True)
     wrn = wrn_rows(args.samples, args.epochs, variants, bf16 if torch.cuda.is_available() else fp32)
     print(
         f"\nsmall models, {args.models} per shard, {args.small_samples} samples, 3 epochs, fp32: "
         "ensemble vs one model after another, both on the device"
     )
-    small_header = f"{'problem':<13} {'batched TF/s':>10} {'loop TF/s':>10} {'speedup':>8} {'batched s':>9} {'loop s':>7}"
+    small_header = (
+        f"{'problem':<13} {'batched TF/s':>10} {'loop TF/s':>10} {'speedup':>8} "
+        f"{'batched s':>9} {'loop s':>7}"
+    )
     print(small_header, flush=True)
     small = small_model_rows(args.models, args.small_samples, 3)
     print("\n" + "\n".join([header, *wrn, "", small_header, *small]))

@@ -91,7 +91,8 @@ def main() -> None:
         ]
     )
     print(
-        f"grid column, {args.heads} heads, {args.epochs} epochs: batched {batched:.2f} s, one by one "
+        f"grid column, {args.heads} heads, {args.epochs} epochs: "
+        f"batched {batched:.2f} s, one by one "
         f"{alone:.2f} s, speedup {alone / batched:.1f}x"
     )
 
@@ -111,8 +112,9 @@ def main() -> None:
     )
     per_head = dp_batched / args.heads
     print(
-        f"DP-Adam ({batches_per_epoch(len(sets[0]), 32)} batches per epoch): batched {per_head:.3f} s per head "
-        f"(column {dp_batched:.2f} s), Opacus {dp_opacus:.3f} s per head, speedup {dp_opacus / per_head:.1f}x"
+        f"DP-Adam ({batches_per_epoch(len(sets[0]), 32)} batches per epoch): "
+        f"batched {per_head:.3f} s per head (column {dp_batched:.2f} s), "
+        f"Opacus {dp_opacus:.3f} s per head, speedup {dp_opacus / per_head:.1f}x"
     )
 
     space = {
@@ -128,7 +130,8 @@ def main() -> None:
     together = timed(lambda: tune(x, y, classes, splits, space, list(range(len(splits)))))
     apart = timed(lambda: [tune(x, y, classes, [s], space, [k]) for k, s in enumerate(splits)])
     print(
-        f"HPO, {len(splits)} splits x {args.trials} trials: batched {together:.2f} s, one split at a time "
+        f"HPO, {len(splits)} splits x {args.trials} trials: "
+        f"batched {together:.2f} s, one split at a time "
         f"{apart:.2f} s, speedup {apart / together:.1f}x"
     )
 

@@ -1,11 +1,11 @@
 """Benchmark: training throughput of one shard, batched ensemble vs one model after another.
 
-For each problem, in one process and side by side: the fp32 matmul peak of this process
-(2048^3, same thread count), the achieved GFLOP/s of `miaflow.models.ensemble.fit_ensemble` on a shard
-and of the per-model trainer (`miaflow.models.training._fit_torch`, the `batched: false` path) on the same
+For each problem, in one process and side by side: the fp32 matmul peak of this process (2048^3,
+same thread count), the achieved GFLOP/s of `miaflow.models.ensemble.fit_ensemble` on a shard and of
+the per-model trainer (`miaflow.models.training._fit_torch`, the `batched: false` path) on the same
 shard, each as a share of the peak, and the batched / loop speedup (wall time). Shares are given
-twice: by wall time, and with training and peak both by process CPU time per thread ("cpu %
-peak"), where the waits for a core of a shared machine drop out. FLOPs are counted by torch's
+twice: by wall time, and with training and peak both by process CPU time per thread ("cpu % peak"),
+where the waits for a core of a shared machine drop out. FLOPs are counted by torch's
 FlopCounterMode on one forward (matmuls and convolutions), times 3 for a training step, plus the
 held-out forward passes both trainers make; data are random (speed does not depend on them).
 
@@ -206,7 +206,8 @@ def main() -> None:
     torch.manual_seed(0)
 
     print(
-        f"{args.models} models, {args.samples} samples, {args.epochs} epochs, {args.threads} thread(s); "
+        f"{args.models} models, {args.samples} samples, {args.epochs} epochs, "
+        f"{args.threads} thread(s); "
         f"default experiments: {experiments(PARAMS)}"
     )
     print(
@@ -215,13 +216,15 @@ def main() -> None:
     )
     print(
         f"{'problem':<13} {'peak GF/s':>9} {'batched GF/s':>12} {'% peak':>7} {'cpu % peak':>10} "
-        f"{'loop GF/s':>9} {'% peak':>7} {'cpu % peak':>10} {'speedup':>7} {'batched s':>9} {'loop s':>7}"
+        f"{'loop GF/s':>9} {'% peak':>7} {'cpu % peak':>10} {'speedup':>7} "
+        f"{'batched s':>9} {'loop s':>7}"
     )
     for name in args.problems:
         r = run(PROBLEMS[name], args.models, args.samples, args.epochs)
         print(
             f"{name:<13} {r['peak']:9.1f} {r['batched']:12.1f} {r['batched'] / r['peak']:7.1%} "
-            f"{r['batched_cpu'] / r['peak_cpu']:10.1%} {r['loop']:9.1f} {r['loop'] / r['peak']:7.1%} "
+            f"{r['batched_cpu'] / r['peak_cpu']:10.1%} {r['loop']:9.1f} "
+            f"{r['loop'] / r['peak']:7.1%} "
             f"{r['loop_cpu'] / r['peak_cpu']:10.1%} {r['batched'] / r['loop']:6.1f}x "
             f"{r['batched_s']:9.2f} {r['loop_s']:7.2f}",
             flush=True,

@@ -54,7 +54,8 @@ def _record():
     import json
     lifetime = time.perf_counter() - _started
     t = os.times()
-    modules = [m for m in list(sys.modules) if m not in ("__main__", "__mp_main__", "sitecustomize")]
+    skip = ("__main__", "__mp_main__", "sitecustomize")
+    modules = [m for m in list(sys.modules) if m not in skip]
     record = {"rule": job.rule, "lifetime": lifetime, "modules": modules,
               "cpu": t.user + t.system + t.children_user + t.children_system}
     with open(os.path.join(os.path.dirname(__file__), f"job-{os.getpid()}.json"), "w") as f:
@@ -182,7 +183,8 @@ def main() -> None:
         "--floor-repeats",
         type=int,
         default=3,
-        help="fresh interpreters per distinct set of imported modules; the fastest counts (default: 3)",
+        help="fresh interpreters per distinct set of imported modules; "
+        "the fastest counts (default: 3)",
     )
     parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it")
     args = parser.parse_args()
@@ -299,7 +301,8 @@ def report(
     shards = jobs.loc[jobs["rule"] == "train_shard", "payload"]
     if len(shards):
         print(
-            f"payload of the shortest / longest train_shard job: {shards.min():.1f} s / {shards.max():.1f} s"
+            "payload of the shortest / longest train_shard job: "
+            f"{shards.min():.1f} s / {shards.max():.1f} s"
         )
     print(f"no-op rerun: {noop:.1f} s wall ({noop / wall:.1%} of the first run)")
 

@@ -6,9 +6,10 @@ A user brings one of two things:
   reference and population models, with the membership matrix, as Parquet or CSV
   (docs/audit.md has the schema);
 * **a checkpoint**: safetensors weights of one of miaflow's architectures, trained on a subset of
-  the target pool of a miaflow dataset (the `pool` column of results/prepare/splits/<dataset>.parquet),
-  with the sample ids it trained on. Its reference and population models are then miaflow's own
-  models of that dataset and architecture, which share the pool.
+  the target pool of a miaflow dataset (the `pool` column of
+  results/prepare/splits/<dataset>.parquet), with the sample ids it trained on. Its reference and
+  population models are then miaflow's own models of that dataset and architecture, which share
+  the pool.
 
 Either becomes what attacks read, a membership matrix (`miaflow.splits.Splits`) and signals
 (`miaflow.signals`), after checks that stop at the first bad input, naming the file and the

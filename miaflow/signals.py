@@ -1,8 +1,9 @@
-"""Per-sample signals (docs/algorithms.md#signals, #numerical-stability) and the signal store that attacks read.
+"""Per-sample signals (docs/algorithms.md#signals, #numerical-stability) and the signal store that
+attacks read.
 
 Models are run once; their raw logits are cached per training shard together with the derived
-signals, in long format (one row per model and sample, docs/algorithms.md#artifacts). Attacks then read
-(models x samples) matrices of one signal at a time from a `SignalStore`, never a model.
+signals, in long format (one row per model and sample, docs/algorithms.md#artifacts). Attacks then
+read (models x samples) matrices of one signal at a time from a `SignalStore`, never a model.
 """
 
 from __future__ import annotations

@@ -145,7 +145,8 @@ class Splits:
 
 
 def _paired_masks(pool: np.ndarray, n_models: int, generator: np.random.Generator) -> np.ndarray:
-    """`n_models` masks over all samples: pairs (mask, complement) of Bernoulli(0.5) draws on `pool`."""
+    """`n_models` masks over all samples: pairs (mask, complement) of Bernoulli(0.5) draws on
+    `pool`."""
     if n_models % 2:
         raise ValueError(f"the paired design needs an even number of models, got {n_models}")
     masks = np.zeros((n_models, pool.shape[0]), dtype=bool)

@@ -65,7 +65,8 @@ def test_inference_gain_hand_computed():
     member_probs, member_labels = np.array([[0.9, 0.1], [0.3, 0.7]]), np.array([0, 1])
     reference_probs = np.array([[0.6, 0.4], [0.2, 0.8], [0.5, 0.5]])
     reference_labels = np.array([1, 1, 0])
-    # mean log h over the 2 members + mean log(1 - h) over the 3 reference points, each set on its own
+    # mean log h over the 2 members + mean log(1 - h) over the 3 reference points, each set on its
+    # own
     expected = (
         _log_sigmoid(_known_logit(member_probs, member_labels)).mean()
         + np.log(1 - 1 / (1 + np.exp(-_known_logit(reference_probs, reference_labels)))).mean()
@@ -132,7 +133,8 @@ def _toy() -> dict[str, torch.Tensor]:
 
 
 def _mlp(seed: int) -> nn.Module:
-    """Dropout draws from the global RNG in training: any draw the defense took from it would show."""
+    """Dropout draws from the global RNG in training: any draw the defense took from it would
+    show."""
     torch.manual_seed(seed)
     return nn.Sequential(
         nn.Linear(N_FEATURES, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, N_CLASSES)
@@ -199,7 +201,8 @@ def test_lambda_zero_is_plain_cross_entropy_training_and_h_still_learns():
 
     assert all(torch.equal(a, b) for a, b in zip(_weights(model), _weights(plain)))
     assert torch.equal(rng_after, torch.get_rng_state())  # same dropout draws, nothing else drawn
-    # h, trained alongside, tells members from points it never saw (its gain is not f's concern at lambda = 0)
+    # h, trained alongside, tells members from points it never saw (its gain is not f's concern at
+    # lambda = 0)
     model.eval()
     with torch.no_grad():
         scores = [

@@ -300,7 +300,8 @@ def test_metric_attacks_negate_loss_like_signals():
 
 
 def test_references_can_come_from_another_store(tmp_path):
-    """With `ref_arch`, targets come from one architecture's shards and references from another's."""
+    """With `ref_arch`, targets come from one architecture's shards and references from
+    another's."""
     store, splits = _write_toy_store(tmp_path / "a")
     other, _ = _write_toy_store(tmp_path / "b", n_reference=16, n_population=16)
     inputs, _ = attack_inputs(store, splits, repeat=0, options={}, reference_store=other)

@@ -166,7 +166,7 @@ def test_an_auxiliary_shadow_is_population_model_0(tmp_path):
     assert roc_auc_score(is_member, scores) > 0.8
 
 
-# --- Model-fpr and offline RMIA --------------------------------------------------------------------
+# --- Model-fpr and offline RMIA -------------------------------------------------------------------
 
 
 def _inputs(target: dict, reference: dict, keep: np.ndarray, **more) -> AttackInputs:

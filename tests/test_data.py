@@ -401,7 +401,11 @@ def _cifar_batch(
     """Binary CIFAR records (label bytes, then R, G, B planes) and the images they hold."""
     images = rng.integers(0, 256, size=(n, 3, 32, 32), dtype=np.uint8)
     rows = np.concatenate(
-        [*(np.asarray(l, dtype=np.uint8)[:, None] for l in labels), images.reshape(n, -1)], axis=1
+        [
+            *(np.asarray(column, dtype=np.uint8)[:, None] for column in labels),
+            images.reshape(n, -1),
+        ],
+        axis=1,
     )
     return rows.tobytes(), images
 
@@ -432,7 +436,7 @@ def test_cifar100_binary_tarball_uses_fine_labels(tmp_path: Path) -> None:
     coarse, fine = rng.integers(0, 20, size=4), rng.integers(0, 100, size=4)
     train, train_images = _cifar_batch(rng, 4, [coarse, fine])
     test, test_images = _cifar_batch(rng, 4, [coarse[::-1], fine[::-1]])
-    path = _write_tgz(
+    _write_tgz(
         tmp_path / "cifar-100-binary.tar.gz",
         {
             "cifar-100-binary/train.bin": train,

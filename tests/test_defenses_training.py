@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
+from conftest import problems_of
 from sklearn.metrics import roc_auc_score
 from test_training import toy_dataset
-from test_validation import params, problems_of  # noqa: F401 (fixture)
 
 from miaflow import config
 from miaflow.jobs.train import memguard_release
@@ -102,6 +103,12 @@ def test_memguard_releases_the_same_labels_within_its_budget_deterministically()
     assert 0 < distortion.mean() <= 0.3 + 0.05  # the budget bounds the expected distortion
     again = memguard_release(dataset, splits, ids, logits, arch, "mlp_memguard", seed=5)
     assert np.array_equal(released, again)
+
+
+@pytest.fixture
+def params(repo, monkeypatch) -> dict:
+    monkeypatch.chdir(repo)  # local dataset paths are relative to the working directory
+    return yaml.safe_load((repo / "params.yaml").read_text())
 
 
 def test_memguard_rejects_query_attacks_naming_exclude_attacks(params):

@@ -257,7 +257,7 @@ def test_empty_poisson_batches_are_steps_too_and_both_clipping_modes_train_alike
     sizes = []
     step = dpsgd.Private.step
     monkeypatch.setattr(
-        dpsgd.Private, "step", lambda self, i, l: sizes.append(len(i)) or step(self, i, l)
+        dpsgd.Private, "step", lambda self, i, labels: sizes.append(len(i)) or step(self, i, labels)
     )
     x, y = toy(8)  # q = 1/8: a batch is empty with probability (7/8)^8 ≈ 0.34
     weights = {}

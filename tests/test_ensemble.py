@@ -54,7 +54,8 @@ def max_difference(first, second) -> float:
     [("mlp", "adam"), ("mlp", "sgd"), ("cnn", "adam"), ("cnn", "sgd"), ("torch_lr", "adam")],
 )
 def test_batched_weights_equal_the_loop(arch_name, optimizer, caplog):
-    """Same seeds, same batches, same masked optimizer steps and early stops: only rounding differs."""
+    """Same seeds, same batches, same masked optimizer steps and early stops: only rounding
+    differs."""
     arch = dict(
         TORCH_LR if arch_name == "torch_lr" else ARCHS[arch_name],
         optimizer=optimizer,
@@ -105,7 +106,8 @@ def attack_auroc(dataset, splits, weights, arch) -> float:
 
 
 def noisy_dataset(seed: int, n: int = 400) -> Dataset:
-    """Four classes, one weakly informative feature among 20: generalises a little, memorises a lot."""
+    """Four classes, one weakly informative feature among 20: generalises a little, memorises a
+    lot."""
     generator = np.random.default_rng(seed)
     labels = generator.integers(0, 4, n)
     features = generator.normal(size=(n, 20)).astype(np.float32)
@@ -173,7 +175,8 @@ def test_gpu_path_options_train_on_cpu():
 
 
 def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
-    """Dropout cannot be grouped, a skip connection is caught by the forward check: both fall back."""
+    """Dropout cannot be grouped, a skip connection is caught by the forward check: both fall
+    back."""
 
     class Residual(torch.nn.Module):
         def __init__(self, width: int, n_classes: int) -> None:
@@ -314,7 +317,8 @@ def test_non_torch_shards_do_not_import_torch(repo):
     code = (
         "import sys; from tests.test_training import toy_dataset, ARCHS; "
         "from miaflow.splits import make_splits; from miaflow.models.training import train_models; "
-        "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, n_population=0); "
+        "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, "
+        "n_population=0); "
         "train_models(toy_dataset(False), splits, ['target-0'], 'lr', ARCHS['lr'], 3); "
         "print('torch' in sys.modules)"
     )
@@ -377,7 +381,8 @@ def test_members_come_back_in_the_given_order():
     ],
 )
 def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
-    """On the CPU: NHWC grouped convolutions, max-pool before ReLU, tanh by sigmoid; the modules' function."""
+    """On the CPU: NHWC grouped convolutions, max-pool before ReLU, tanh by sigmoid; the modules'
+    function."""
     modules = []
     for seed in range(3):
         torch.manual_seed(seed)

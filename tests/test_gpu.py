@@ -36,7 +36,8 @@ def test_concurrent_holders_get_distinct_devices(tmp_path, monkeypatch):
 
 
 def test_a_slurm_job_uses_its_granted_gpu_without_a_slot(tmp_path, monkeypatch):
-    """Jobs on other nodes number their devices from 0 too: a shared slot file would serialise them."""
+    """Jobs on other nodes number their devices from 0 too: a shared slot file would serialise
+    them."""
     monkeypatch.setenv("SLURM_JOB_ID", "17")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     with gpu_slot(tmp_path / "slots") as first, gpu_slot(tmp_path / "slots") as second:

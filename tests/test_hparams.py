@@ -203,7 +203,8 @@ def test_selection_picks_the_closest_column_and_never_the_targets_own():
 
 
 def test_kl_lira_recovers_the_targets_hyperparameters_when_they_are_candidates(digits):
-    """Statistical: a target trained with η_j* is matched to column j* far more often than chance."""
+    """Statistical: a target trained with η_j* is matched to column j* far more often than
+    chance."""
     x, y = digits
     etas = [HeadRecipe(10, 1e-2), HeadRecipe(50, 1e-4), HeadRecipe(100, 1e-3), HeadRecipe(20, 3e-6)]
     picked = []

@@ -217,7 +217,8 @@ import sys, torch
 from miaflow.compute import use_deterministic_algorithms
 use_deterministic_algorithms(compiled={compiled})
 inductor = sys.modules.get("torch._inductor.config")
-print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+print(torch.are_deterministic_algorithms_enabled(),
+      torch.is_deterministic_algorithms_warn_only_enabled(),
       inductor is not None and inductor.deterministic)
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -31,7 +31,8 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 
 def toy_probs(rng: np.random.Generator, n: int, member: bool) -> np.ndarray:
-    """Confidence vectors whose top class stands out by 5-9 logits (members) or 0-4 (non-members)."""
+    """Confidence vectors whose top class stands out by 5-9 logits (members) or 0-4
+    (non-members)."""
     low, high = (5.0, 9.0) if member else (0.0, 4.0)
     z = rng.normal(size=(n, N_CLASSES))
     z[np.arange(n), rng.integers(N_CLASSES, size=n)] += rng.uniform(low, high, size=n)

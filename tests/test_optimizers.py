@@ -1,4 +1,5 @@
-"""miaflow.models.optimizers: the same updates as torch.optim, bit for bit, without importing torch._dynamo."""
+"""miaflow.models.optimizers: the same updates as torch.optim, bit for bit, without importing
+torch._dynamo."""
 
 import subprocess
 import sys

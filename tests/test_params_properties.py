@@ -36,7 +36,8 @@ TOP_LEVEL = set(config.schema()["properties"])
 TIME_LIMIT_S = 20
 # Values of the wildcards that artifact paths are matched with (Snakefile `wildcard_constraints`).
 WILDCARDS = {"dataset": r"[a-z0-9_]+", "setting": r"[a-z0-9_]+", "epsilon": r"inf|\d+(\.\d+)?"}
-# A key path as messages write it: `splits.repeats`, `experiments[2].arch`, `attack_options.sm-risk`.
+# A key path as messages write it: `splits.repeats`, `experiments[2].arch`,
+# `attack_options.sm-risk`.
 KEY = re.compile(r"[A-Za-z_][\w\-]*(?:\.[\w\-/]+|\[\d+\])+|[A-Za-z_][\w\-]*")
 
 KeyPath = tuple[Any, ...]
@@ -235,7 +236,8 @@ def related(a: str, b: str) -> bool:
 
 
 def effective_path(path: KeyPath, profile: Any) -> str:
-    """A touched key as the effective config names it (a profile's override of a key is that key)."""
+    """A touched key as the effective config names it (a profile's override of a key is that
+    key)."""
     if len(path) > 2 and path[0] == "profiles" and path[1] == profile:
         path = path[2:]
     return config._key_path(path)

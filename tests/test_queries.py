@@ -271,7 +271,7 @@ def test_hopskipjump_failure_distance_uses_the_first_image():
     np.testing.assert_allclose(distance, 1.5 * np.sqrt(4))
 
 
-# --- attacks: known answers on hand-made outputs ---------------------------------------------------
+# --- attacks: known answers on hand-made outputs --------------------------------------------------
 
 
 def _known_outputs(tmp_path, modality: str, extra_blocks=()) -> tuple[str, np.ndarray]:
@@ -514,7 +514,7 @@ def test_query_augment_learns_from_the_shadow_membership(tmp_path, shadow_kind):
     assert roc_auc_score(target_members, run_attack("query-augment", flipped)) < 0.1
 
 
-# --- the rules, through the real snakemake ---------------------------------------------------------
+# --- the rules, through the real snakemake --------------------------------------------------------
 
 
 def test_query_rules_run_through_snakemake(tmp_path, repo):

@@ -28,9 +28,9 @@ def test_crop_and_flip_are_crops_of_the_padded_image_or_their_mirror():
     seen_flip = seen_plain = False
     for b, crop in enumerate(out):
         windows = [
-            (padded[b % 2, :, t : t + 5, l : l + 6], f)
-            for t in range(9)
-            for l in range(9)
+            (padded[b % 2, :, top : top + 5, left : left + 6], f)
+            for top in range(9)
+            for left in range(9)
             for f in (False, True)
         ]
         candidates = [

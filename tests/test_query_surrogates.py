@@ -85,7 +85,8 @@ def _write_experiment(root, features, labels, n_classes, logits_of, modality="ta
 
 
 def _scores(root, splits_path, signals, attack, artifacts, options=None, repeat=1):
-    """Scores of `attack` for target `repeat` through `miaflow.jobs.evaluate.score_attacks`, and its ground truth."""
+    """Scores of `attack` for target `repeat` through `miaflow.jobs.evaluate.score_attacks`, and
+    its ground truth."""
     output = root / f"{attack}.parquet"
     evaluate.score_attacks(
         splits=splits_path,

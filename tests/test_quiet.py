@@ -1,4 +1,5 @@
-"""`make run`'s quiet terminal (miaflow.workflow.quiet): everything in the log, progress on screen."""
+"""`make run`'s quiet terminal (miaflow.workflow.quiet): everything in the log, progress on
+screen."""
 
 from __future__ import annotations
 

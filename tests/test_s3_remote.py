@@ -205,7 +205,8 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
     env = command_env(home)
     keys_in_env = command_env(home, AWS_ACCESS_KEY_ID=s3.key_id, AWS_SECRET_ACCESS_KEY=s3.secret)
 
-    # The publisher: remote in .dvc/config (committed), credentials in .dvc/config.local (git-ignored).
+    # The publisher: remote in .dvc/config (committed), credentials in .dvc/config.local
+    # (git-ignored).
     run(["dvc", "remote", "add", "-d", "storage", REMOTE_URL], project, env)
     run(["dvc", "remote", "modify", "storage", "endpointurl", s3.endpoint], project, env)
     run(["dvc", "remote", "modify", "storage", "region", REGION], project, env)

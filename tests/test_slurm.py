@@ -342,7 +342,8 @@ def test_a_run_through_slurm_gives_the_artifacts_of_a_local_run(slurm_run, capsy
     with_this = f"{len(jobs)} SLURM jobs in {slurm_run['wall']:.0f} s"
     with capsys.disabled():
         print(
-            f"\nSLURM cluster started in {slurm_run['start']:.0f} s; profiles/slurm-cpu: {with_this}"
+            f"\nSLURM cluster started in {slurm_run['start']:.0f} s; "
+            f"profiles/slurm-cpu: {with_this}"
         )
     local, remote = digests(slurm_run["local"]), digests(slurm_run["cluster"])
     assert local.keys() == remote.keys() and "results/metrics.parquet" in local

@@ -248,7 +248,7 @@ def test_risk_signal_option_reads_that_signal():
         sm.privacy_risk(_risk_inputs({}), signal="confidence")
 
 
-# --- analyses --------------------------------------------------------------------------------------
+# --- analyses -------------------------------------------------------------------------------------
 
 
 def test_risk_cdf_precision_recall_and_leakage():
@@ -282,7 +282,7 @@ def test_song_mittal_attack_detects_members_of_a_memorising_target(toy, name):
         assert np.all((scores >= 0) & (scores <= 1))
 
 
-# --- tables and figures ----------------------------------------------------------------------------
+# --- tables and figures ---------------------------------------------------------------------------
 
 
 def _score_rows(attack: str, repeat: int, scores, is_member, dataset: str = "toy") -> pd.DataFrame:

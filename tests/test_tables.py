@@ -371,7 +371,8 @@ def test_table_modules_do_not_import_matplotlib():
     ]
     code = (
         f"import sys, {', '.join(modules)}\n"
-        "assert 'matplotlib' not in sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)"
+        "assert 'matplotlib' not in sys.modules, "
+        "sorted(m for m in sys.modules if 'matplotlib' in m)"
     )
     root = Path(__file__).resolve().parents[1]
     subprocess.run(

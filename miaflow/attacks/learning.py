@@ -1,4 +1,5 @@
-"""Learning-based attacks: an MLP trained on the shadow model's outputs (docs/algorithms.md#learning-based-attacks, #attack-classifier).
+"""Learning-based attacks: an MLP trained on the shadow model's outputs
+(docs/algorithms.md#learning-based-attacks, #attack-classifier).
 
 The shadow model is reference model 0 (its pool is T), or population model 0 on A when the splits
 say `shadow: auxiliary` (`AttackInputs.shadow`): its features on its pool, labelled by its own
@@ -29,11 +30,12 @@ TOP_K = 3
 ULD_FILL = -1.0  # TDDBench's stand-in for the true-label logit in ULD's max (compat quirk)
 
 
-# --- feature maps Ψ(model, i) (docs/algorithms.md#learning-based-attacks) ----------------------------------------------
+# --- feature maps Ψ(model, i) (docs/algorithms.md#learning-based-attacks) -------------------------
 
 
 def _finite_logits(signals: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Logits in float64; GBDT/LR log-probabilities of exactly 0 become log(1e-45), as signals do."""
+    """Logits in float64; GBDT/LR log-probabilities of exactly 0 become log(1e-45), as signals
+    do."""
     logits = np.asarray(signals["logits"], dtype=np.float64)
     return np.where(np.isneginf(logits), LOG_ZERO_PROB, logits)
 
@@ -82,7 +84,8 @@ def unnormalized_logit_difference(
 
 
 def features_merge(signals: Mapping[str, np.ndarray], compat_uld: bool = True) -> np.ndarray:
-    """Learn-merge: [onehot(y), ℓ, Mentr, ULD, −φ, argmax p], TDDBench's loss-like signs, (n, C+5)."""
+    """Learn-merge: [onehot(y), ℓ, Mentr, ULD, −φ, argmax p], TDDBench's loss-like signs,
+    (n, C+5)."""
     logits = _finite_logits(signals)
     labels = np.asarray(signals["label"], dtype=np.int64)
     columns = [
@@ -95,7 +98,7 @@ def features_merge(signals: Mapping[str, np.ndarray], compat_uld: bool = True) -
     return np.hstack([_one_hot(signals, logits.shape[1]), np.stack(columns, axis=1)])
 
 
-# --- the attack classifier (docs/algorithms.md#attack-classifier) -------------------------------------------------
+# --- the attack classifier (docs/algorithms.md#attack-classifier) ---------------------------------
 
 
 def train_attack_classifier(features: np.ndarray, is_member: np.ndarray, seed: int):

@@ -1,4 +1,5 @@
-"""Metric-based attacks: the target model's own per-sample signals (docs/algorithms.md#metric-based-attacks).
+"""Metric-based attacks: the target model's own per-sample signals
+(docs/algorithms.md#metric-based-attacks).
 
 No thresholds are learned and no other model is used; the ROC sweeps every threshold.
 """

@@ -148,7 +148,8 @@ def _target_rows(inputs: AttackInputs, artifact: str, columns: Sequence[str]) ->
 
 @register("query-transfer", "query", reads=(SURROGATES,))
 def query_transfer(inputs: AttackInputs) -> np.ndarray:
-    """Li & Zhang: negative true-label loss of a surrogate trained on the target's predicted labels."""
+    """Li & Zhang: negative true-label loss of a surrogate trained on the target's predicted
+    labels."""
     return -_target_rows(inputs, SURROGATES, ["loss"])["loss"].to_numpy(np.float64)
 
 

@@ -1,5 +1,6 @@
 """Attacks that calibrate the target by reference models: TDDBench's model-based family
-(docs/algorithms.md#model-based-attacks) and the LiRA variants of the literature (docs/algorithms.md#lira-variants), all with Q = 1.
+(docs/algorithms.md#model-based-attacks) and the LiRA variants of the literature
+(docs/algorithms.md#lira-variants), all with Q = 1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from miaflow.attacks.registry import AttackInputs, register
 STD_EPS = 1e-30  # added to every Gaussian standard deviation, as the reference code does
 
 
-# --- IN/OUT statistics over the reference-model axis (docs/algorithms.md#notation, #lira-variants) -----------------
+# --- IN/OUT statistics over the reference-model axis ----------------------------------------------
+# (docs/algorithms.md#notation, #lira-variants)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ def log_likelihood_ratio(
     )
 
 
-# --- Model family: target calibrated by reference models (docs/algorithms.md#model-based-attacks) ------------------
+# --- Model family: target calibrated by reference models ------------------------------------------
+# (docs/algorithms.md#model-based-attacks)
 
 
 @register("model-loss", "model", needs=("reference",))
@@ -121,7 +124,7 @@ def model_robust(inputs: AttackInputs) -> np.ndarray:
     return np.searchsorted(np.sort(r_z), r_x / gamma, side="left") / r_z.size
 
 
-# --- LiRA family on phi, Q = 1 (docs/algorithms.md#lira-variants) --------------------------------------------
+# --- LiRA family on phi, Q = 1 (docs/algorithms.md#lira-variants) ---------------------------------
 
 
 @register("lira-online", "lira", needs=("reference",))
@@ -176,7 +179,7 @@ def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
     return _norm().cdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
 
 
-# --- Model-fpr and offline RMIA (docs/algorithms.md#model-based-attacks) --------------------------------------------
+# --- Model-fpr and offline RMIA (docs/algorithms.md#model-based-attacks) --------------------------
 
 
 @register("model-fpr", "model", needs=("reference",))

@@ -3,8 +3,9 @@
 An attack is a function from `AttackInputs` (signals of the target and of reference/population
 models, never the models themselves; `miaflow.attacks.llm.LLMInputs`, cached token statistics,
 for the language-model family "llm") to one score per evaluated sample, **higher = more likely a
-member** (docs/algorithms.md#score-direction). Attacks register themselves with `register`; the workflow runs them
-by name through `run_attack`, which checks their needs and sanitises their scores.
+member** (docs/algorithms.md#score-direction). Attacks register themselves with `register`; the
+workflow runs them by name through `run_attack`, which checks their needs and sanitises their
+scores.
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def register(
 
 
 def run_attack(name: str, inputs: AttackInputs) -> np.ndarray:
-    """Scores of attack `name` as float64, with ±inf and NaN replaced (docs/algorithms.md#numerical-stability).
+    """Scores of attack `name` as float64, with ±inf and NaN replaced
+    (docs/algorithms.md#numerical-stability).
 
     For a `subset` attack NaN means "not evaluated" and stays NaN.
     """

@@ -47,11 +47,12 @@ def _shadow(inputs: AttackInputs, signal: str) -> tuple[np.ndarray, np.ndarray, 
     return np.asarray(shadow[signal]), np.asarray(shadow["label"]), members
 
 
-# --- thresholds (`_thre_setting`) ------------------------------------------------------------------
+# --- thresholds (`_thre_setting`) -----------------------------------------------------------------
 
 
 def best_threshold(train_values: np.ndarray, test_values: np.ndarray) -> float:
-    """Song & Mittal's `_thre_setting`: the threshold maximising ½(frac(train ≥ τ) + frac(test < τ)).
+    """Song & Mittal's `_thre_setting`: the threshold maximising
+    ½(frac(train ≥ τ) + frac(test < τ)).
 
     Candidates are the train values then the test values, in that order; the first candidate that
     strictly improves on the best so far (initially accuracy 0 at τ = 0) is kept, i.e. the first
@@ -172,7 +173,7 @@ def decision_accuracy(attack: str, scores: np.ndarray, is_member: np.ndarray) ->
     return 0.5 * (predicted[is_member].mean() + (~predicted[~is_member]).mean())
 
 
-# --- privacy risk score (docs/algorithms.md#privacy-risk-score) -----------------------------------------------------
+# --- privacy risk score (docs/algorithms.md#privacy-risk-score) -----------------------------------
 
 
 def risk_histograms(
@@ -294,7 +295,7 @@ def sm_risk(inputs: AttackInputs) -> np.ndarray:
     )
 
 
-# --- analyses of risk scores (docs/algorithms.md#analyses) ------------------------------------------------
+# --- analyses of risk scores (docs/algorithms.md#analyses) ----------------------------------------
 
 
 def risk_cdf(risk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

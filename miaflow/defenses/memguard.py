@@ -288,7 +288,8 @@ def memguard(
     max_iterations: int = MAX_ITERATIONS,
     step_size: float = STEP_SIZE,
 ) -> MemGuardResult:
-    """Both phases: defended confidence vectors for (n, C) probabilities under expected L1 budget ε."""
+    """Both phases: defended confidence vectors for (n, C) probabilities under expected L1
+    budget ε."""
     noisy = craft_noise(probs, classifier, max_iterations=max_iterations, step_size=step_size)
     return randomized_release(probs, noisy, classifier, budget, seed)
 

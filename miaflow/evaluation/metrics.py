@@ -52,12 +52,14 @@ def tpr_metric_name(level: float) -> str:
 
 
 def metric_names(fpr_levels: Sequence[float] = FPR_LEVELS) -> tuple[str, ...]:
-    """The metric names `attack_metrics` reports, in order; `METRIC_NAMES` for the default levels."""
+    """The metric names `attack_metrics` reports, in order; `METRIC_NAMES` for the default
+    levels."""
     return ("auroc", *map(tpr_metric_name, fpr_levels), *TAU_STAR_METRICS)
 
 
 def roc(is_member: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fpr, tpr, thresholds) with every distinct score kept, so low-FPR points are never dropped."""
+    """(fpr, tpr, thresholds) with every distinct score kept, so low-FPR points are never
+    dropped."""
     from sklearn.metrics import roc_curve
 
     member = np.asarray(is_member, dtype=bool)

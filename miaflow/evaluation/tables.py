@@ -326,7 +326,8 @@ def family_table(
                 "family": family,
                 "attacks": group["attack"].nunique(),
                 "average_auroc": f"{group['mean'].mean():.3f}",
-                "best_auroc": f"{best['mean']:.3f} ({best['attack']}, {best['dataset']}/{best['target_model']})",
+                "best_auroc": f"{best['mean']:.3f} "
+                f"({best['attack']}, {best['dataset']}/{best['target_model']})",
                 "max_wall_s": f"{mine['s'].max():.1f}" if len(mine) else MISSING,
                 "max_cpu_s": f"{mine['cpu_time'].max():.1f}" if len(mine) else MISSING,
             }

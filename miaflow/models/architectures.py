@@ -21,7 +21,8 @@ class MLP(nn.Module):
 
     `init`: torch's default initialisation, or `glorot_uniform` weights with zero biases, Keras'
     default, which the Keras-trained targets of MemGuard and Song & Mittal (Location30) start
-    from; without it their recipe, plain SGD, trains far worse (docs/algorithms.md#model-training)."""
+    from; without it their recipe, plain SGD, trains far worse
+    (docs/algorithms.md#model-training)."""
 
     def __init__(
         self,
@@ -93,7 +94,8 @@ WRN_BN_MOMENTUM = 0.9
 
 
 class WideResNetBlock(nn.Module):
-    """Pre-activation block (BN-ReLU-conv twice); a 1x1 projection of the activated input when shapes change."""
+    """Pre-activation block (BN-ReLU-conv twice); a 1x1 projection of the activated input when
+    shapes change."""
 
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
@@ -114,7 +116,8 @@ class WideResNetBlock(nn.Module):
 
 
 class WideResNet(nn.Module):
-    """WRN-depth-width as in the LiRA (objax) and TDDBench code: 3 groups of (depth-4)/6 blocks, widths 16k, 32k, 64k."""
+    """WRN-depth-width as in the LiRA (objax) and TDDBench code: 3 groups of (depth-4)/6 blocks,
+    widths 16k, 32k, 64k."""
 
     def __init__(self, in_channels: int, n_classes: int, depth: int = 28, width: int = 2) -> None:
         super().__init__()
@@ -162,7 +165,8 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    """CIFAR ResNet18 (kuangliu/TDDBench): 3x3 stride-1 stem and no max-pool, so 32x32 ends at 4x4."""
+    """CIFAR ResNet18 (kuangliu/TDDBench): 3x3 stride-1 stem and no max-pool, so 32x32 ends at
+    4x4."""
 
     def __init__(self, in_channels: int, n_classes: int) -> None:
         super().__init__()
@@ -184,7 +188,8 @@ VGG11_LAYOUT = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 
 class VGG11(nn.Module):
-    """CIFAR VGG11 with batch norm (TDDBench's vgg.py): conv(with bias)-BN-ReLU stages, one linear layer.
+    """CIFAR VGG11 with batch norm (TDDBench's vgg.py): conv(with bias)-BN-ReLU stages, one linear
+    layer.
 
     A max-pool is skipped once the map is 1 pixel wide, so inputs from 8x8 up work; at 32x32 the
     five pools reach 1x1 exactly as in the original.
@@ -214,7 +219,8 @@ class VGG11(nn.Module):
 
 
 class InvertedResidual(nn.Module):
-    """MobileNetV2 block: 1x1 expand, 3x3 depthwise, linear 1x1 project; identity skip when shapes match."""
+    """MobileNetV2 block: 1x1 expand, 3x3 depthwise, linear 1x1 project; identity skip when shapes
+    match."""
 
     def __init__(self, in_channels: int, out_channels: int, stride: int, expansion: int) -> None:
         super().__init__()
@@ -298,7 +304,8 @@ def trainable_batches(order: Any, batch_size: int, model: Any) -> list[Any]:
 def augment_images(
     x: torch.Tensor, generator: torch.Generator, padding: int = 4, pad_value: float = CROP_PAD_VALUE
 ) -> torch.Tensor:
-    """Train-time augmentation of a batch (N, C, H, W): random crop after `padding` and a horizontal flip.
+    """Train-time augmentation of a batch (N, C, H, W): random crop after `padding` and a
+    horizontal flip.
 
     Each image gets its own offsets and coin from `generator` (a CPU generator, so draws are the
     same on every device); the batch stays on its device.
@@ -317,7 +324,8 @@ def augment_images(
 def build_torch_model(
     arch: Mapping[str, Any], input_shape: Sequence[int], n_classes: int
 ) -> nn.Module:
-    """A new, randomly initialised module for an `architectures` entry of a torch image or tabular kind."""
+    """A new, randomly initialised module for an `architectures` entry of a torch image or tabular
+    kind."""
     kind = arch["kind"]
     if kind == "mlp":
         return MLP(

@@ -287,7 +287,8 @@ class _MaskedOptimizer:
                         eps=ADAM_EPS,
                         maximize=False,
                     )
-                else:  # zero momentum buffers: the first step sets them to the gradient, as torch does
+                else:
+                    # zero momentum buffers: the first step sets them to the gradient, as torch does
                     sgd(
                         views(self.params),
                         views(grads),

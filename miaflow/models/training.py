@@ -427,7 +427,8 @@ def save_shard(
         for model_id, model in weights.items()
         for name, array in model.items()
     }
-    # One metadata entry: safetensors orders several entries arbitrarily, which breaks byte identity.
+    # One metadata entry: safetensors orders several entries arbitrarily, which breaks byte
+    # identity.
     header = json.dumps(
         {**metadata, "model_ids": list(weights), "tensors_sha256": _tensors_sha256(tensors)},
         sort_keys=True,

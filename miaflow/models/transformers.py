@@ -28,7 +28,8 @@ INFERENCE_BATCH_SIZE = 256
 
 
 def _classifier(model_name: str, n_classes: int, pretrained: bool) -> Any:
-    """A sequence classifier: the pretrained backbone with a new head, or an empty shell to load weights into."""
+    """A sequence classifier: the pretrained backbone with a new head, or an empty shell to load
+    weights into."""
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
@@ -86,7 +87,8 @@ def fit_transformer(
     threads: int,
     model_id: str,
 ) -> Weights:
-    """Full fine-tuning (TDDBench's HF Trainer recipe): AdamW, linear decay to 0, gradient clipping at 1.
+    """Full fine-tuning (TDDBench's HF Trainer recipe): AdamW, linear decay to 0, gradient clipping
+    at 1.
 
     With patience > 0 the held-out accuracy is checked every epoch, the best weights are kept and
     training stops after `patience` epochs without a strict improvement (HF EarlyStoppingCallback).

@@ -55,7 +55,10 @@ def crop_and_flip(
     left = generator.integers(0, 2 * padding + 1, size=len(images))
     flip = generator.random(len(images)) < 0.5
     crops = torch.stack(
-        [padded[b, :, t : t + height, l : l + width] for b, (t, l) in enumerate(zip(top, left))]
+        [
+            padded[b, :, row : row + height, col : col + width]
+            for b, (row, col) in enumerate(zip(top, left))
+        ]
     )
     return torch.where(
         torch.from_numpy(flip).to(images.device)[:, None, None, None], crops.flip(-1), crops

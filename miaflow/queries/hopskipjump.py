@@ -1,4 +1,5 @@
-"""Untargeted L2 HopSkipJump (Chen et al.), label-only, for Query-adv on images (docs/algorithms.md#query-based-attacks).
+"""Untargeted L2 HopSkipJump (Chen et al.), label-only, for Query-adv on images
+(docs/algorithms.md#query-based-attacks).
 
 Follows the outline of ART's `HopSkipJump` (the implementation TDDBench calls) step by step, but
 runs a whole batch of points in lockstep so that every model call is one large batch: the uniform
@@ -160,7 +161,8 @@ def boundary_distances(
     batch_size: int,
     seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Query-adv distance d_i and HSJ success per point (docs/algorithms.md#query-based-attacks), float64 and bool.
+    """Query-adv distance d_i and HSJ success per point (docs/algorithms.md#query-based-attacks),
+    float64 and bool.
 
     `logits_of` maps a float32 torch batch (N, *feature_shape) to logits. Misclassified points
     get d = 0; a failed attack gets d = (max(x_0) − min(x_0))·sqrt(dim) of the first point x_0.

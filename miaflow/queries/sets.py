@@ -1,4 +1,5 @@
-"""Query inputs of the query-based attacks (docs/algorithms.md#query-budgets, #query-based-attacks, #artifacts) and model outputs on them.
+"""Query inputs of the query-based attacks (docs/algorithms.md#query-budgets, #query-based-attacks,
+#artifacts) and model outputs on them.
 
 Every attack query is generated here, once per dataset, from a named seed, so the same query set
 serves every target model and the shadow model (reference-0):
@@ -86,7 +87,8 @@ def read_queries(table: pa.Table, feature_shape: Sequence[int]) -> Blocks:
 
 
 def is_binary(features: np.ndarray) -> bool:
-    """True when every value is exactly 0 or 1 (then neighbours flip bits, docs/algorithms.md#query-based-attacks)."""
+    """True when every value is exactly 0 or 1 (then neighbours flip bits,
+    docs/algorithms.md#query-based-attacks)."""
     return bool(np.isin(features, (0.0, 1.0)).all())
 
 
@@ -185,7 +187,8 @@ def rotate(images: np.ndarray, angle: float) -> np.ndarray:
 
 
 def cutmix(features: np.ndarray, fraction: float, generator: Any) -> np.ndarray:
-    """One cutmix variant of a tabular pool, exactly as TDDBench (docs/algorithms.md#query-based-attacks).
+    """One cutmix variant of a tabular pool, exactly as TDDBench
+    (docs/algorithms.md#query-based-attacks).
 
     Samples are processed in order; each gets ⌊fraction·F⌋ distinct features overwritten by a
     random donor's *current* values (the donor may be itself or an already modified row). With
@@ -299,7 +302,8 @@ def query_outputs(
     model_ids: Sequence[str],
     logits_of: Callable[[np.ndarray], np.ndarray],
 ) -> pa.Table:
-    """Logits and signals of every model on every query block, long format (docs/algorithms.md#artifacts).
+    """Logits and signals of every model on every query block, long format
+    (docs/algorithms.md#artifacts).
 
     `logits_of(features)` returns (len(model_ids), n, C) logits; it is called once on all queries.
     Rows: (model_id, sample_id, label, logits, signals..., query_kind, query_index).

@@ -27,7 +27,8 @@ def module_file(module: str, root: Path = ROOT) -> Path | None:
 
 
 def imported_modules(module: str, root: Path = ROOT) -> set[str]:
-    """Modules of the package that `module`'s source imports anywhere, with their parent packages."""
+    """Modules of the package that `module`'s source imports anywhere, with their parent
+    packages."""
     path = module_file(module, root)
     if path is None:
         raise ModuleNotFoundError(f"no module {module} below {root}")

@@ -201,7 +201,8 @@ def model_ids(config: Mapping[str, Any]) -> list[str]:
 
 
 def models_per_job(config: Mapping[str, Any]) -> int:
-    """`training.models_per_job`, with `auto` resolved to balanced shards of <= AUTO_MODELS_PER_JOB."""
+    """`training.models_per_job`, with `auto` resolved to balanced shards of <=
+    AUTO_MODELS_PER_JOB."""
     size, total = config["training"]["models_per_job"], len(model_ids(config))
     if size == "auto":
         return math.ceil(total / math.ceil(total / AUTO_MODELS_PER_JOB))

@@ -95,7 +95,8 @@ def job_seconds(root: Path) -> tuple[float, int]:
 
 
 def _count_stems(folder: Path) -> int:
-    """Tables or figures in a folder, each counted once over its formats (csv, md, tex; png, ...)."""
+    """Tables or figures in a folder, each counted once over its formats (csv, md, tex; png,
+    ...)."""
     return (
         len({p.name.split(".")[0] for p in folder.iterdir() if p.is_file()})
         if folder.is_dir()
