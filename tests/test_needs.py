@@ -86,7 +86,7 @@ def test_the_listing_says_gpu_jobs_models_downloads_and_what_has_no_records(tmp_
         "  d: data/raw/d/file.csv",
         "Job time per stage (mean seconds per job of each rule x the plan's jobs; records: "
         "records/):",
-        "  prepare            0.0 s over 1 jobs; no records for rule download_dataset (1 jobs)",
+        "  prepare      no estimate over 1 jobs; no records for rule download_dataset (1 jobs)",
         "  train         3 min 00 s over 2 jobs",
         "  total         3 min 00 s of job time (jobs in parallel add up; divide by the cores or "
         "GPUs a run has)",

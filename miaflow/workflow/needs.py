@@ -188,7 +188,8 @@ def _times(table: pd.DataFrame, based_on: str) -> list[str]:
     for stage, rows in table.groupby("stage", sort=False):
         known = rows.dropna(subset=["mean_s"])
         unknown = rows[rows["mean_s"].isna()]
-        text = f"  {stage:<9} {duration(known['seconds'].sum()):>14} over {int(rows['jobs'].sum())} jobs"
+        time = duration(known["seconds"].sum()) if len(known) else "no estimate"
+        text = f"  {stage:<9} {time:>14} over {int(rows['jobs'].sum())} jobs"
         if len(unknown):
             text += "; no records for rule " + ", ".join(
                 f"{row.rule} ({row.jobs} jobs)" for row in unknown.itertuples())
