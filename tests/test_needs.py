@@ -106,6 +106,7 @@ def test_the_paper_profile_needs_hub_models_and_downloads(tmp_path, monkeypatch)
 
 
 def test_config_overrides_select_the_profile():
-    assert effective_config(["profile=real-cpu"], REPO / "params.yaml")["profile"] == "real-cpu"
+    chosen = effective_config(["profile=real-cpu", "seed=7"], REPO / "params.yaml")
+    assert chosen["profile"] == "real-cpu" and chosen["seed"] == 7
     with pytest.raises(Exception, match="nope"):
         effective_config(["profile=nope"], REPO / "params.yaml")

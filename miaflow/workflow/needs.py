@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from miaflow import config as params
 from miaflow.progress import duration
@@ -79,12 +80,13 @@ def dry_run(overrides: Sequence[str], everything: bool) -> str:
 
 
 def effective_config(overrides: Sequence[str], path: Path = Path("params.yaml")) -> dict[str, Any]:
-    """params.yaml with `--config KEY=VALUE` overrides of top-level keys (such as profile),
-    validated: the config the Snakefile runs with, its paths relative to the project."""
+    """params.yaml with `--config KEY=VALUE` overrides of top-level keys (such as profile; the
+    value read as YAML, as Snakemake reads it), validated: the config the Snakefile runs with,
+    its paths relative to the project."""
     raw = params.read(path)
     for item in overrides:
         key, _, value = item.partition("=")
-        raw[key] = value
+        raw[key] = yaml.safe_load(value)
     return params.validate(raw)
 
 
