@@ -13,7 +13,7 @@ is a folder of its own whose entries are links, so that downloads land in the pr
 data/raw/ while a run's sweep of its own data/ for dead writers' temporary files
 (miaflow.workflow.resume) does not reach into another live run's downloads. The GPU slots
 (miaflow.compute) are the project's, shared by runs side by side. Relative paths in params that
-leave the project (`../shared/...`) are rewritten to name the same files from runs/NAME/.
+leave the project (`../data/...`) are rewritten to name the same files from runs/NAME/.
 """
 
 from __future__ import annotations
