@@ -37,6 +37,8 @@ PROJECT = Path(workflow.main_snakefile).resolve().parent
 if workflow.overwrite_workdir is None and (
         elsewhere := profiles.working_directory(config, PROJECT)) is not None:
     workdir: profiles.link_project(PROJECT, elsewhere)
+    if workflow.is_main_process:
+        print(f"profile {config['profile']} runs in {elsewhere}/", file=sys.stderr)
     config.update(profiles.relocated(config, len(elsewhere.relative_to(PROJECT).parts)))
 
 
