@@ -48,21 +48,16 @@ class Job:
 
 
 def planned_jobs(dry_run: str) -> list[Job]:
-    """The jobs of `snakemake -n` output (not --quiet): each job's rule and the GPUs its
-    resources declare."""
-    jobs: list[Job] = []
-    rule = None
-    for line in dry_run.splitlines() + [""]:
-        started = _JOB.match(line.strip())
-        if started or not line.strip():
-            if rule is not None:
-                jobs.append(Job(rule, gpus))
-                rule = None
-            if started:
-                rule, gpus = started[1], 0
-        elif rule is not None and line.strip().startswith("resources:"):
-            found = _GPU.search(line)
-            gpus = int(found[1]) if found else 0
+    """The jobs of `snakemake -n` output (not --quiet), one per paragraph that starts a rule:
+    each job's rule and the GPUs its resources declare."""
+    jobs = []
+    for paragraph in re.split(r"\n\s*\n", dry_run):
+        lines = [line.strip() for line in paragraph.splitlines()]
+        rule = next((found[1] for line in lines if (found := _JOB.match(line))), None)
+        if rule is not None:
+            resources = next((line for line in lines if line.startswith("resources:")), "")
+            gpus = _GPU.search(resources)
+            jobs.append(Job(rule, int(gpus[1]) if gpus else 0))
     return jobs
 
 
@@ -139,9 +134,11 @@ def downloads(config: Mapping[str, Any]) -> dict[str, list[Path]]:
     download_dataset fetches those under data/raw/; a missing `path` copy stops validation)."""
     from miaflow.data import source_paths
 
-    missing = {dataset: [path for path in source_paths(dataset, plan.dataset_options(config, dataset))
-                         if not path.is_file()]
-               for dataset in plan.datasets(config)}
+    def absent(dataset: str) -> list[Path]:
+        options = plan.dataset_options(config, dataset)
+        return [path for path in source_paths(dataset, options) if not path.is_file()]
+
+    missing = {dataset: absent(dataset) for dataset in plan.datasets(config)}
     return {dataset: paths for dataset, paths in missing.items() if paths}
 
 
@@ -158,8 +155,8 @@ def rule_seconds(records: Path) -> pd.Series:
 
 def estimate(counts: Mapping[str, int], seconds: Mapping[str, float],
              stage_of: Mapping[str, str]) -> pd.DataFrame:
-    """Per planned rule (target rules left out): stage, jobs, mean seconds per job (NaN without records) and their
-    product, the rule's job time; ordered by stage, then rule."""
+    """Per planned rule (target rules left out): stage, jobs, mean seconds per job (NaN without
+    records) and their product, the rule's job time; ordered by stage, then rule."""
     order = {stage: k for k, stage in enumerate(stages.STAGES)}
     rows = [{"stage": stage_of.get(rule, "?"), "rule": rule, "jobs": jobs,
              "mean_s": seconds.get(rule, float("nan"))}
@@ -220,8 +217,9 @@ def needs(jobs: Iterable[Job], models: Mapping[str, list[str]], missing: Mapping
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m miaflow.workflow.needs",
-                                     description="What a plan needs: GPUs, models, downloads, time.")
+    parser = argparse.ArgumentParser(
+        prog="python -m miaflow.workflow.needs",
+        description="What a plan needs: GPUs, models, downloads, time.")
     parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
                         help="as for snakemake, e.g. profile=paper")
     parser.add_argument("--all", action="store_true",
