@@ -18,14 +18,32 @@ params.yaml is the config; it is validated here, before any job starts. Logic li
 
 import os
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
+from miaflow.workflow import profiles
 from miaflow.workflow.start import SWEPT, runs_jobs, start
 
 
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
+
+
+# A profile chosen on the command line (`--config profile=NAME`, not the one params.yaml selects)
+# runs in runs/NAME/, beside the selected profile's results/ and records/, which it leaves as they
+# are (miaflow.workflow.profiles), unless `--directory` names the working directory.
+PROJECT = Path(workflow.main_snakefile).resolve().parent
+if (
+    workflow.overwrite_workdir is None
+    and (elsewhere := profiles.working_directory(config, PROJECT)) is not None
+):
+
+    workdir: profiles.link_project(PROJECT, elsewhere)
+
+    if workflow.is_main_process:
+        print(f"profile {config['profile']} runs in {elsewhere}/", file=sys.stderr)
+    config.update(profiles.relocated(config, len(elsewhere.relative_to(PROJECT).parts)))
 
 
 # `snakemake --report report.html`: this description heads the report (results: rules/report.smk).

@@ -233,3 +233,37 @@ def test_the_audit_stage_prints_each_audits_best_attacks(tmp_path: Path, capsys)
     assert BEST == 3 and "AUROC 0.900, TPR@1%FPR 0.050  (over 1 target model)" in printed[2]
     audit(metrics=[])
     assert capsys.readouterr().out.startswith("No audits configured")
+
+
+def test_dvc_metrics_file_is_the_headline_and_the_contract_keeps_every_metric(tmp_path):
+    """results/summary.json (`dvc metrics show`): the best attack per experiment, a handful of
+    numbers each; results/metrics.parquet: every row of the experiments' metrics."""
+    from miaflow.jobs.report import collect_metrics
+
+    metrics = synthetic_metrics()
+    parts = []
+    for dataset, rows in metrics.groupby("dataset"):
+        parts.append(tmp_path / f"{dataset}.parquet")
+        io.write_parquet(parts[-1], rows.reset_index(drop=True))
+    collect_metrics(
+        experiment_metrics=parts,
+        metrics=tmp_path / "metrics.parquet",
+        summary=tmp_path / "summary.json",
+    )
+    assert len(io.read_parquet(tmp_path / "metrics.parquet")) == len(metrics)
+    headline = io.read_json(tmp_path / "summary.json")
+    assert sorted(headline) == ["adult/catboost", "adult/mlp", "digits/cnn", "text/gpt2"]
+    assert headline["digits/cnn"] == {
+        "best_attack": "lira",
+        "auroc": 0.7,
+        "auroc_std": 0.02,
+        "tpr_at_1pct_fpr": 0.1,
+        "target_models": 3,
+    }
+    assert headline["text/gpt2"] == {
+        "best_attack": "mink",
+        "auroc": 0.65,
+        "auroc_std": None,
+        "tpr_at_1pct_fpr": None,
+        "target_models": 1,
+    }

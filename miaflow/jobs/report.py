@@ -16,8 +16,6 @@ from miaflow import io
 from miaflow.jobs.common import Paths
 from miaflow.workflow.plan import Experiment
 
-HEADLINE_METRICS = ("auroc", "tpr_at_1pct_fpr")  # in DVC's metrics summary
-
 
 def _file_named(paths: Paths, name: str) -> Path:
     """The one path among `paths` whose file name is `name`."""
@@ -61,18 +59,29 @@ def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
 
 
 def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path, summary: str | Path) -> None:
-    """The `results/metrics.parquet` contract and DVC's metrics file (mean over repeats)."""
-    from miaflow.evaluation.metrics import summary as mean_over_repeats
+    """The `results/metrics.parquet` contract and DVC's metrics file, a headline that `dvc
+    metrics show` prints in a few lines: per experiment, the attack of the highest mean AUROC
+    (`miaflow.workflow.summary.best_attacks`), its AUROC (mean, std), its TPR at 1% FPR (or the
+    lowest FPR measured) and the number of target models. Every metric stays in `metrics`."""
+    from miaflow.workflow.summary import best_attacks
 
     long = _concat(experiment_metrics)
     io.write_parquet(metrics, long)
-    means = mean_over_repeats(long)
-    headline = means[means["metric"].isin(HEADLINE_METRICS)]
-    nested: dict[str, Any] = {}
-    for row in headline.itertuples(index=False):
-        experiment = nested.setdefault(f"{row.dataset}/{row.target_model}", {})
-        experiment.setdefault(row.attack, {})[row.metric] = round(float(row.mean), 6)
-    io.write_json(summary, nested)
+    headline = {}
+    for row in best_attacks(long).itertuples(index=False):
+        headline[f"{row.dataset}/{row.target_model}"] = {
+            "best_attack": row.attack,
+            "auroc": _rounded(row.auroc),
+            "auroc_std": _rounded(row.auroc_std),
+            "target_models": int(row.target_models),
+            **({} if row.tpr_metric is None else {row.tpr_metric: _rounded(row.tpr)}),
+        }
+    io.write_json(summary, headline)
+
+
+def _rounded(value: float) -> float | None:
+    """Six decimals; None (JSON null) for NaN, e.g. the std of one target model."""
+    return None if pd.isna(value) else round(float(value), 6)
 
 
 def collect_models(*, records: Paths, models: str | Path) -> None:
