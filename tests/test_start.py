@@ -178,7 +178,11 @@ def test_make_run_sweeps_once_then_tells_the_stage_commands(damaged: Path):
     """`make run` runs this module, which removes the damage, then `dvc repro` with SWEPT."""
     repo = Path(__file__).resolve().parents[1]
     recipe = (repo / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
-    assert f"python -m miaflow.workflow.start && {SWEPT}=1 dvc repro" in recipe
+    command = " ".join(recipe.replace("\\\n", " ").split())  # one line, as the shell reads it
+    assert (
+        f"python -m miaflow.workflow.start && {SWEPT}=1 "
+        "python -m miaflow.workflow.quiet records/make-run.log -- dvc repro"
+    ) in command
     result = subprocess.run(
         [sys.executable, "-m", "miaflow.workflow.start"],
         capture_output=True,
