@@ -139,6 +139,21 @@ def test_the_whole_config_reaches_only_plan_functions(repo):
             )
 
 
+MODULE_LINES = 400  # a module longer than this says why in its docstring
+
+
+def test_a_long_module_says_why_in_its_docstring(repo):
+    """A newcomer reads a module in one sitting: over MODULE_LINES lines, its docstring must give
+    the reason ("Over 400 lines because ...") instead of the module being split by concern."""
+    unexplained = [
+        str(path.relative_to(repo))
+        for path in sorted((repo / "miaflow").rglob("*.py"))
+        if len(path.read_text().splitlines()) > MODULE_LINES
+        and "Over 400 lines" not in (ast.get_docstring(ast.parse(path.read_text())) or "")
+    ]
+    assert not unexplained, unexplained
+
+
 def test_common_rule_file_holds_only_what_several_stage_files_read(repo):
     """rules/common.smk is the contract between stages: a name one stage file alone reads (or
     none) belongs at the top of that file. A stage file reads only its own names and the common

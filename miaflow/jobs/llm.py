@@ -5,6 +5,10 @@ tokenizer and scratch models, or a packaged checkpoint converted once, fine-tune
 token statistics on the texts it is attacked on, their lower-cased copies and neighbours; ReCaLL's
 conditional likelihoods and EM-MIA's pairwise matrix (in shards by prefix); then every attack's
 scores, metrics, ROC curves and EM-MIA's iterates.
+
+Over 400 lines because it holds one keyword-only function per rule of rules/llm.smk (stage = rule
+file = jobs module), each adapting files to `miaflow.llm` and `miaflow.attacks.llm`, where the
+logic is.
 """
 
 from __future__ import annotations
