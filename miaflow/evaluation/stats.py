@@ -447,8 +447,8 @@ def _sample_tests(
             for at in repeats:
                 pair = values[at][:, [column[attack_a], column[attack_b]]]
                 kept = ~np.isnan(pair).any(axis=1)
-                if member[at][kept].all() or not member[at][kept].any():
-                    continue  # no ROC without both members and non-members
+                if not 2 <= member[at][kept].sum() <= kept.sum() - 2:
+                    continue  # DeLong's variances need two members and two non-members
                 a.append(pair[kept, 0])
                 b.append(pair[kept, 1])
                 members.append(member[at][kept])

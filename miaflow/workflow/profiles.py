@@ -18,6 +18,7 @@ leave the project (`../data/...`) are rewritten to name the same files from runs
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,7 +73,8 @@ def link_project(root: Path, directory: Path) -> Path:
 def _link(target: Path, link: Path) -> None:
     """A relative symbolic link, so that the project can move with its runs."""
     if not link.is_symlink() and not link.exists():
-        link.symlink_to(os.path.relpath(target, link.parent))
+        with contextlib.suppress(FileExistsError):  # another parse linked it meanwhile
+            link.symlink_to(os.path.relpath(target, link.parent))
 
 
 def relocated(value: Any, depth: int) -> Any:

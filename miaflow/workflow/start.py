@@ -86,7 +86,7 @@ def command_line() -> argparse.Namespace | None:
 
 def executes(args: argparse.Namespace) -> bool:
     """Whether a `snakemake` command line runs jobs (`--report` after a run does)."""
-    chosen = {name for name in NON_EXECUTING if getattr(args, name) not in (None, False)}
+    chosen = {name for name in NON_EXECUTING if getattr(args, name, None) not in (None, False)}
     if args.report_after_run:
         chosen.discard("reporter")
     return not chosen

@@ -31,6 +31,7 @@ REPORT = Path("report.html")
 RECORDS = Path("records")
 COST_TABLE = RECORDS / "report/cost.md"
 HEADLINE_TABLE = TABLES / "auroc.md"
+LLM_TABLE = TABLES / "llm.md"  # the language-model attacks, which auroc.md leaves out
 PREFERRED_TPR = "tpr_at_1pct_fpr"  # the headline low-FPR metric (results/summary.json's too)
 TPR_NAME = re.compile(r"tpr_at_([\d.]+)pct_fpr")
 
@@ -135,7 +136,7 @@ def _best_lines(root: Path) -> list[str]:
     columns = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
     return [
         "Best attack per experiment (mean AUROC ± std over its target models, as in "
-        f"{root / HEADLINE_TABLE}):",
+        f"{root / HEADLINE_TABLE}; language models: {root / LLM_TABLE}):",
         *best_lines(io.read_parquet(root / METRICS, columns=columns)),
     ]
 
