@@ -229,7 +229,7 @@ def test_tables_and_figures(project):
         "prepare_dataset",
         "train_shard",
         "score_attacks",
-        "hparam_grid",
+        "hparam_run",
         "llm_train",
         "audit_outputs",
     } <= set(cost["rule"])  # intermediate jobs of every stage too
@@ -326,9 +326,7 @@ LLM_RULES = {
 HPARAM_RULES = {
     "hparam_splits",
     "hparam_noise",
-    "hparam_trials",
-    "hparam_grid",
-    "hparam_attacks",
+    "hparam_run",
     "hparam_bound",
     "hparam_collect",
 }
