@@ -33,8 +33,11 @@ run: setup
 	MIAFLOW_SWEPT=1 python -m miaflow.workflow.quiet records/make-run.log -- dvc repro && echo && \
 	python -m miaflow.workflow.summary --started $$started
 
+# Two pytest-xdist workers (tests/conftest.py groups the tests and builds shared runs once);
+# the 10 slowest tests and pytest's closing line with the total time.
+TEST_WORKERS ?= 2
 test: lint
-	python -m pytest -p no:cacheprovider --durations=10
+	python -m pytest -p no:cacheprovider --durations=10 -n $(TEST_WORKERS) --dist loadgroup
 
 # ruff (lint and format) and snakefmt: fails on any finding; `make format` fixes what it can.
 lint: setup

@@ -1,15 +1,21 @@
 """Shared fixtures: paths to the repository and the real datasets beside it, a check that a
 figure is a reproducible PNG, one finished run of the tiny end-to-end config that several test
 modules read (each works on its own copy, so none sees another's changes), and `problems_of`, the
-validation message of an invalid config."""
+validation message of an invalid config.
+
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the tests of a
+module stay on one worker (its module fixtures are built once), the finished tiny run is built
+once whichever worker asks first (a file lock), and the modules with whole runs start first."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -85,11 +91,23 @@ def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
 def finished_run(tmp_path_factory) -> Path:
     """A project after `dvc repro` of the tiny config with README's audit example
     (tests/test_workflow_e2e.py). Read only:
-    a test that changes anything works on `copy_of_finished_run`."""
+    a test that changes anything works on `copy_of_finished_run`.
+
+    Built once per `make test`: under pytest-xdist the first worker to ask builds it in the
+    folder all workers share, holding a lock that a second worker waits on, then reads."""
     from test_workflow_e2e import run, tiny_project
 
-    root = tiny_project(tmp_path_factory.mktemp("finished") / "project")
-    run(["dvc", "repro"], root)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        root = tiny_project(tmp_path_factory.mktemp("finished") / "project")
+        run(["dvc", "repro"], root)
+        return root
+    shared = tmp_path_factory.getbasetemp().parent / "finished"  # this session's, every worker's
+    with FileLock(f"{shared}.lock"):
+        root, done = shared / "project", shared / "built"
+        if not done.exists():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that failed building it
+            run(["dvc", "repro"], tiny_project(root))
+            done.touch()
     return root
 
 
@@ -111,6 +129,30 @@ def problems_of(params: dict) -> str:
 @pytest.fixture
 def copy_of_finished_run(finished_run, tmp_path) -> Path:
     return copy_project(finished_run, tmp_path / "project")
+
+
+# Modules with whole runs, longest first: under xdist they start first, one worker each, so
+# that the last tests to finish are short ones. The rest keep pytest's order.
+WHOLE_RUNS_FIRST = (
+    "test_workflow_e2e.py",  # builds the finished tiny run the other modules below read
+    "test_resume_e2e.py",  # a second tiny run, killed and resumed
+    "test_slurm.py",
+    "test_defenses_e2e.py",
+    "test_report_browser.py",
+    "test_s3_remote.py",
+    "test_audit_e2e.py",
+    "test_queries_workflow.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items: list) -> None:
+    """Each test in the xdist group of its module (read by `--dist loadgroup`), and the modules
+    of WHOLE_RUNS_FIRST first, in that order."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(item.path.name))
+    rank = {name: k for k, name in enumerate(WHOLE_RUNS_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 OPT_IN_MARKERS = ("slurm", "s3", "browser", "audit")
