@@ -3,9 +3,10 @@ figure is a reproducible PNG, one finished run of the tiny end-to-end config tha
 modules read (each works on its own copy, so none sees another's changes), and `problems_of`, the
 validation message of an invalid config.
 
-`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the tests of a
-module stay on one worker (its module fixtures are built once), the finished tiny run is built
-once whichever worker asks first (a file lock), and the modules with whole runs start first."""
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile
+--no-loadscope-reorder`): the tests of a module stay on one worker (its module fixtures are built
+once), the modules with whole runs start first (WHOLE_RUNS_FIRST), and the finished tiny run is
+built once, by whichever worker asks first (a file lock)."""
 
 from __future__ import annotations
 
@@ -131,11 +132,12 @@ def copy_of_finished_run(finished_run, tmp_path) -> Path:
     return copy_project(finished_run, tmp_path / "project")
 
 
-# Modules with whole runs, longest first: under xdist they start first, one worker each, so
-# that the last tests to finish are short ones. The rest keep pytest's order.
+# Modules with whole runs, longest first. Under xdist (`--dist loadfile --no-loadscope-reorder`
+# hands out whole modules in this order) one worker starts the first, the other the second, and
+# the last tests to finish are short ones; the rest keep pytest's order.
 WHOLE_RUNS_FIRST = (
-    "test_workflow_e2e.py",  # builds the finished tiny run the other modules below read
-    "test_resume_e2e.py",  # a second tiny run, killed and resumed
+    "test_workflow_e2e.py",  # builds the finished tiny run that the modules below read
+    "test_resume_e2e.py",  # a second tiny run, killed and resumed, meanwhile
     "test_slurm.py",
     "test_defenses_e2e.py",
     "test_report_browser.py",
@@ -145,12 +147,8 @@ WHOLE_RUNS_FIRST = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items: list) -> None:
-    """Each test in the xdist group of its module (read by `--dist loadgroup`), and the modules
-    of WHOLE_RUNS_FIRST first, in that order."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(item.path.name))
+def pytest_collection_modifyitems(items: list) -> None:
+    """The modules of WHOLE_RUNS_FIRST first, in that order."""
     rank = {name: k for k, name in enumerate(WHOLE_RUNS_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
