@@ -184,6 +184,9 @@ rule llm_neighbors:
         "records/llm/benchmarks/llm_neighbors/{dataset}/{lm}.tsv"
     conda:
         SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=int(LLM["neighbors"]["generator"] == "masked_lm"),
     params:
         options=LLM["neighbors"],
         seed=config["seed"],

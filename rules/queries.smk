@@ -4,7 +4,16 @@
 
 # --- this stage's own paths and input functions ----------------------------------------------
 # (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
+from miaflow.models.kinds import KINDS
+
 QUERY_SET = "results/queries/sets/{dataset}.parquet"
+# Whether a dataset's query set is raw text (masked-LM neighbours, torch): some experiment on it
+# trains an architecture kind that reads raw strings.
+raw_text_queries = lambda w: any(
+    KINDS[config["architectures"][e.arch]["kind"]].raw_text
+    for e in EXPERIMENTS
+    if e.dataset == w.dataset
+)
 # Input function: `pattern` for every shard of the job's {dataset} and {arch}.
 job_shards = lambda pattern: lambda w: [
     pattern.format(dataset=w.dataset, arch=w.arch, shard=k) for k in range(len(SHARDS))
@@ -25,7 +34,8 @@ QUERY_TARGETS = sorted(
 
 
 rule query_sets:
-    """Neighbour and augmentation queries of one dataset's target pool."""
+    """Neighbour and augmentation queries of one dataset's target pool (raw text: masked-LM
+    substitutions)."""
     input:
         data=DATA,
         splits=SPLITS,
@@ -38,6 +48,9 @@ rule query_sets:
         "records/queries/benchmarks/query_sets/{dataset}.tsv"
     conda:
         SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=lambda w: int(raw_text_queries(w)),
     params:
         neighbour=plan.attack_options(config, "query-neighbor"),
         augment=plan.attack_options(config, "query-augment"),

@@ -1,7 +1,7 @@
 """Shared fixtures: paths to the repository and the real datasets beside it, a check that a
-figure is a reproducible PNG, one finished run of the tiny end-to-end config that several test
-modules read (each works on its own copy, so none sees another's changes), and `problems_of`, the
-validation message of an invalid config.
+figure is a reproducible PNG, a tiny masked-LM checkpoint trained on toy texts, one finished run
+of the tiny end-to-end config that several test modules read (each works on its own copy, so none
+sees another's changes), and `problems_of`, the validation message of an invalid config.
 
 `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile
 --no-loadscope-reorder`): the tests of a module stay on one worker (its module fixtures are built
@@ -86,6 +86,39 @@ def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
         return data
 
     return check
+
+
+TOY_WORDS = (
+    "the a film plot actor story was is good bad dull great long short fine and but very not"
+).split()
+
+
+def toy_texts(n: int, seed: int, words: tuple[int, int] = (6, 20)) -> list[str]:
+    """`n` texts of random words from a small vocabulary (each word one token of a tokenizer
+    trained on them)."""
+    import numpy as np
+
+    draw = np.random.default_rng(seed)
+    return [" ".join(draw.choice(TOY_WORDS, draw.integers(*words))) for _ in range(n)]
+
+
+@pytest.fixture(scope="session")
+def tiny_masked_lm(tmp_path_factory) -> Path:
+    """A checkpoint directory: a tiny BertForMaskedLM built from a config, with a WordPiece
+    tokenizer trained on toy texts (`miaflow.llm.neighbors.train_masked_lm`; no download). It
+    also serves as the pretrained backbone of tiny transformer classifiers and regressors."""
+    import torch
+
+    from miaflow.llm.neighbors import train_masked_lm
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a job; a second thread only spins on the shared machine
+    model, tokenizer = train_masked_lm(toy_texts(200, seed=0), seed=0)
+    torch.set_num_threads(threads)
+    directory = tmp_path_factory.mktemp("tiny-masked-lm")
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
 
 
 @pytest.fixture(scope="session")

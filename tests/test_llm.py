@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 import pytest
 import torch
+from conftest import toy_texts
 from sklearn.metrics import roc_auc_score
 
 from miaflow.attacks import run_attack
@@ -311,6 +313,68 @@ def test_word_swap_neighbours_are_seeded_per_text(texts):
         for neighbour in own:
             changed = sum(a != b for a, b in zip(text.split(), neighbour.split()))
             assert len(neighbour.split()) == len(text.split()) and changed >= 1
+
+
+@pytest.fixture(scope="module")
+def masked_lm(tiny_masked_lm) -> neighbors.MaskedLM:
+    return neighbors.load_masked_lm(str(tiny_masked_lm), [], seed=0)
+
+
+def test_masked_lm_refills_the_requested_share_of_tokens_never_with_the_original(masked_lm):
+    # Every toy word is one token of the tiny tokenizer, so a refilled token is a changed word.
+    texts = toy_texts(12, seed=1, words=(8, 13))
+    made = neighbors.masked_lm_neighbours(
+        texts, range(12), masked_lm, n_neighbors=4, fraction=0.25, seed=3
+    )
+    for text, own in zip(texts, made):
+        words = text.split()
+        assert len(own) == 4
+        for neighbour in own:
+            changed = [(a, b) for a, b in zip(words, neighbour.split()) if a != b]
+            assert len(neighbour.split()) == len(words)
+            assert len(changed) == math.ceil(0.25 * len(words))
+            assert all(a.lower() != b.lower() and b for a, b in changed)
+
+
+def test_masked_lm_neighbours_are_deterministic_and_seeded_per_text(masked_lm):
+    texts = toy_texts(5, seed=2)
+    first = neighbors.masked_lm_neighbours(
+        texts, range(5), masked_lm, n_neighbors=3, fraction=0.2, seed=7
+    )
+    again = neighbors.masked_lm_neighbours(
+        texts[4:], [4], masked_lm, n_neighbors=3, fraction=0.2, seed=7
+    )
+    other = neighbors.masked_lm_neighbours(
+        texts, range(5), masked_lm, n_neighbors=3, fraction=0.2, seed=8
+    )
+    assert again[0] == first[4]  # a text's neighbours do not depend on the others
+    assert other != first
+
+
+def test_masked_lm_edits_keep_the_rest_of_the_text_and_reach_past_the_window(masked_lm):
+    # Case, punctuation and spacing outside the refilled tokens stay as they were, and a text
+    # longer than the model's window (128 tokens) is refilled window by window.
+    text = "The  Film, was GOOD! " + " ".join(toy_texts(1, seed=3, words=(300, 301)))
+    edits = neighbors.substitutions(masked_lm, text, 2, 0.05, seed=1, sample_id=0)
+    for own in edits:
+        assert len(own) == math.ceil(0.05 * len(masked_lm.tokenizer(text)["input_ids"][1:-1]))
+        neighbour = neighbors.spliced(text, own)
+        kept = [text[end:start] for (_, end, _), (start, _, _) in zip(own, own[1:])]
+        assert all(piece in neighbour for piece in kept)
+    assert max(start for own in edits for start, _, _ in own) > len(text) // 2
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_masked_lm_trained_in_the_job_when_none_is_named():
+    made = neighbors.generate(
+        toy_texts(3, seed=4),
+        [0, 1, 2],
+        toy_texts(60, seed=5),
+        {"generator": "masked_lm", "n_neighbors": 2, "fraction": 0.3, "model": None},
+        seed=1,
+    )
+    assert [len(own) for own in made] == [2, 2, 2]
+    assert all(n != t for t, own in zip(toy_texts(3, seed=4), made) for n in own)
 
 
 def test_every_label_free_score_ranks_memorised_members_higher(

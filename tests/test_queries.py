@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from conftest import toy_texts
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
@@ -77,9 +78,31 @@ def test_binary_neighbours_flip_floor_lambda_f_distinct_features(n_features, fli
     assert set(np.unique(queries.features[NEIGHBOUR])) <= {0.0, 1.0}
 
 
-def test_raw_text_neighbours_need_bert():
-    with pytest.raises(ValueError, match="bert-base-uncased"):
-        make_query_set(np.array([["a text"]], dtype=object), np.arange(1), "text", 1, "toy")
+def test_raw_text_queries_are_masked_lm_neighbours_stored_as_strings(tiny_masked_lm, tmp_path):
+    texts = np.empty(6, dtype=object)
+    texts[:] = toy_texts(6, seed=1)
+    options = {"n_queries": 3, "magnitude": 0.1, "masked_lm": str(tiny_masked_lm)}
+    made = [
+        make_query_set(texts, np.arange(10, 16), "text", seed, "toy", neighbour=options)
+        for seed in (1, 1, 2)
+    ]
+    queries = made[0]
+    assert set(queries.features) == {ORIG, NEIGHBOUR}  # text augmentations are its neighbours
+    assert queries.features[NEIGHBOUR].shape == (3, 6)
+    assert queries.info[NEIGHBOUR]["method"] == "masked-lm"
+    assert all(
+        near != text for text, own in zip(texts, queries.features[NEIGHBOUR].T) for near in own
+    )
+    blocks = read_queries(queries.to_table(), ())
+    ids, values = blocks[(NEIGHBOUR, 2)]
+    np.testing.assert_array_equal(ids, np.arange(10, 16))
+    assert list(values) == list(queries.features[NEIGHBOUR][1])
+    assert list(blocks[(ORIG, 0)][1]) == list(texts)
+    tables = []
+    for k, each in enumerate(made):
+        io.write_parquet(tmp_path / f"{k}.parquet", each.to_table(), info_metadata(each.info))
+        tables.append((tmp_path / f"{k}.parquet").read_bytes())
+    assert tables[0] == tables[1] != tables[2]
 
 
 def test_text_embeddings_get_continuous_neighbours_and_no_augmentations():
@@ -417,6 +440,7 @@ def _memorising_experiment(tmp_path, modality: str):
         neighbour={"magnitude": 0.5},
         augment={},
         seed=0,
+        threads=1,
     )
     outputs = tmp_path / "outputs.parquet"
     queries.query_outputs(

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import toy_texts
 from sklearn.metrics import roc_auc_score
 from test_query_surrogates import CATBOOST, LR, MLP, _digest, _scores, _write_experiment
 
@@ -120,3 +121,44 @@ def test_gaussian_nll_formula():
     np.testing.assert_allclose(
         gaussian_nll(output, target).numpy(), [np.log(2.0) + 0.5, 0.0], rtol=1e-6
     )
+
+
+def _pinball(target: np.ndarray, prediction: np.ndarray, q: float) -> float:
+    gap = target - prediction
+    return float(np.mean(np.maximum(q * gap, (q - 1) * gap)))
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_text_regressor_learns_a_quantile_of_a_score_that_depends_on_the_words(tiny_masked_lm):
+    # The score grows with the count of "good" and is noisier when "long" occurs: the sequence
+    # regressor's mu + sigma·Phi^-1(q) must beat the best constant on held-out texts, in pinball
+    # loss at q = 0.9, and its Gaussian NLL the best constant Gaussian's.
+    from scipy.stats import norm
+
+    from miaflow.queries.regressors import regress_text
+
+    rng = np.random.default_rng(0)
+    texts = np.array(toy_texts(400, seed=6, words=(4, 10)), dtype=object)
+    good = np.array([t.split().count("good") for t in texts])
+    spread = np.where([("long" in t.split()) for t in texts], 2.0, 0.3)
+    score = 2.0 * good + spread * rng.standard_normal(len(texts))
+    train, held = np.arange(300), np.arange(300, 400)
+    arch = {
+        "kind": "transformer",
+        "model": str(tiny_masked_lm),
+        "lr": 1e-3,
+        "weight_decay": 0.0,
+        "batch_size": 16,
+        "max_length": 16,
+    }
+    mu, log_sigma = regress_text(arch, texts[train], score[train], texts[held], 20, seed=0)
+    q = 0.9
+    learned = _pinball(score[held], mu + np.exp(log_sigma) * norm.ppf(q), q)
+    constant = _pinball(score[held], np.quantile(score[train], q), q)
+    assert learned < 0.75 * constant
+    nll = gaussian_nll(
+        torch.from_numpy(np.stack([mu, log_sigma], axis=1)), torch.from_numpy(score[held])
+    )
+    flat = np.array([[score[train].mean(), np.log(score[train].std())]] * len(held))
+    baseline = gaussian_nll(torch.from_numpy(flat), torch.from_numpy(score[held]))
+    assert nll.mean() < baseline.mean()

@@ -83,7 +83,7 @@ def tiny_params() -> dict:
         n_eval=20,
         n_shots=2,
         pair_shards=1,
-        neighbors={"generator": "word_swap", "n_neighbors": 2, "fraction": 0.2, "model": None},
+        neighbors={"generator": "masked_lm", "n_neighbors": 2, "fraction": 0.2, "model": None},
     )
     params["llm"]["models"]["gpt2_tiny"].update(
         layers=1, width=32, heads=2, epochs=6, vocab_size=400

@@ -152,6 +152,7 @@ def llm_neighbors(
     neighbors: str | Path,
     options: Mapping[str, Any],
     seed: int,
+    threads: int,
 ) -> None:
     """Neighbour texts of every scored text (miaflow.llm.neighbors), with their seed's name."""
     from miaflow.llm.neighbors import generate
@@ -159,13 +160,14 @@ def llm_neighbors(
     table, texts = io.read_parquet(splits), _texts(data)
     scored = corpus.scored_texts(table)
     unscored = np.setdiff1d(np.arange(len(texts)), scored)
-    generated = generate(
-        list(texts[scored]),
-        scored,
-        list(texts[unscored]),
-        dict(options),
-        derive_seed(seed, "llm", "neighbors"),
-    )
+    with torch_session(threads):  # the masked LM's
+        generated = generate(
+            list(texts[scored]),
+            scored,
+            list(texts[unscored]),
+            dict(options),
+            derive_seed(seed, "llm", "neighbors"),
+        )
     io.write_parquet(
         neighbors,
         pd.DataFrame(

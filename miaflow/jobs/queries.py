@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
-from miaflow.jobs.common import Paths, compute_session, read_splits
+from miaflow.jobs.common import Paths, compute_session, read_splits, torch_session
 from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
@@ -33,16 +34,30 @@ def query_sets(
     neighbour: Mapping[str, Any],
     augment: Mapping[str, Any],
     seed: int,
+    threads: int,
 ) -> None:
-    """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv)."""
+    """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv).
+
+    Raw-text neighbours come from a masked LM (torch, on the job's GPU slot if any); with none
+    named, one is trained on the texts of the auxiliary pool A, which no target is evaluated on.
+    """
     from miaflow.data import read_dataset
     from miaflow.queries.sets import info_metadata, make_query_set
 
-    loaded = read_dataset(data)
-    pool = read_splits(splits).target_samples
-    made = make_query_set(
-        loaded.features[pool], pool, loaded.modality, seed, loaded.name, neighbour, augment
-    )
+    loaded, keep = read_dataset(data), read_splits(splits)
+    pool = keep.target_samples
+    public = list(loaded.features[keep.auxiliary_samples]) if loaded.is_raw_text else []
+    with torch_session(threads) if loaded.is_raw_text else nullcontext():
+        made = make_query_set(
+            loaded.features[pool],
+            pool,
+            loaded.modality,
+            seed,
+            loaded.name,
+            neighbour,
+            augment,
+            public_texts=public,
+        )
     log.info(
         "%s: %s queries over %d samples",
         loaded.name,

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 
 # Artifacts that query attacks read beside the signal store (`Attack.reads`), by name: each is
 # also the folder results/queries/<name>/ and the rule query_<name> that writes it.
-QUERY_OUTPUTS = "outputs"  # the models' outputs on the dataset's query set (numeric features)
+QUERY_OUTPUTS = "outputs"  # the models' outputs on the dataset's query set
 DISTANCES = "distances"  # HopSkipJump boundary distances (images)
 SURROGATES = "surrogates"  # Query-transfer: surrogates trained on the target's predicted labels
 REGRESSORS = "regressors"  # Query-qrm: (mu, log sigma) of a regressor fitted on known non-members
 CANARIES = "canaries"  # Query-ref: canaries optimised on the reference models (input gradients)
 
 # How Query-qrm regresses the target's score, and which signal it regresses (the hinge on the
-# neural path, phi on the GBDT/LR path, as TDDBench does).
-QRM_SIGNAL = {"network": "margin", "catboost": "phi", "linear": "phi"}
+# neural paths, phi on the GBDT/LR path, as TDDBench does).
+QRM_SIGNAL = {"network": "margin", "transformer": "margin", "catboost": "phi", "linear": "phi"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class Kind:
     )
     modalities: frozenset[str]  # datasets it trains on; "text" means embedded text unless raw_text
     batched: bool = False  # a shard trains as one vectorised ensemble (miaflow.models.ensemble)
-    qrm: str | None = None  # Query-qrm's regressor: "network" (same net, 2 outputs), "catboost",
+    qrm: str | None = None  # Query-qrm's regressor: "network" (same net, 2 outputs),
+    #                         "transformer" (the checkpoint with a 2-output head), "catboost",
     #                         "linear", or None when there is none for this kind
     summary: str = ""
 
@@ -55,9 +56,7 @@ class Kind:
     @property
     def builds(self) -> frozenset[str]:
         """The query-attack artifacts its models can produce."""
-        built = {DISTANCES, SURROGATES}
-        if not self.raw_text:  # query sets perturb numeric features
-            built.add(QUERY_OUTPUTS)
+        built = {QUERY_OUTPUTS, DISTANCES, SURROGATES}
         if self.qrm:
             built.add(REGRESSORS)
         if self.trainer == "torch":  # canaries need input gradients
@@ -119,6 +118,7 @@ KINDS: dict[str, Kind] = {
             "transformer",
             "transformer",
             frozenset({"text"}),
+            qrm="transformer",
             summary="Hugging Face sequence classifier, fully fine-tuned on raw text",
         ),
         Kind("lr", "lr", ALL, qrm="linear", summary="scikit-learn logistic regression"),

@@ -8,7 +8,7 @@ pretrained checkpoint as `miaflow.pretrained.resolve_model` understands it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from math import ceil
 from typing import Any
 
@@ -162,3 +162,61 @@ def transformer_logits(
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
     tokenizer = load_tokenizer(resolve_model(arch["model"]))
     return _predict(model.to(torch_device()), tokenizer, features, arch["max_length"])
+
+
+def fit_regressor(
+    arch: Mapping[str, Any],
+    x_train: np.ndarray,
+    target: np.ndarray,
+    x_eval: np.ndarray,
+    loss: Callable[[Any, Any], Any],
+    epochs: int,
+    val_ratio: float,
+    seed: int,
+) -> np.ndarray:
+    """(len(x_eval), 2) outputs of the recipe's pretrained checkpoint with a new 2-output head,
+    fine-tuned on (texts, real targets) with the per-sample `loss(outputs, targets)`.
+
+    The recipe's optimiser (AdamW at its lr and weight decay, gradients clipped at 1), no
+    schedule; `epochs` epochs on a seeded train/validation split, keeping the weights of the
+    epoch with the lowest validation loss (Query-qrm, docs/algorithms.md#query-qrm).
+    """
+    import torch
+
+    from miaflow.seeding import rng
+
+    device = torch_device()
+    torch.manual_seed(seed)  # the new head and dropout
+    model = _classifier(arch["model"], 2, pretrained=True).to(device)
+    tokenizer = load_tokenizer(resolve_model(arch["model"]))
+    optimizer = torch.optim.AdamW(_parameter_groups(model, arch["weight_decay"]), lr=arch["lr"])
+    order = rng(seed, "validation").permutation(len(x_train))
+    n_val = max(1, round(val_ratio * len(x_train)))
+    heldout, train = order[:n_val], order[n_val:]
+    targets = torch.from_numpy(np.asarray(target, np.float32)).to(device)
+    shuffle = torch.Generator().manual_seed(seed)
+    best_loss, best_state = float("inf"), None
+    with Progress(epochs, "regressor fine-tuning", "epochs") as progress:
+        for epoch in range(1, epochs + 1):
+            model.train()
+            for batch in torch.from_numpy(train)[
+                torch.randperm(len(train), generator=shuffle)
+            ].split(arch["batch_size"]):
+                inputs = tokenize(tokenizer, x_train[batch.numpy()], arch["max_length"], device)
+                value = loss(model(**inputs).logits, targets[batch.to(device)]).mean()
+                optimizer.zero_grad(set_to_none=True)
+                value.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+                optimizer.step()
+            outputs = torch.from_numpy(
+                _predict(model, tokenizer, x_train[heldout], arch["max_length"])
+            ).to(device)
+            val_loss = loss(outputs, targets[torch.from_numpy(heldout).to(device)]).mean().item()
+            if val_loss < best_loss:
+                best_loss = val_loss
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            log.info("regressor epoch %d/%d validation loss %.4f", epoch, epochs, val_loss)
+            progress.advance(1)
+    if best_state is not None:  # None only if every validation loss was NaN
+        model.load_state_dict(best_state)
+    return _predict(model, tokenizer, x_eval, arch["max_length"])

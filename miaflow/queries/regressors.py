@@ -41,11 +41,14 @@ def quantile_regression(
     """(mu, log sigma) on `x_eval` of a Gaussian regressor of `score` fitted on `x_train`.
 
     The regressor follows the reference architecture's kind: a 2-output network for torch kinds,
-    CatBoost with RMSEWithUncertainty, or linear regression with one global variance.
+    the pretrained checkpoint with a 2-output head for transformers, CatBoost with
+    RMSEWithUncertainty, or linear regression with one global variance.
     """
     regressor = KINDS[arch["kind"]].qrm
     if regressor == "network":
         return _regress_torch(arch, x_train, score, x_eval, int(options["epochs"]), seed, threads)
+    if regressor == "transformer":
+        return regress_text(arch, x_train, score, x_eval, int(options["epochs"]), seed)
     # GBDT/LR path: TDDBench regresses -phi; the predicted mean of phi is minus its prediction.
     if regressor == "catboost":
         mu, log_sigma = _regress_catboost(
@@ -129,6 +132,26 @@ def _regress_torch(
         model.load_state_dict(best_state)
     output = predict(model, x_eval).astype(np.float64)
     return output[:, 0], output[:, 1]
+
+
+def regress_text(
+    arch: Mapping[str, Any],
+    texts: np.ndarray,
+    score: np.ndarray,
+    texts_eval: np.ndarray,
+    epochs: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mu, log sigma) of a sequence regressor: the recipe's checkpoint with outputs
+    (mu, log sigma), fine-tuned with the Gaussian NLL on standardised scores (the new head starts
+    near 0, whatever the scale of the score), mapped back to the score's scale."""
+    from miaflow.models.transformers import fit_regressor
+
+    centre, scale = float(np.mean(score)), float(np.std(score)) or 1.0
+    output = fit_regressor(
+        arch, texts, (score - centre) / scale, texts_eval, gaussian_nll, epochs, QRM_VAL_RATIO, seed
+    ).astype(np.float64)
+    return centre + scale * output[:, 0], output[:, 1] + np.log(scale)
 
 
 def _regress_catboost(

@@ -6,12 +6,14 @@ serves every target model and the shadow model (reference-0):
 
 * neighbours (Query-neighbor, and the noisy queries of Query-adv on tabular/text data): Gaussian
   noise with a global scale for images, per-feature scales for continuous tabular features (and
-  text embeddings), ⌊λF⌋ distinct bit flips for binary tabular features;
+  text embeddings), ⌊λF⌋ distinct bit flips for binary tabular features, masked-LM token
+  substitutions for raw text (`miaflow.llm.neighbors`, TDDBench's BERT neighbours);
 * augmentations (Query-augment): 10 rotations drawn once per pool for images, sequential in-place
-  cutmix for tabular data.
+  cutmix for tabular data (text uses its neighbours).
 
 The queries table has one row per (query_kind, query_index, sample_id) with flattened float32
-features; query index 0 is the original sample (kind `orig`).
+`features`, or for raw text a string column `text`; query index 0 is the original sample (kind
+`orig`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import numpy as np
 import pyarrow as pa
 
 from miaflow.progress import tracked
-from miaflow.seeding import rng
+from miaflow.seeding import derive_seed, rng
 
 ORIG, NEIGHBOUR, AUGMENT, AUGMENT_SHADOW = "orig", "neighbour", "augment", "augment-shadow"
 ANGLE_CANDIDATES = np.concatenate([-np.arange(10, 151), np.arange(10, 151)]) / 10.0  # ±1.0..±15.0
-NEIGHBOUR_DEFAULTS = {"n_queries": 10, "magnitude": 0.01}
+# masked_lm: the masked LM of raw-text neighbours (None: one trained on the auxiliary pool's texts)
+NEIGHBOUR_DEFAULTS = {"n_queries": 10, "magnitude": 0.01, "masked_lm": None}
 AUGMENT_DEFAULTS = {"n_queries": 10, "compat": False}
 CUTMIX_FRACTION = 0.01  # ⌊0.01·F⌋ features per sample and variant
 
@@ -39,7 +42,7 @@ class QuerySet:
     """Query features per kind, each (K, n, *feature_shape), and how they were made."""
 
     sample_ids: np.ndarray  # (n,) the pool the queries perturb, in order
-    features: Mapping[str, np.ndarray]  # kind -> (K, n, ...) float32; `orig` has K = 1
+    features: Mapping[str, np.ndarray]  # kind -> (K, n, ...) float32 or (K, n) str; `orig`: K = 1
     info: Mapping[str, Any]  # JSON-able description: methods, scales, angles, compat flag
 
     def to_table(self) -> pa.Table:
@@ -47,8 +50,12 @@ class QuerySet:
         n = len(self.sample_ids)
         for kind, values in self.features.items():
             first = 0 if kind == ORIG else 1
-            width = int(np.prod(values.shape[2:]))
-            flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+            if values.dtype == object:  # raw text
+                column = {"text": pa.array(values.reshape(-1).tolist(), pa.string())}
+            else:
+                width = int(np.prod(values.shape[2:]))
+                flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+                column = {"features": pa.FixedSizeListArray.from_arrays(pa.array(flat), width)}
             blocks.append(
                 pa.table(
                     {
@@ -59,7 +66,7 @@ class QuerySet:
                         "sample_id": pa.array(
                             np.tile(self.sample_ids.astype(np.int64), values.shape[0])
                         ),
-                        "features": pa.FixedSizeListArray.from_arrays(pa.array(flat), width),
+                        **column,
                     }
                 )
             )
@@ -70,12 +77,18 @@ Blocks = dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]  # (kind, index) -
 
 
 def read_queries(table: pa.Table, feature_shape: Sequence[int]) -> Blocks:
-    """(kind, index) -> (sample ids, features (n, *feature_shape)) from a queries table."""
+    """(kind, index) -> (sample ids, features (n, *feature_shape)) from a queries table; raw
+    text (feature shape ()) comes back as (n,) object arrays of str."""
     kinds = table.column("query_kind").to_numpy(zero_copy_only=False)
     index = table.column("query_index").to_numpy()
     samples = table.column("sample_id").to_numpy()
-    width = int(np.prod(feature_shape))
-    features = table.column("features").combine_chunks().flatten().to_numpy().reshape(-1, width)
+    if "text" in table.column_names:
+        features = np.empty(table.num_rows, dtype=object)
+        features[:] = table.column("text").to_pylist()
+    else:
+        width = int(np.prod(feature_shape))
+        flat = table.column("features").combine_chunks().flatten().to_numpy()
+        features = flat.reshape(-1, width)
     blocks = {}
     for kind, k in dict.fromkeys(zip(kinds.tolist(), index.tolist())):
         rows = np.flatnonzero((kinds == kind) & (index == k))
@@ -152,6 +165,32 @@ def neighbours(
         gaussian_neighbours(features, scales, n_queries, magnitude, generator),
         {"method": "gaussian-per-feature", "scale": scales.tolist()},
     )
+
+
+def text_neighbours(
+    texts: np.ndarray,
+    sample_ids: np.ndarray,
+    public_texts: Sequence[str],
+    options: Mapping[str, Any],
+    seed: int,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """(K, n) masked-LM neighbours of raw texts: each substitutes ⌈λ·tokens⌉ tokens (at least
+    one), λ = `magnitude`; the masked LM is `masked_lm`, or one trained on `public_texts`."""
+    from miaflow.llm.neighbors import load_masked_lm, masked_lm_neighbours
+
+    masked_lm = load_masked_lm(options["masked_lm"], public_texts, derive_seed(seed, "masked-lm"))
+    made = masked_lm_neighbours(
+        [str(t) for t in texts],
+        sample_ids,
+        masked_lm,
+        n_neighbors=int(options["n_queries"]),
+        fraction=float(options["magnitude"]),
+        seed=seed,
+    )
+    near = np.empty((int(options["n_queries"]), len(texts)), dtype=object)
+    for i, own in enumerate(made):
+        near[:, i] = own
+    return near, {"method": "masked-lm", "model": options["masked_lm"] or "trained"}
 
 
 # --- augmentations (Query-augment) ---------------------------------------------------------------
@@ -243,31 +282,38 @@ def make_query_set(
     dataset: str,
     neighbour: Mapping[str, Any] | None = None,
     augment: Mapping[str, Any] | None = None,
+    public_texts: Sequence[str] = (),
 ) -> QuerySet:
     """Original, neighbour and augmented queries of the target pool T (sample ids ascending).
 
-    `neighbour` options: n_queries, magnitude (λ); `augment` options: n_queries, compat. Under the
-    default `target_ref` pool the shadow model's pool is T as well, so one augmented set serves
-    target and shadow (miaflow's corrected default, docs/algorithms.md#query-augment). With
-    `compat: true` the shadow gets its own draw (kind `augment-shadow`), as TDDBench calls the
-    augmentation once per pool.
+    `neighbour` options: n_queries, magnitude (λ), masked_lm (raw text); `augment` options:
+    n_queries, compat. Under the default `target_ref` pool the shadow model's pool is T as well,
+    so one augmented set serves target and shadow (miaflow's corrected default,
+    docs/algorithms.md#query-augment). With `compat: true` the shadow gets its own draw (kind
+    `augment-shadow`), as TDDBench calls the augmentation once per pool. Raw text (an object
+    array of str) gets masked-LM neighbours; with no masked LM named, one is trained on
+    `public_texts` (texts no target is evaluated on).
     """
-    if modality == "text" and np.asarray(features).dtype.kind != "f":
-        raise ValueError(
-            "raw-text neighbours need BERT masked-LM substitutions with "
-            "bert-base-uncased, which is not available offline; store the text "
-            "dataset as float32 embeddings (N, D) to use Gaussian neighbours"
-        )
     near_opts = {**NEIGHBOUR_DEFAULTS, **(neighbour or {})}
     aug_opts = {**AUGMENT_DEFAULTS, **(augment or {})}
-    pool = np.asarray(features, dtype=np.float32)
-    near, near_info = neighbours(
-        pool,
-        modality,
-        int(near_opts["n_queries"]),
-        float(near_opts["magnitude"]),
-        rng(seed, "queries", dataset, "neighbour"),
-    )
+    if modality == "text" and np.asarray(features).dtype == object:
+        pool = np.asarray(features)
+        near, near_info = text_neighbours(
+            pool,
+            np.asarray(sample_ids),
+            public_texts,
+            near_opts,
+            derive_seed(seed, "queries", dataset, "neighbour"),
+        )
+    else:
+        pool = np.asarray(features, dtype=np.float32)
+        near, near_info = neighbours(
+            pool,
+            modality,
+            int(near_opts["n_queries"]),
+            float(near_opts["magnitude"]),
+            rng(seed, "queries", dataset, "neighbour"),
+        )
     kinds = {ORIG: pool[None], NEIGHBOUR: near}
     info: dict[str, Any] = {
         "modality": modality,

@@ -9,13 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from miaflow.defenses import defense_kind
-from miaflow.models.kinds import CANARIES, KINDS, QUERY_OUTPUTS, REGRESSORS
+from miaflow.models.kinds import CANARIES, KINDS
 from miaflow.workflow.plan import Experiment
 
 # Why a kind's models cannot produce an artifact of the queries stage (see Kind.builds).
 CANNOT_BUILD = {
-    QUERY_OUTPUTS: "query sets perturb numeric features, and this kind reads raw text",
-    REGRESSORS: "there is no Query-qrm regressor for this kind",
     CANARIES: "canaries need the input gradients of a torch model",
 }
 

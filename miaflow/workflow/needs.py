@@ -97,6 +97,7 @@ def hub_models(config: Mapping[str, Any]) -> dict[str, list[str]]:
     from miaflow.data.registry import dataset_options
     from miaflow.hparams.features import BACKBONES
     from miaflow.llm.models import PACKAGED
+    from miaflow.models.kinds import KINDS, QUERY_OUTPUTS
     from miaflow.pretrained import MINILM_PACKAGE
 
     uses: dict[str, list[str]] = {}
@@ -125,6 +126,17 @@ def hub_models(config: Mapping[str, Any]) -> dict[str, list[str]]:
             )
     for dataset, arch in plan.trained(config):
         add(config["architectures"][arch].get("model"), f"architecture {arch} on {dataset}")
+    raw_text_queried = {
+        experiment.dataset
+        for experiment, artifact in plan.queried(config)
+        if artifact == QUERY_OUTPUTS
+        and KINDS[config["architectures"][experiment.arch]["kind"]].raw_text
+    }
+    for dataset in sorted(raw_text_queried):
+        add(
+            plan.attack_options(config, "query-neighbor").get("masked_lm"),
+            f"raw-text query neighbours of {dataset} (masked LM)",
+        )
     for dataset in plan.datasets(config):
         options = dataset_options(dataset, plan.dataset_options(config, dataset))
         if options.get("representation") == "embedding":
