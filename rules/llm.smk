@@ -1,8 +1,8 @@
 # Stage llm: attacks on language models with exactly known members (miaflow.jobs.llm,
 # docs/algorithms.md#language-model-attacks). Per experiment ({dataset}/{lm}): splits -> models
 # (tokenizer + scratch training, or a converted packaged checkpoint, fine-tuned) -> token
-# statistics per (model, text set), ReCaLL's conditional likelihoods and EM-MIA's pairwise matrix
-# -> every attack's scores and metrics.
+# statistics per (model, text set), ReCaLL's conditional likelihoods and EM-MIA's pairwise matrix,
+# sentence embeddings for the blind baselines -> every attack's scores and metrics.
 
 # --- this stage's own paths and input functions: {model} is target-<repeat> or the reference --
 # (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
@@ -23,6 +23,7 @@ LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
 LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
 LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.parquet"
 LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
+LLM_EMBEDDINGS = "results/llm/embeddings/{dataset}/{lm}.parquet"
 
 
 llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
@@ -194,6 +195,27 @@ rule llm_neighbors:
         "../scripts/llm_neighbors.py"
 
 
+rule llm_embeddings:
+    """MiniLM embeddings of the scored texts and shots (blind baselines; no target model)."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        code=code("llm"),
+    output:
+        embeddings=LLM_EMBEDDINGS,
+    log:
+        "records/llm/logs/llm_embeddings/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_embeddings/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
+    script:
+        "../scripts/llm_embeddings.py"
+
+
 rule llm_tokens:
     """Token statistics of one model on one text set (scored texts, lower-cased, neighbours)."""
     input:
@@ -282,7 +304,8 @@ rule llm_pairs:
 
 
 rule llm_scores:
-    """Every language-model attack on every target model: scores, metrics, ROC, EM-MIA iterates."""
+    """Every language-model attack on every target model: scores, metrics, ROC, EM-MIA iterates,
+    the share of targets whose ReCaLL prefix lost shots."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
@@ -304,12 +327,16 @@ rule llm_scores:
                 for k in range(LLM["pair_shards"])
             ],
         ),
+        embeddings=llm_if(
+            "embeddings", lambda w: [LLM_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
+        ),
         code=code("llm"),
     output:
         scores=LLM_SCORES,
         iterates=LLM_ITERATES,
         metrics=LLM_METRICS,
         roc=LLM_ROC,
+        prefix_fit=LLM_PREFIX_FIT,
     log:
         "records/llm/logs/llm_scores/{dataset}/{lm}.log",
     benchmark:

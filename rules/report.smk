@@ -475,6 +475,7 @@ rule llm_report:
     input:
         metrics=per_llm_experiment(LLM_METRICS),
         iterates=per_llm_experiment(LLM_ITERATES),
+        prefix_fit=per_llm_experiment(LLM_PREFIX_FIT),
         code=code("report"),
     output:
         llm_table=REPORT_TABLE(

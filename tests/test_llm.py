@@ -271,6 +271,26 @@ def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer,
     assert "empty prefix" in caplog.text
 
 
+@pytest.mark.parametrize("compat", [False, True])
+def test_prefix_shots_counts_the_shots_the_prefix_keeps(tokenizer, texts, compat):
+    shots, targets = texts[:3], texts[3:9]
+    assert (tokens.prefix_shots(tokenizer, targets, shots, " ", 1000, compat=compat) == 3).all()
+    assert (tokens.prefix_shots(tokenizer, targets, shots, " ", 6, compat=compat) == 0).all()
+    lengths = [len(ids) for ids in tokenizer(targets)["input_ids"]]
+    seen = set()
+    for context in range(20, 160, 3):
+        kept = tokens.prefix_shots(tokenizer, targets, shots, " ", context, compat=compat)
+        seen.update(kept.tolist())
+        for length, count in zip(lengths, kept):
+            target = min(length, context)
+            prefix = tokens.prefix_ids(tokenizer, shots, " ", target, context, compat=compat)
+            newest = shots[len(shots) - count :]
+            assert prefix == (
+                tokens.prefix_ids(tokenizer, newest, " ", 0, 10**6, compat=compat) if count else []
+            )
+    assert seen == {0, 1, 2, 3}
+
+
 def test_split_table_draws_disjoint_balanced_sets():
     table = corpus.draw_splits(200, repeats=2, n_eval=20, n_shots=4, reference_ratio=0.25, seed=1)
     reference = set(corpus.select(table, -1, "reference")["sample_id"])
@@ -402,6 +422,9 @@ def test_every_label_free_score_ranks_memorised_members_higher(
         pairs=tokens.pair_rows(
             memorised, tokenizer, scored, range(32), separator=separator, context=64
         ),
+        shots=texts[40:44],
+        embeddings=np.random.default_rng(0).normal(size=(32, 8)),  # stand-ins for MiniLM's
+        shot_embeddings=np.random.default_rng(1).normal(size=(4, 8)),
     )
     for name in (
         "llm-loss",
@@ -477,6 +500,8 @@ def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
         "llm-recall-toppref": "oracle",
         "llm-recall-randm": "oracle",
         "llm-recall-randnm": "oracle",
+        "llm-blind-shots": "shots",
+        "llm-blind-bow": "shots",
         **dict.fromkeys(sweep + em, "none"),
     }
     assert {name: attack.knowledge for name, attack in LLM_ATTACKS.items()} == named

@@ -191,6 +191,36 @@ def test_llm_table_rejects_unknown_knowledge(metrics: pd.DataFrame):
         lr.llm_table(metrics, {**KNOWLEDGE, "llm-loss": "partial"})
 
 
+def test_llm_table_shows_the_prefix_cut_beside_recall_and_names_blind_baselines(
+    metrics: pd.DataFrame,
+):
+    from miaflow.jobs.llm import PREFIX_FIT_COLUMNS, prefix_fit_row
+
+    fits = pd.DataFrame(
+        [
+            prefix_fit_row("rotten_tomatoes", "smollm2_ft", repeat, np.array(kept), 8)
+            for repeat, kept in enumerate([[8, 8, 3, 0], [8, 8, 8, 8], [8, 8, 8, 2]])
+        ],
+        columns=list(PREFIX_FIT_COLUMNS),
+    )
+    assert fits[["shortened", "emptied"]].values.tolist() == [[1, 1], [0, 0], [1, 0]]
+    assert fits["cut_share"].tolist() == [0.5, 0.0, 0.25]
+    blind = metrics[metrics["attack"] == "llm-recall"].assign(attack="llm-blind-shots")
+    knowledge = {**KNOWLEDGE, "llm-blind-shots": "shots"}
+    table = lr.llm_table(pd.concat([metrics, blind]), knowledge, prefix_fit=fits)
+    rows = table.set_index("attack")
+    column = f"rotten_tomatoes/smollm2_ft {lr.PREFIX_CUT}"
+    assert rows.at["llm-recall‡", column] == _by_hand(np.array([0.5, 0.0, 0.25]))
+    assert rows.at["llm-recall‡", f"wikimia/pythia_160m {lr.PREFIX_CUT}"] == MISSING
+    assert (rows.drop(index="llm-recall‡")[column] == "").all()
+    assert list(table["attack"])[-3:] == ["llm-recall‡", "llm-blind-shots‡", "llm-recall-toppref†"]
+    assert "never query the target model" in table.attrs["caption"]
+    assert lr.PREFIX_CUT in table.attrs["caption"]
+    without = lr.llm_table(metrics, KNOWLEDGE)
+    assert not any(lr.PREFIX_CUT in c for c in without.columns)
+    assert "never query" not in without.attrs["caption"]
+
+
 def test_metric_label():
     assert lr.metric_label("auroc") == "AUROC"
     assert lr.metric_label("tpr_at_0.1pct_fpr") == "TPR@0.1%"

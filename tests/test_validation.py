@@ -83,7 +83,8 @@ def test_fpr_levels_with_one_metric_name_are_rejected(params):
 def test_language_model_attacks_that_duplicate_another_are_rejected(params):
     em = changed(params, lambda p: p["llm"]["attacks"].append("em-mia-minkpp-auroc"))
     assert (
-        "llm.attacks[46]: 'em-mia-minkpp-auroc' duplicates 'em-mia' in effect "
+        f"llm.attacks[{len(params['llm']['attacks'])}]: 'em-mia-minkpp-auroc' duplicates "
+        "'em-mia' in effect "
         "(llm.attack_options.em-mia starts from minkpp and scores prefixes by auroc)"
     ) in problems_of(em)
     em["llm"]["attack_options"]["em-mia"]["scoring"] = "kendall"  # now its own variant ...
@@ -101,7 +102,35 @@ def test_a_stride_longer_than_the_window_is_rejected(params):
     assert (
         "llm.stride: 12 is more than llm.max_length 10: windows that far apart would skip tokens"
     ) in problems_of(far)
-    assert config.validate(changed(params, lambda p: p["llm"].update(max_length=10, stride=10)))
+    assert config.validate(changed(params, lambda p: p["llm"].update(max_length=120, stride=120)))
+
+
+def test_recall_shots_that_cannot_fit_beside_a_typical_target_are_rejected(params):
+    """8 shots and a target of 'synthetic_text' (median 12 words, a token each at least) need
+    8 × 13 + 12 = 116 tokens: the library's own arithmetic (`recall_prefix`) decides."""
+    short = changed(params, lambda p: p["llm"].update(max_length=64))
+    message = problems_of(short)
+    assert "llm.n_shots: 8 shots and a target of 'synthetic_text'" in message
+    assert "need 116 tokens for ReCaLL in llm.experiments[0], more than llm.max_length 64" in (
+        message
+    )
+    for key in ("llm.models.gpt2_tiny.context", "llm.models.gpt2_tiny.block_size"):
+        assert key in message
+    narrow = changed(params, lambda p: p["llm"]["models"]["gpt2_tiny"].update(context=100))
+    assert "more than llm.models.gpt2_tiny.context 100" in problems_of(narrow)
+    assert config.validate(changed(params, lambda p: p["llm"].update(max_length=116)))
+    assert config.validate(changed(params, lambda p: p["llm"].update(max_length=64, n_shots=4)))
+    # without ReCaLL nothing needs the room
+    assert config.validate(
+        changed(
+            params,
+            lambda p: p["llm"].update(
+                max_length=64, attacks=[a for a in p["llm"]["attacks"] if a != "llm-recall"]
+            ),
+        )
+    )
+    for profile in ("llm-cpu", "paper"):  # their recipes leave every target its full prefix
+        assert config.validate({**params, "profile": profile})
 
 
 def test_recall_takes_a_compat_option(params):

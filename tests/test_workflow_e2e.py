@@ -23,6 +23,7 @@ import yaml
 from conftest import copy_project
 
 from miaflow.evaluation.metrics import METRIC_NAMES
+from miaflow.evaluation.tables import format_mean_std
 from miaflow.workflow import stages
 
 pytestmark = pytest.mark.e2e
@@ -286,6 +287,12 @@ def test_language_model_attacks_contract(project):
     assert llm.groupby(["attack", "metric"]).size().eq(2).all() and llm["value"].between(0, 1).all()
     table = pd.read_csv(project / "results/tables/llm.csv")
     assert {"llm-recall‡", "llm-recall-toppref†", "em-mia"} <= set(table["attack"])
+    assert {"llm-blind-shots‡", "llm-blind-bow‡"} <= set(table["attack"])  # blind baselines
+    fit = pd.read_parquet(project / "results/llm/prefix_fit/synthetic_text/gpt2_tiny.parquet")
+    assert list(fit["repeat"]) == [0, 1] and (fit["n_shots"] == 2).all()
+    assert (fit["targets"] == 20).all() and (fit["cut_share"] == 0).all()  # every prefix whole
+    cut = table.set_index("attack").at["llm-recall‡", "synthetic_text/gpt2_tiny prefix cut"]
+    assert cut == format_mean_std(0.0, 0.0)
     iterates = pd.read_parquet(project / "results/llm/iterates/synthetic_text/gpt2_tiny.parquet")
     assert sorted(iterates["iteration"].unique()) == list(range(11))
     figures = {p.name for p in (project / "results/figures").iterdir()}

@@ -2,10 +2,12 @@
 
 They read `LLMInputs`: cached token statistics of the target (and reference) model on the
 scored texts and on their lower-cased copies and neighbours, ReCaLL's conditional likelihoods and
-EM-MIA's pairwise matrix; never a model. Every score is higher = more likely a member
-(docs/algorithms.md#language-model-attacks). `LLM_ATTACKS` says what each one needs (`reads`,
-so the workflow computes only those artifacts) and what it knows (`knowledge`): "none" (label
-free), "shots" (known non-member texts as ReCaLL prefix) or "oracle" (true membership labels).
+EM-MIA's pairwise matrix; never a model. The blind baselines (`llm-blind-*`) read none of the
+target's outputs: only the texts, the shots and their sentence embeddings. Every score is higher =
+more likely a member (docs/algorithms.md#language-model-attacks). `LLM_ATTACKS` says what each
+one needs (`reads`, so the workflow computes only those artifacts) and what it knows
+(`knowledge`): "none" (label free), "shots" (known non-member texts: ReCaLL's prefix, the blind
+baselines' contrast) or "oracle" (true membership labels).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from typing import Any
 import numpy as np
 
 from miaflow.attacks.registry import register
-from miaflow.llm import scores
+from miaflow.llm import blind, scores
 from miaflow.llm.tokens import TokenStats
 
 KNOWLEDGE = ("none", "shots", "oracle")
 # What an attack may read beside the target's token statistics.
-READS = ("reference", "lowercase", "neighbors", "recall", "pairs")
+READS = ("reference", "lowercase", "neighbors", "recall", "pairs", "embeddings")
 MINK_SWEEP = (0.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # k = 0.2 is llm-mink itself
 EM_INITS = ("loss", "ref", "zlib", "mink", "minkpp")
 EM_DEFAULT = {"init": "minkpp", "scoring": "auroc", "iterations": 10}
@@ -44,6 +46,9 @@ class LLMInputs:
     conditioned_tokens: np.ndarray | None = None  # (n,) K: LL(x ; ·) is over x_1..x_K only
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by attack name
     seed: int = 0
+    shots: Sequence[str] = ()  # ReCaLL's known non-member texts (never scored)
+    embeddings: np.ndarray | None = None  # (n, D) sentence embeddings of the scored texts
+    shot_embeddings: np.ndarray | None = None  # (n_shots, D) those of the shots
 
     @property
     def ll(self) -> np.ndarray:
@@ -200,6 +205,18 @@ def recall_random_member(inputs: LLMInputs) -> np.ndarray:
 def recall_random_non_member(inputs: LLMInputs) -> np.ndarray:
     """RandNM (label-using): ReCaLL with one random non-member text as the prefix."""
     return scores.recall_random_prefix(inputs.ratio_matrix(), inputs.is_member, False, inputs.seed)
+
+
+@_register("llm-blind-shots", knowledge="shots", reads=("embeddings",))
+def blind_shots(inputs: LLMInputs) -> np.ndarray:
+    """Blind (Das et al.): mean cosine distance of x's MiniLM embedding to the non-member shots'."""
+    return blind.shot_distance(inputs.embeddings, inputs.shot_embeddings)
+
+
+@_register("llm-blind-bow", knowledge="shots")
+def blind_bag_of_words(inputs: LLMInputs) -> np.ndarray:
+    """Blind (Das et al.): word n-gram logistic regression, scored texts against the shots."""
+    return blind.bag_of_words(inputs.texts, inputs.shots)
 
 
 INITIAL_SCORES: dict[str, Callable[[LLMInputs], np.ndarray]] = {

@@ -13,7 +13,9 @@ Inputs:
 * `knowledge`: attack id -> "none" (label-free), "shots" (known non-member texts as prefix shots)
   or "oracle" (true membership labels), from the attack registry;
 * `iterates`: EM-MIA's AUROC after each of its iterations (iteration 0: the initial scores), a
-  diagnostic computed with the true labels.
+  diagnostic computed with the true labels;
+* `prefix_fit`: per experiment and repeat, the share of scored targets whose ReCaLL prefix lost
+  shots to the context (`cut_share`, `miaflow.jobs.llm.PREFIX_FIT_COLUMNS`).
 
 Table builders return DataFrames of display strings and put their caption in
 `table.attrs["caption"]`, for `miaflow.evaluation.tables.write_table`. Means and standard
@@ -53,7 +55,11 @@ LABEL_FREE = (
     "llm-recall-avgp",
     "em-mia",
 )
-SHOTS = ("llm-recall",)
+SHOTS = ("llm-recall", "llm-blind-shots", "llm-blind-bow")
+# Attacks scored with ReCaLL's shot prefix: their rows carry the prefix-cut column.
+PREFIXED = ("llm-recall",)
+BLIND_PREFIX = "llm-blind"
+PREFIX_CUT = "prefix cut"
 ORACLES = ("llm-recall-toppref", "llm-recall-randm", "llm-recall-randnm")
 ATTACK_ORDER = (*LABEL_FREE, *SHOTS, *ORACLES)
 EM_VARIANT_PREFIX = "em-mia-"
@@ -190,6 +196,7 @@ def llm_table(
     metrics: pd.DataFrame,
     knowledge: Mapping[str, str],
     metrics_shown: Sequence[str] = DEFAULT_METRICS,
+    prefix_fit: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The EM-MIA paper's table: one row per language-model attack, one column per
     "dataset/target_model metric" (e.g. "wikimia/pythia_160m TPR@1%"), cells "mean ± std" over
@@ -198,6 +205,9 @@ def llm_table(
     Rows are the attacks in `knowledge` that have metrics, without the Min-K% sweep points
     (`mink_sweep_table` has those): label-free attacks, then attacks with non-member shots (‡),
     then oracles (†), each group in the paper's order; the `knowledge` column repeats the group.
+    With `prefix_fit`, a "dataset/target_model prefix cut" column per experiment gives, on the
+    rows of attacks scored with ReCaLL's prefix, the share of targets whose prefix lost shots to
+    the context (0 = every target had all of them), so a ReCaLL AUROC on cut prefixes is seen.
     """
     shown = list(metrics_shown)
     rows = metrics[metrics["attack"].isin([a for a in knowledge if not is_sweep(a)])]
@@ -206,10 +216,18 @@ def llm_table(
     keys = ["attack", "dataset", "target_model", "metric"]
     stats = _stats(rows[rows["metric"].isin(shown)], keys)
     table = pd.DataFrame({"attack": [f"{a}{KNOWLEDGE_MARKS[knowledge[a]]}" for a in attacks]})
+    show_cut = prefix_fit is not None and any(a in PREFIXED for a in attacks)
+    if show_cut:
+        fits = prefix_fit.rename(columns={"cut_share": "value"})
+        cuts = _stats(fits.astype({"value": "float64"}), ["dataset", "target_model"])
     for dataset, model in experiments:
         for metric in shown:
             table[f"{dataset}/{model} {metric_label(metric)}"] = [
                 mean_std_cell(stats, (a, dataset, model, metric)) for a in attacks
+            ]
+        if show_cut:
+            table[f"{dataset}/{model} {PREFIX_CUT}"] = [
+                mean_std_cell(cuts, (dataset, model)) if a in PREFIXED else "" for a in attacks
             ]
     table["knowledge"] = [knowledge[a] for a in attacks]
     title = "Membership inference on language models"
@@ -223,6 +241,18 @@ def llm_table(
         f"ddof = 1; {MISSING} where the attack was not run. {MARKS_CAPTION} Min-K% and Min-K%++ "
         "are at k = 20%; other k are in the Min-K% sweep table."
     )
+    if any(a.startswith(BLIND_PREFIX) for a in attacks):
+        table.attrs["caption"] += (
+            f" The {BLIND_PREFIX}-* baselines never query the target model (they read the texts "
+            "and the shots only): their AUROC is what the selection of members and non-members "
+            "gives by itself (0.5 on a random draw)."
+        )
+    if show_cut:
+        table.attrs["caption"] += (
+            f" {PREFIX_CUT}: share of scored targets whose ReCaLL prefix lost shots to the "
+            f"context (llm.max_length), mean ± std over repeats; 0 = every target had all "
+            "llm.n_shots shots."
+        )
     return table
 
 

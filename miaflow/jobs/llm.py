@@ -3,8 +3,9 @@
 Per experiment (a corpus, a target and a reference recipe): the split table; the models (a
 tokenizer and scratch models, or a packaged checkpoint converted once, fine-tuned); each model's
 token statistics on the texts it is attacked on, their lower-cased copies and neighbours; ReCaLL's
-conditional likelihoods and EM-MIA's pairwise matrix (in shards by prefix); then every attack's
-scores, metrics, ROC curves and EM-MIA's iterates.
+conditional likelihoods and EM-MIA's pairwise matrix (in shards by prefix); sentence embeddings of
+the scored texts and shots (blind baselines); then every attack's scores, metrics, ROC curves,
+EM-MIA's iterates and the share of targets whose ReCaLL prefix was cut.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/llm.smk (stage = rule
 file = jobs module), each adapting files to `miaflow.llm` and `miaflow.attacks.llm`, where the
@@ -31,6 +32,17 @@ from miaflow.seeding import derive_seed
 log = logging.getLogger(__name__)
 
 ITERATE_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
+# The prefix-fit table (one row per repeat with ReCaLL's likelihoods): column -> type.
+PREFIX_FIT_COLUMNS = {
+    "dataset": "str",
+    "target_model": "str",
+    "repeat": "int64",
+    "n_shots": "int64",
+    "targets": "int64",
+    "shortened": "int64",
+    "emptied": "int64",
+    "cut_share": "float64",
+}
 
 
 def _texts(data: str | Path) -> np.ndarray:
@@ -180,6 +192,25 @@ def llm_neighbors(
     )
 
 
+def llm_embeddings(
+    *, data: str | Path, splits: str | Path, embeddings: str | Path, threads: int
+) -> None:
+    """MiniLM sentence embeddings of every scored text and shot of every repeat, for the blind
+    baselines: no target or reference model is loaded."""
+    from miaflow.llm.blind import EMBEDDING_MODEL
+    from miaflow.pretrained import embed
+
+    table, texts = io.read_parquet(splits), _texts(data)
+    ids = np.unique(table.loc[table["set"].isin(["eval", "shot"]), "sample_id"].to_numpy())
+    with torch_session(threads):
+        vectors = embed(list(texts[ids]), EMBEDDING_MODEL)
+    io.write_parquet(
+        embeddings,
+        pd.DataFrame({"sample_id": ids, "embedding": list(vectors.astype(np.float32))}),
+        metadata={"model": EMBEDDING_MODEL},
+    )
+
+
 def llm_tokens(
     *,
     data: str | Path,
@@ -260,7 +291,7 @@ def llm_recall(
     miaflow's form and in the ReCaLL code's (`compat`; both, so the option needs no rerun), and
     K, the text's tokens that both cover."""
     from miaflow.llm import models
-    from miaflow.llm.tokens import recall_conditional, target_lengths
+    from miaflow.llm.tokens import prefix_shots, recall_conditional, target_lengths
 
     table, texts = io.read_parquet(splits), _texts(data)
     ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
@@ -281,6 +312,18 @@ def llm_recall(
             for compat in (False, True)
         }
         lengths = target_lengths(tokenizer, scored, max_length)
+        kept = {
+            compat: prefix_shots(tokenizer, scored, shots, separator, max_length, compat=compat)
+            for compat in (False, True)
+        }
+    if (kept[False] < len(shots)).any():
+        log.warning(
+            "ReCaLL: %d of %d targets get fewer than their %d shots in %d tokens",
+            (kept[False] < len(shots)).sum(),
+            len(scored),
+            len(shots),
+            max_length,
+        )
     io.write_parquet(
         recall,
         pd.DataFrame(
@@ -289,6 +332,8 @@ def llm_recall(
                 "ll_conditional": values[False],
                 "ll_conditional_compat": values[True],
                 "target_tokens": lengths,
+                "prefix_shots": kept[False],
+                "prefix_shots_compat": kept[True],
             }
         ),
         metadata={"separator": separator, "n_shots": str(len(shots))},
@@ -372,6 +417,29 @@ def _pair_matrix(paths: Paths, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return wide.loc[ids, ids].to_numpy(), lengths.loc[ids].to_numpy()
 
 
+def _embedding_rows(paths: Paths) -> pd.Series | None:
+    """The sentence embeddings by sample id (a (D,) array per row), if the blind baseline needs
+    them."""
+    if not paths:
+        return None
+    return io.read_parquet(paths[0]).set_index("sample_id")["embedding"]
+
+
+def _embedded(rows: pd.Series | None, ids: np.ndarray) -> np.ndarray | None:
+    return None if rows is None else np.stack([np.asarray(v) for v in rows.loc[ids]])
+
+
+def prefix_fit_row(
+    dataset: str, label: str, repeat: int, kept: np.ndarray, n_shots: int
+) -> tuple[Any, ...]:
+    """One row of the prefix-fit table: of a repeat's scored targets, how many had their ReCaLL
+    prefix shortened (some shots dropped) or emptied (none fits), and the share of both."""
+    kept = np.asarray(kept)
+    shortened, emptied = int(((kept > 0) & (kept < n_shots)).sum()), int((kept == 0).sum())
+    cut = float(np.mean(kept < n_shots)) if kept.size else float("nan")
+    return dataset, label, repeat, n_shots, int(kept.size), shortened, emptied, cut
+
+
 def llm_scores(
     *,
     data: str | Path,
@@ -382,10 +450,12 @@ def llm_scores(
     neighbor_tokens: Paths,
     recall: Paths,
     pairs: Paths,
+    embeddings: Paths,
     scores: str | Path,
     iterates: str | Path,
     metrics: str | Path,
     roc: str | Path,
+    prefix_fit: str | Path,
     dataset: str,
     label: str,
     attacks: Sequence[str],
@@ -395,8 +465,9 @@ def llm_scores(
     confidence: float,
     seed: int,
 ) -> None:
-    """Every configured attack on every target model (repeat): scores, metrics, ROC curves and
-    the EM-MIA iterates' AUROC (a diagnostic that uses the labels)."""
+    """Every configured attack on every target model (repeat): scores, metrics, ROC curves, the
+    EM-MIA iterates' AUROC (a diagnostic that uses the labels) and, with ReCaLL's likelihoods,
+    the share of targets whose prefix lost shots (in the form `llm-recall` scores)."""
     from sklearn.metrics import roc_auc_score
 
     from miaflow.attacks import run_attack
@@ -404,10 +475,13 @@ def llm_scores(
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
     table, texts = io.read_parquet(splits), _texts(data)
-    frames, per_iteration = [], []
+    embedded = _embedding_rows(embeddings)
+    compat = bool(options.get("llm-recall", {}).get("compat", False))
+    frames, per_iteration, fits = [], [], []
     for repeat, target_path in enumerate(target_tokens):
         rows = corpus.select(table, repeat, "eval")
         ids, is_member = rows["sample_id"].to_numpy(), rows["is_member"].to_numpy()
+        shot_ids = corpus.select(table, repeat, "shot")["sample_id"].to_numpy()
         conditional = (
             io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids] if recall else None
         )
@@ -433,7 +507,13 @@ def llm_scores(
             else conditional["target_tokens"].to_numpy(),
             options=options,
             seed=derive_seed(seed, "llm", dataset, label, repeat),
+            shots=list(texts[shot_ids]),
+            embeddings=_embedded(embedded, ids),
+            shot_embeddings=_embedded(embedded, shot_ids),
         )
+        if conditional is not None:
+            kept = conditional["prefix_shots_compat" if compat else "prefix_shots"].to_numpy()
+            fits.append(prefix_fit_row(dataset, label, repeat, kept, shot_ids.size))
         for attack in attacks:
             frames.append(
                 pd.DataFrame(
@@ -463,3 +543,6 @@ def llm_scores(
     io.write_parquet(iterates, pd.DataFrame(per_iteration, columns=ITERATE_COLUMNS))
     io.write_parquet(metrics, score_metrics(scored, tuple(fpr_levels), confidence))
     io.write_parquet(roc, roc_table(scored))
+    io.write_parquet(
+        prefix_fit, pd.DataFrame(fits, columns=list(PREFIX_FIT_COLUMNS)).astype(PREFIX_FIT_COLUMNS)
+    )

@@ -334,20 +334,23 @@ def llm_report(
     *,
     metrics: Paths,
     iterates: Paths,
+    prefix_fit: Paths,
     llm_table: Paths,
     mink_sweep_table: Paths,
     em_figure: str | Path,
     mink_figure: str | Path,
 ) -> None:
-    """The language-model attacks' table in EM-MIA's shape (label-using attacks marked), the
-    Min-K% / Min-K%++ k sweep, and EM-MIA's per-iteration AUROC (a diagnostic using labels)."""
+    """The language-model attacks' table in EM-MIA's shape (label-using attacks marked, the
+    share of ReCaLL targets with a cut prefix beside them), the Min-K% / Min-K%++ k sweep, and
+    EM-MIA's per-iteration AUROC (a diagnostic using labels)."""
     from miaflow.attacks.llm import LLM_ATTACKS
     from miaflow.evaluation import llm_report as build
     from miaflow.evaluation.metrics import METRICS_COLUMNS
 
     knowledge = {name: attack.knowledge for name, attack in LLM_ATTACKS.items()}
     long = _concat(metrics) if metrics else pd.DataFrame(columns=METRICS_COLUMNS)
-    _write(build.llm_table(long, knowledge), llm_table)
+    fits = _concat(prefix_fit) if prefix_fit else None
+    _write(build.llm_table(long, knowledge, prefix_fit=fits), llm_table)
     _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
     build.plot_em_iterations(
         _concat(iterates)

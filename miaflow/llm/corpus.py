@@ -15,6 +15,9 @@ The table has one row per (repeat, text, set), repeat -1 for the reference rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -33,6 +36,21 @@ def _rows(repeat: int, ids: np.ndarray, name: str, member: np.ndarray | bool) ->
             "position": np.arange(ids.size, dtype=np.int64),
         }
     )
+
+
+# Median words per text of the corpora whose lengths are known before any text is read, measured
+# on them (synthetic_text: 12, range 11–14; Rotten Tomatoes: 20, range 1–59). WikiMIA's `length`
+# option is its texts' length in words.
+TYPICAL_WORDS = {"synthetic_text": 12, "rotten_tomatoes": 20}
+
+
+def typical_words(dataset: str, options: Mapping[str, Any]) -> int | None:
+    """Words of a typical (median) text of `dataset` under its options; None where unknown before
+    the run. Each word is at least one token for tokenizers that split on spaces (byte-level BPE
+    does), so this bounds a typical text's tokens from below."""
+    if dataset == "wikimia":
+        return int(options["length"])
+    return TYPICAL_WORDS.get(dataset)
 
 
 def trained_sizes(n_texts: int, reference_ratio: float) -> tuple[int, int, int]:

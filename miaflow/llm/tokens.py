@@ -232,6 +232,13 @@ def statistics_table(
     return table.replace_schema_metadata({f"miaflow.{k}": str(v) for k, v in key.items()})
 
 
+def _separator_ids(tokenizer: Any, separator: str, compat: bool) -> list[int]:
+    """The separator's tokens after every shot of a ReCaLL prefix (none in the `compat` form)."""
+    if not separator or compat:
+        return []
+    return list(tokenizer(separator, add_special_tokens=False)["input_ids"])
+
+
 def prefix_ids(
     tokenizer: Any,
     shots: Sequence[str],
@@ -248,11 +255,7 @@ def prefix_ids(
     from miaflow.llm.scores import recall_prefix
 
     shot_ids = _encode(tokenizer, shots)
-    separator_ids = (
-        tokenizer(separator, add_special_tokens=False)["input_ids"]
-        if separator and not compat
-        else []
-    )
+    separator_ids = _separator_ids(tokenizer, separator, compat)
     kept = recall_prefix([len(ids) for ids in shot_ids], len(separator_ids), target_length, context)
     if kept == 0 and shots:
         log.warning(
@@ -264,6 +267,31 @@ def prefix_ids(
     if compat:
         return _encode(tokenizer, ["".join(shots[len(shots) - kept :])])[0] if kept else []
     return [t for ids in shot_ids[len(shot_ids) - kept :] for t in (*ids, *separator_ids)]
+
+
+def prefix_shots(
+    tokenizer: Any,
+    texts: Sequence[str],
+    shots: Sequence[str],
+    separator: str,
+    context: int,
+    *,
+    compat: bool = False,
+) -> np.ndarray:
+    """How many shots each text's ReCaLL prefix keeps (`prefix_ids`' rule, texts cut to the
+    context): fewer than len(shots) is a shortened prefix, 0 an empty one. Recorded per scored
+    text so that the report shows which share of targets lost part of their prefix."""
+    from miaflow.llm.scores import recall_prefix
+
+    shot_lengths = [len(ids) for ids in _encode(tokenizer, shots)]
+    separator_length = len(_separator_ids(tokenizer, separator, compat))
+    return np.array(
+        [
+            recall_prefix(shot_lengths, separator_length, min(len(ids), context), context)
+            for ids in _encode(tokenizer, texts)
+        ],
+        dtype=np.int64,
+    )
 
 
 def target_lengths(tokenizer: Any, texts: Sequence[str], context: int) -> np.ndarray:

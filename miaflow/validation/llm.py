@@ -1,6 +1,7 @@
 """Section `llm`: language-model experiments name known recipes and raw-text corpora that hold
 what they draw, measured with the split sizes of `miaflow.llm.corpus` (`trained_sizes`,
-`scored_needs`); no attack computes what another configured one does (`miaflow.attacks.llm`)."""
+`scored_needs`); ReCaLL's shots fit beside a typical target (`miaflow.llm.scores.recall_prefix`);
+no attack computes what another configured one does (`miaflow.attacks.llm`)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def problems(config: Mapping[str, Any]) -> list[str]:
             )
         if experiment["target_recipe"] and experiment["reference_recipe"]:
             problems += _corpus_problems(where, i, experiment, config)
+            problems += _prefix_problems(where, experiment, options, llm)
     return problems + _attack_duplicates(llm)
 
 
@@ -108,6 +110,45 @@ def _corpus_problems(
             f"{texts} leave {members} and {non_members} besides llm.reference_ratio's share"
         ]
     return []
+
+
+def _prefix_problems(
+    where: str, experiment: Mapping[str, Any], options: Mapping[str, Any], llm: Mapping[str, Any]
+) -> list[str]:
+    """Whether ReCaLL's n_shots shots fit beside a typical target in the tokens its conditional
+    likelihood gets: llm.max_length, and for a scratch target also the positions it has
+    (`context`) and trains at (`block_size`). A typical text is taken as its corpus' median words,
+    one token each (`miaflow.llm.corpus.typical_words`, a lower bound), so a setting rejected here
+    cuts the prefix of most targets; corpora of unknown length are not checked (the prefix-cut
+    column of the language-model table shows what happened). A pretrained or fine-tuned model's
+    own context is not known before it loads."""
+    from miaflow.attacks.llm import needs
+    from miaflow.llm.corpus import typical_words
+    from miaflow.llm.scores import recall_prefix
+
+    words = typical_words(experiment["dataset"], options)
+    if words is None or "recall" not in needs(llm["attacks"], llm["attack_options"]):
+        return []
+    limits = {"llm.max_length": llm["max_length"]}
+    target = experiment["target_recipe"]
+    if target["kind"] == "scratch":
+        limits[f"llm.models.{experiment['target']}.context"] = target["context"]
+        limits[f"llm.models.{experiment['target']}.block_size"] = target["block_size"]
+    window = min(limits.values())
+    compat = llm["attack_options"].get("llm-recall", {}).get("compat", False)
+    separator = 0 if compat or not llm["separator"] else 1
+    shots = llm["n_shots"]
+    kept = recall_prefix([words] * shots, separator, words, window)
+    if kept == shots:
+        return []
+    binding = " and ".join(f"{key} {value}" for key, value in limits.items() if value == window)
+    needed = shots * (words + separator) + words
+    return [
+        f"llm.n_shots: {shots} shots and a target of {experiment['dataset']!r} (median {words} "
+        f"words, at least a token each) need {needed} tokens for ReCaLL in {where}, more than "
+        f"{binding}: a typical target's prefix would keep {kept} shots; raise "
+        f"{', '.join(limits)} to at least {needed} or lower llm.n_shots"
+    ]
 
 
 def _attack_duplicates(llm: Mapping[str, Any]) -> list[str]:
