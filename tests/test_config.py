@@ -98,7 +98,7 @@ def test_shipped_params_are_valid(repo):
         ),
         (
             lambda p: p["hparam_study"].update(budgets=[[40, 1]]),
-            "hparam_study.budgets[0]: [40, 1] exceeds the 16 shadow models",
+            "hparam_study.budgets[0]: [40, 1] exceeds the 8 shadow models",
         ),
         (
             lambda p: p["hparam_study"].update(divergence="tv"),

@@ -177,7 +177,7 @@ def test_split_ratios_that_leave_a_pool_too_small_are_rejected(params):
         "splits.target_ratio: 0.02 splits the 1797 samples of 'digits' into a target pool of "
         "35 and an auxiliary pool of 1762; each needs at least 40"
     ) in message
-    assert "'purchase'" not in message  # 60 of its 3000 samples are enough
+    assert "'purchase'" not in message  # 40 of its 2000 samples are enough
     member = changed(params, lambda p: p["splits"].update(member_ratio=0.05))
     assert (
         "splits.member_ratio: 0.05 gives each target model about 14 members and 270 held-out "
@@ -291,7 +291,7 @@ def test_study_shots_need_enough_samples_of_every_class(params):
     params["hparam_study"]["settings"] = [{"dataset": "purchase", "shots": 16}]
     assert (
         "hparam_study.settings[0].shots: 16 needs 64 samples of each of the 50 classes of "
-        "'purchase' (two disjoint universes of 2·shots), more than the 3000 samples of "
+        "'purchase' (two disjoint universes of 2·shots), more than the 2000 samples of "
         "'purchase' (datasets.purchase.n_samples)"
     ) in problems_of(params)
 
@@ -507,8 +507,8 @@ def test_registered_sizes_match_the_published_files(name, options, shared_data):
 def test_yaml_errors_name_the_line(repo, tmp_path):
     text = (repo / "params.yaml").read_text()
     path = tmp_path / "params.yaml"
-    path.write_text(text.replace("  repeats: 5\n", "  repeats: [5\n", 1))
-    line = text.splitlines().index("  repeats: 5") + 1
+    path.write_text(text.replace("  repeats: 3\n", "  repeats: [3\n", 1))
+    line = text.splitlines().index("  repeats: 3") + 1
     with pytest.raises(
         config.ConfigError,
         match=rf"params.yaml line {line + 1}: expected ',' or "
@@ -557,9 +557,9 @@ def snakemake_dry_run(repo: Path, root: Path, params_text: str) -> tuple[int, st
 def test_snakemake_reports_the_yaml_line_and_the_duplicate_before_any_job(repo, tmp_path):
     text = (repo / "params.yaml").read_text()
     status, output = snakemake_dry_run(
-        repo, tmp_path / "broken", text.replace("  repeats: 5\n", "  repeats: [5\n")
+        repo, tmp_path / "broken", text.replace("  repeats: 3\n", "  repeats: [3\n")
     )
-    line = text.splitlines().index("  repeats: 5") + 2
+    line = text.splitlines().index("  repeats: 3") + 2
     assert status != 0 and f"params.yaml line {line}: expected ','" in output
     first = "  - {dataset: digits, arch: cnn}\n"
     duplicate = text.replace(first, first + "  - {dataset: digits, arch: cnn, ref_arch: cnn}\n")
