@@ -15,6 +15,7 @@ prefix followed by a target (ReCaLL, the pairwise matrix of EM-MIA), where only 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from miaflow.llm.prefix_cache import score_after_prefixes
 from miaflow.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -309,6 +311,7 @@ def conditional_log_likelihood(
     context: int,
     first_token: bool = False,
     max_tokens: int = 4096,
+    reuse_prefix: bool = True,
 ) -> np.ndarray:
     """LL(x ; P): mean ℓ of target tokens 2..K when each target follows its prefix's tokens, K =
     min(T, context): a target longer than the context is cut to its first `context` tokens, and
@@ -316,20 +319,53 @@ def conditional_log_likelihood(
     the unconditional LL's; with one, LL(x) scores all T, so the ratios of ReCaLL and EM-MIA
     divide by LL(x) over tokens 2..K (`target_lengths`, `LLMInputs.conditioned_ll`): the prefix
     only reaches the first window anyway. `first_token` also scores x_1 after a non-empty prefix
-    (tokens 1..K, the ReCaLL code's choice)."""
-    segments = []
+    (tokens 1..K, the ReCaLL code's choice). `reuse_prefix` runs each distinct (prefix, target)
+    pair once and each prefix of several pairs once, its key/value cache shared by its targets
+    (`score_after_prefixes`); False runs every pair as one sequence (the benchmark's baseline)."""
+    pairs = []
     for prefix, target in zip(prefixes, targets):
         target = list(target[:context])
-        prefix = list(prefix)[max(0, len(prefix) + len(target) - context) :]
-        segments.append((prefix + target, len(prefix) + (0 if first_token and prefix else 1)))
-    scored = score_segments(
-        model,
-        segments,
-        vocab_stats=False,
-        max_tokens=max_tokens,
-        pad_id=tokenizer.pad_token_id or 0,
-    )
-    return np.array([values[0].mean() if values[0].size else np.nan for values in scored])
+        pairs.append((tuple(prefix[max(0, len(prefix) + len(target) - context) :]), tuple(target)))
+    distinct = list(dict.fromkeys(pairs)) if reuse_prefix else pairs
+    shared = Counter(prefix for prefix, _ in distinct)  # a prefix of one pair runs joined with it
+    cached = [
+        i
+        for i, (prefix, target) in enumerate(distinct)
+        if reuse_prefix and prefix and target and shared[prefix] > 1
+    ]
+    plain = sorted(set(range(len(distinct))) - set(cached))
+    logprobs: list[Any] = [None] * len(distinct)
+    if plain:
+        segments = [
+            ([*prefix, *target], len(prefix) + (0 if first_token and prefix else 1))
+            for prefix, target in (distinct[i] for i in plain)
+        ]
+        scored = score_segments(
+            model,
+            segments,
+            vocab_stats=False,
+            max_tokens=max_tokens,
+            pad_id=tokenizer.pad_token_id or 0,
+        )
+        for i, values in zip(plain, scored):
+            logprobs[i] = values[0]
+    if cached:
+        scored = score_after_prefixes(
+            model,
+            [distinct[i][0] for i in cached],
+            [distinct[i][1] for i in cached],
+            first_token=first_token,
+            max_tokens=max_tokens,
+            max_scored=max(1, LOGITS_BUDGET // model.get_output_embeddings().weight.shape[0]),
+            head_chunk=HEAD_CHUNK,
+        )
+        for i, values in zip(cached, scored):
+            logprobs[i] = values
+    means = np.array([values.mean() if values.size else np.nan for values in logprobs])
+    if not reuse_prefix:
+        return means
+    index = {pair: i for i, pair in enumerate(distinct)}
+    return means[np.array([index[pair] for pair in pairs], dtype=np.int64)]
 
 
 def recall_conditional(
@@ -370,14 +406,22 @@ def pair_rows(
     separator: str,
     context: int,
     max_tokens: int = 4096,
+    reuse_prefix: bool = True,
 ) -> np.ndarray:
     """Rows `prefix_rows` of the N × N matrix of LL(x ; p): text p as a one-shot prefix
-    (followed by the separator) of every text x, the diagonal included."""
+    (followed by the separator) of every text x, the diagonal included; with `reuse_prefix`,
+    each row's prefix runs once for all of its targets (`conditional_log_likelihood`)."""
     encoded = _encode(tokenizer, texts)
     separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"] if separator else []
     prefixes = [encoded[p] + separator_ids for p in prefix_rows for _ in encoded]
     targets = [x for _ in prefix_rows for x in encoded]
     values = conditional_log_likelihood(
-        model, tokenizer, prefixes, targets, context=context, max_tokens=max_tokens
+        model,
+        tokenizer,
+        prefixes,
+        targets,
+        context=context,
+        max_tokens=max_tokens,
+        reuse_prefix=reuse_prefix,
     )
     return values.reshape(len(prefix_rows), len(encoded))
