@@ -99,8 +99,8 @@ llm_scored_inputs = lambda text_set, prefix: dict(
             LLM_TOKENS.format(dataset=w.dataset, lm=w.lm, model="reference", text_set=text_set)
         ],
     ),
-    lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set=prefix + "lowercase")),
-    neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set=prefix + "neighbors")),
+    lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set=f"{prefix}lowercase")),
+    neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set=f"{prefix}neighbors")),
     recall=llm_if("recall", llm_per_repeat(LLM_RECALL, text_set=text_set)),
     pairs=llm_if(
         "pairs",
