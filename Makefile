@@ -33,8 +33,12 @@ run: setup
 	MIAFLOW_SWEPT=1 python -m miaflow.workflow.quiet records/make-run.log -- dvc repro && echo && \
 	python -m miaflow.workflow.summary --started $$started
 
+# Two pytest-xdist workers, each taking whole modules in tests/conftest.py's order (whole runs
+# first; the shared run is built once); the 10 slowest tests and pytest's line with the total.
+TEST_WORKERS ?= 2
 test: lint
-	python -m pytest -p no:cacheprovider --durations=10
+	python -m pytest -p no:cacheprovider --durations=10 -n $(TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder
 
 # ruff (lint and format) and snakefmt: fails on any finding; `make format` fixes what it can.
 lint: setup

@@ -61,8 +61,10 @@ if workflow.is_main_process:
         print(said, file=sys.stderr)
 
 
+# The selected profile applied (`--config profile=NAME` works too). A config validated before, with
+# the same package, is checked again only by the checks that read files (miaflow.config.validate).
 try:
-    effective = validate(config)  # the selected profile applied (`--config profile=NAME` works too)
+    effective = validate(config, cache=Path(".snakemake/miaflow-params.json"))
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 config.clear()

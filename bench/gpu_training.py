@@ -9,10 +9,19 @@ use small `--samples`). In one process, side by side:
    of GPU-path options. Steady state: after an untimed warm-up run, a run of 1 + k epochs minus a
    run of 1 epoch, so compilation and warm-up drop out. MFU = model FLOPs (FlopCounterMode on the
    forward, x3 per training sample, plus the held-out forwards) / seconds / the bf16 peak;
-3. the default's small models: a shard of 16 trained as one ensemble on the GPU vs one after
+3. a WRN28-2 shard of `--shard-models` members trained as one widened ensemble
+   (`miaflow.models.ensemble.fit_ensemble`) vs one after another (`_fit_torch`, timed on
+   `--loop-models` members and scaled to the shard), each member on its split of `--samples`
+   (about a quarter), for the option sets of ENSEMBLE_VARIANTS: steady-state samples/s over all
+   members, MFU against the bf16 peak, and the loop/ensemble time ratio;
+4. the default's small models: a shard of 16 trained as one ensemble on the GPU vs one after
    another on the GPU (`bench/train_throughput.py`'s problems and its `run`).
 
     python bench/gpu_training.py [--samples 25600] [--epochs 4] [--skip-compile]
+                                 [--shard-models 8] [--loop-models 2]
+
+On a CPU it runs as a smoke test, e.g. `--samples 512 --epochs 1 --shard-models 2 --loop-models 1
+--small-samples 400 --skip-compile`.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import train_throughput  # noqa: E402
 from train_throughput import PROBLEMS, Problem, forward_flops  # noqa: E402
 
 from miaflow.compute import torch_device  # noqa: E402
-from miaflow.models import training  # noqa: E402
+from miaflow.models import ensemble, training  # noqa: E402
 
 WRN28_2 = {
     "kind": "wrn28_2",
@@ -56,6 +65,10 @@ VARIANTS = {
         "channels_last": True,
         "compile": "reduce-overhead",
     },
+}
+ENSEMBLE_VARIANTS = {
+    k: VARIANTS[k]
+    for k in ("fp32 (tf32 convs)", "bf16 + channels_last", "bf16 + cl + compile reduce-overhead")
 }
 HELDOUT = 1024  # held-out samples the trainer evaluates at report epochs (counted in the FLOPs)
 
@@ -130,6 +143,74 @@ def wrn_rows(
     return rows
 
 
+def wrn_shard_rows(
+    n_models: int,
+    loop_models: int,
+    n_samples: int,
+    extra_epochs: int,
+    variants: dict[str, dict],
+    peak: float,
+) -> list[str]:
+    """WRN28-2 shard: one widened ensemble vs the per-model loop, steady state per epoch."""
+    generator = np.random.default_rng(0)
+    x = generator.random((n_samples, *CIFAR.input_shape), dtype=np.float32)
+    y = generator.integers(0, CIFAR.n_classes, n_samples)
+    train, heldout, ids = train_throughput.shard_indices(n_samples, n_models)
+    seeds = list(range(n_models))
+    device = torch_device()
+
+    def ensemble_s(arch: dict[str, Any]) -> float:
+        synchronize()
+        started = time.perf_counter()
+        fitted = ensemble.fit_ensemble(
+            arch, x, y, train, heldout, CIFAR.n_classes, seeds, ids, device=device
+        )
+        synchronize()
+        if fitted is None:
+            raise RuntimeError("the ensemble refused WRN28-2")
+        return time.perf_counter() - started
+
+    def loop_s(arch: dict[str, Any]) -> float:
+        synchronize()
+        started = time.perf_counter()
+        for m in range(loop_models):
+            training._fit_torch(
+                arch,
+                x[train[m]],
+                y[train[m]],
+                x[heldout[m]],
+                y[heldout[m]],
+                CIFAR.n_classes,
+                seeds[m],
+                1,
+                ids[m],
+            )
+        synchronize()
+        return (time.perf_counter() - started) * n_models / loop_models
+
+    samples = sum(map(len, train)) * extra_epochs
+    rows = []
+    for name, options in variants.items():
+        one, more = (dict(WRN28_2, epochs=e, **options) for e in (1, 1 + extra_epochs))
+        work = train_throughput.shard_flops(CIFAR, more, train, heldout) - (
+            train_throughput.shard_flops(CIFAR, one, train, heldout)
+        )
+        seconds = {}
+        for trainer, timed in (("ensemble", ensemble_s), ("loop", loop_s)):
+            timed(one)  # warm-up: compilation, cuDNN's choice of kernels
+            seconds[trainer] = timed(more) - timed(one)
+        rows.append(
+            f"{name:<36} "
+            + " ".join(
+                f"{samples / seconds[t]:10.0f} {work / seconds[t] / 1e12 / peak:6.1%}"
+                for t in ("ensemble", "loop")
+            )
+            + f" {seconds['loop'] / seconds['ensemble']:7.2f}x"
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
 def small_model_rows(n_models: int, n_samples: int, epochs: int) -> list[str]:
     rows = []
     for name, problem in [
@@ -156,6 +237,15 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=4, help="epochs timed beyond the first")
     parser.add_argument(
         "--skip-compile", action="store_true", help="leave out the torch.compile variants"
+    )
+    parser.add_argument(
+        "--shard-models", type=int, default=8, help="members of the WRN28-2 ensemble"
+    )
+    parser.add_argument(
+        "--loop-models",
+        type=int,
+        default=2,
+        help="WRN28-2 members timed one after another (scaled to the shard)",
     )
     parser.add_argument("--models", type=int, default=16, help="models in a small-model shard")
     parser.add_argument(
@@ -187,6 +277,27 @@ def main() -> None:
     )
     print(header, flush=True)
     wrn = wrn_rows(args.samples, args.epochs, variants, bf16 if torch.cuda.is_available() else fp32)
+    ensemble_variants = {
+        k: v for k, v in ENSEMBLE_VARIANTS.items() if not (args.skip_compile and "compile" in v)
+    }
+    print(
+        f"\nWRN28-2 shard of {args.shard_models}, each on about a quarter of {args.samples} "
+        f"samples: one widened ensemble vs one after another ({args.loop_models} timed, "
+        "scaled); samples/s of all members together, MFU against the same peak"
+    )
+    shard_header = (
+        f"{'options':<36} {'ens. smp/s':>10} {'MFU':>6} {'loop smp/s':>10} {'MFU':>6} "
+        f"{'loop/ens':>8}"
+    )
+    print(shard_header, flush=True)
+    shard = wrn_shard_rows(
+        args.shard_models,
+        args.loop_models,
+        args.samples,
+        args.epochs,
+        ensemble_variants,
+        bf16 if torch.cuda.is_available() else fp32,
+    )
     print(
         f"\nsmall models, {args.models} per shard, {args.small_samples} samples, 3 epochs, fp32: "
         "ensemble vs one model after another, both on the device"
@@ -197,7 +308,7 @@ def main() -> None:
     )
     print(small_header, flush=True)
     small = small_model_rows(args.models, args.small_samples, 3)
-    print("\n" + "\n".join([header, *wrn, "", small_header, *small]))
+    print("\n" + "\n".join([header, *wrn, "", shard_header, *shard, "", small_header, *small]))
 
 
 if __name__ == "__main__":

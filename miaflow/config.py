@@ -4,7 +4,9 @@ Validation runs when the Snakefile is parsed, so a bad value stops the run befor
 with a message that names the offending key (or, for YAML that does not parse, the line). Beyond
 the schema it rejects what would run but mislead: experiments that duplicate another in effect,
 counts the data cannot support (pools, classes, texts, queries) or that would be silently capped,
-and local dataset files that are missing or differ from the published ones.
+and local dataset files that are missing or differ from the published ones. A config that passed
+is remembered (`validate`'s cache under .snakemake/): a parse with the same params and package
+runs only the checks that read files.
 
 This module is the face: reading the YAML, the schema, profiles and `validate`. The cross-key
 rules live in `miaflow.validation`, one module per config section (splits, datasets,
@@ -19,18 +21,17 @@ Snakefile is parsed: heavy libraries are imported inside the checks, never at mo
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
+import sys
 import warnings
 from collections.abc import Hashable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
-
-from miaflow.validation import problems as semantic_problems
-from miaflow.validation import warnings as semantic_warnings
 
 DEFAULT_PROFILE = "default"
 
@@ -58,6 +59,8 @@ def _key_path(path: Iterable[Any]) -> str:
 def _schema_problems(config: Any) -> list[str]:
     """Every schema violation as `<key path>: <reason>`; an upper bound also gives the bounded
     key's description, which says why the bound is there."""
+    import jsonschema  # a tenth of a second: only for a config not validated before
+
     validator = jsonschema.Draft202012Validator(schema())
     problems = []
     for error in sorted(
@@ -111,33 +114,82 @@ def resolve(params: Mapping[str, Any]) -> dict[str, Any]:
     return _merged(base, catalogue.get(name, {}))
 
 
-def validate(params: Any) -> dict[str, Any]:
+def validate(params: Any, cache: Path | None = None) -> dict[str, Any]:
     """The effective config (`resolve`) if valid; ConfigError naming every bad key otherwise.
 
     With a profile other than `default`, the problems are those of the effective config, and the
     message says which profile was applied. A valid config can still warn (ConfigWarning).
+
+    With `cache` (a JSON file: the Snakefile's, under .snakemake/), a config that passed before
+    with the same package and libraries (`_validation_key`) is checked again only by the checks
+    that read files (miaflow.validation.READING_FILES): the schema and the checks that read the
+    config alone would find what they found then. Only a valid config is remembered.
     """
-    problems = _schema_problems(params)  # the top-level settings and the catalogue's shape
-    config = dict(params) if isinstance(params, Mapping) else {}
-    if not problems:
+    key = _validation_key(params) if cache is not None else None
+    remembered = _remembered_warnings(cache, key) if cache is not None else None
+    if remembered is not None:
+        from miaflow.validation import file_problems
+
         config = resolve(params)
-        problems = _schema_problems(config) or semantic_problems(config)
+        _stop_on(file_problems(config), config)
+        messages = remembered
+    else:
+        from miaflow.validation import problems as semantic_problems
+        from miaflow.validation import warnings as semantic_warnings
+
+        problems = _schema_problems(params)  # the top-level settings and the catalogue's shape
+        config = dict(params) if isinstance(params, Mapping) else {}
+        if not problems:
+            config = resolve(params)
+            problems = _schema_problems(config) or semantic_problems(config)
+        _stop_on(problems, config)
+        messages = semantic_warnings(config)
+        if cache is not None:
+            from miaflow.io import write_json
+
+            write_json(cache, {"key": key, "warnings": messages})
+    for message in messages:
+        warnings.warn(f"params.yaml: {message}", ConfigWarning, stacklevel=2)
+    return config
+
+
+def _stop_on(problems: list[str], config: Mapping[str, Any]) -> None:
+    """ConfigError naming every problem, if there is one."""
     if problems:
         profile = config.get("profile", DEFAULT_PROFILE)
         where = (
             "params.yaml" if profile == DEFAULT_PROFILE else f"params.yaml (profile {profile!r})"
         )
         raise ConfigError(f"invalid {where}:\n" + "\n".join(f"  - {p}" for p in problems))
-    for message in semantic_warnings(config):
-        warnings.warn(f"params.yaml: {message}", ConfigWarning, stacklevel=2)
-    return config
+
+
+def _validation_key(params: Any) -> str:
+    """What a validation that reads no file depends on: the params, every file of the package
+    (code, schema), the Python version and the installed libraries (the modification time of
+    the folder they are installed in, which any install or removal changes)."""
+    from miaflow.workflow.code import package_digest
+
+    libraries = Path(importlib.util.find_spec("jsonschema").origin).parents[1]
+    parts = [repr(params), package_digest(), sys.version, str(libraries.stat().st_mtime_ns)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _remembered_warnings(cache: Path, key: str) -> list[str] | None:
+    """The warnings of the valid config `cache` remembers under `key`; None if it holds none."""
+    try:
+        stored = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(stored, dict) and stored.get("key") == key:
+        return stored["warnings"]
+    return None
 
 
 # --- reading params.yaml -----------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML
+class _NoDuplicateKeys:
+    """A loader's constructor, except that a key given twice in one mapping is an error: PyYAML
     (and so Snakemake) would silently keep the last value."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -155,6 +207,16 @@ class _Loader(yaml.SafeLoader):
                 )
             lines[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
+
+
+class _Loader(_NoDuplicateKeys, yaml.SafeLoader):
+    """PyYAML's safe loader without duplicate keys: its messages name what is wrong best."""
+
+
+class _FastLoader(_NoDuplicateKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """The same with libyaml's parser where PyYAML has it: ten times faster, for the YAML that
+    parses (every parse of the workflow reads params.yaml); what does not is read again by
+    `_Loader`."""
 
 
 def _yaml_problem(name: str, text: str, error: yaml.YAMLError) -> str:
@@ -180,6 +242,10 @@ def read(path: str | Path = "params.yaml") -> Any:
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ConfigError(f"{name} line {line}: not UTF-8 text ({error.reason})") from None
+    try:
+        return yaml.load(text, Loader=_FastLoader)
+    except yaml.YAMLError:
+        pass  # named below, in the words of the pure-Python parser
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as error:

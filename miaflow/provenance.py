@@ -17,7 +17,8 @@ artifact once before it starts (`remove_damaged`, called by miaflow.workflow.sta
 Snakemake command that runs jobs, and by `make run` once before `dvc repro`, whose eight stage
 commands then skip it), so that damage is rebuilt in the same run even where no job reads it and
 where DVC, keying its hashes by size and modification time, sees no change; a command that runs
-no jobs (`snakemake -n`, `--summary`, ...) only names the damage (`damaged`) and changes nothing.
+no jobs (`snakemake -n`, `--summary`, ...) only names the damage (`damaged`) and changes nothing,
+reading again only the artifacts written since the last such command (`RememberedHashes`).
 
 The records live under `records/`, apart from the artifacts, so that they never change an
 artifact's hash; DVC versions them with the stage's other run records.
@@ -28,7 +29,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,7 @@ FOLDER = "provenance"
 SNAKEMAKE_MARKER = ".snakemake_timestamp"  # Snakemake's own mark in directory outputs
 
 Digest = str  # sha256 of a file, or of a directory's manifest (see `digest`)
+FileHash = Callable[[Path], Digest]  # how a file's sha256 is found: io.file_hash reads it
 
 
 def is_artifact(path: str | Path) -> bool:
@@ -50,19 +54,19 @@ def is_artifact(path: str | Path) -> bool:
     return Path(path).parts[:1] == ARTIFACTS.parts
 
 
-def manifest(directory: Path) -> dict[str, str]:
+def manifest(directory: Path, file_hash: FileHash = io.file_hash) -> dict[str, str]:
     """sha256 of every file under a directory, by path relative to it (sorted)."""
     return {
-        str(file.relative_to(directory)): io.file_hash(file)
+        str(file.relative_to(directory)): file_hash(file)
         for file in sorted(directory.rglob("*"))
         if file.is_file() and file.name != SNAKEMAKE_MARKER
     }
 
 
-def content(path: Path) -> dict[str, Any]:
+def content(path: Path, file_hash: FileHash = io.file_hash) -> dict[str, Any]:
     """What a record says about an artifact's own content: a file's sha256, or the sha256 of
     every file of a directory."""
-    return {"files": manifest(path)} if path.is_dir() else {"sha256": io.file_hash(path)}
+    return {"files": manifest(path, file_hash)} if path.is_dir() else {"sha256": file_hash(path)}
 
 
 def digest_of(content: Mapping[str, Any]) -> Digest:
@@ -136,7 +140,9 @@ class Damage:
     reason: str
 
 
-def scan(root: Path = Path(".")) -> tuple[dict[str, dict[str, Any]], list[Damage]]:
+def scan(
+    root: Path = Path("."), file_hash: FileHash = io.file_hash
+) -> tuple[dict[str, dict[str, Any]], list[Damage]]:
     """Every readable record whose artifact exists under `root` (artifact -> record), and the
     damage: unreadable records, and artifacts whose content differs from their record."""
     records, damage = {}, []
@@ -151,16 +157,16 @@ def scan(root: Path = Path(".")) -> tuple[dict[str, dict[str, Any]], list[Damage
         if (root / artifact).exists():
             records[artifact] = record
     for artifact, record in records.items():
-        if problem := mismatch(root / artifact, record):
+        if problem := mismatch(root / artifact, record, content(root / artifact, file_hash)):
             damage.append(Damage(artifact, *problem))
     return records, damage
 
 
-def damaged(root: Path = Path(".")) -> list[Damage]:
+def damaged(root: Path = Path("."), file_hash: FileHash = io.file_hash) -> list[Damage]:
     """Every artifact whose content differs from its record (an unreadable record condemns its
     artifact), then every artifact computed from one of them, directly or not (their records name
-    their inputs): what `remove_damaged` removes. Reads only."""
-    records, damage = scan(root)
+    their inputs): what `remove_damaged` removes. Reads only (files hashed by `file_hash`)."""
+    records, damage = scan(root, file_hash)
     consumers: dict[str, list[str]] = {}
     for artifact, record in records.items():
         for name in record["inputs"]:
@@ -176,6 +182,40 @@ def damaged(root: Path = Path(".")) -> list[Damage]:
                 todo.append(artifact)
                 found.append(Damage(artifact, root / artifact, f"computed from {source}"))
     return found
+
+
+class RememberedHashes:
+    """A `FileHash` that remembers each file's sha256 by the file's status (size, modification
+    and status-change times, inode) in a JSON file, and reads again only a file whose status
+    changed. Any write changes the status-change time, also one that restores the size and the
+    modification time; damage without a write (bit rot) keeps it, and only reading the file sees
+    it (a run's sweep, `make verify`, the job that reads it). A file changed in the last seconds
+    is not remembered: a second write within the clock's resolution could keep its status."""
+
+    SETTLED_NS = 2_000_000_000
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = {}
+        self.known: dict[str, list[Any]] = known if isinstance(known, dict) else {}
+        self.seen: dict[str, list[Any]] = {}
+
+    def __call__(self, file: Path) -> Digest:
+        status = os.stat(file)
+        key = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+        entry = self.known.get(str(file))
+        sha256 = entry[-1] if entry and entry[:-1] == key else io.file_hash(file)
+        if time.time_ns() - status.st_ctime_ns > self.SETTLED_NS:
+            self.seen[str(file)] = [*key, sha256]
+        return sha256
+
+    def save(self) -> None:
+        """Keep what this scan saw (and only that) for the next one."""
+        if self.seen != self.known:
+            io.write_json(self.path, self.seen)
 
 
 def remove_damaged(root: Path = Path(".")) -> list[Damage]:

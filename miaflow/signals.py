@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from scipy.special import logsumexp
 
 from miaflow.io import read_schema, read_table, write_parquet
 
@@ -31,6 +30,7 @@ def signals_from_logits(logits: np.ndarray, labels: np.ndarray) -> dict[str, np.
     -inf entries are made finite. Everything is computed in float64 from the log-softmax, so that
     phi and the loss neither saturate nor overflow for extremely confident models.
     """
+    from scipy.special import logsumexp  # imported here: the workflow's parse reaches this module
     from scipy.stats import entropy  # imported here: scipy.stats is slow to import
 
     z = np.asarray(logits, dtype=np.float64)

@@ -3,6 +3,8 @@
 # one stage file calls. A stage file reads only the names defined here or in itself, never
 # another stage file's; what one stage file alone uses sits at its top (tests/test_stages.py).
 
+from pathlib import Path
+
 from miaflow.models.kinds import QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES
 from miaflow.workflow import code as library
 from miaflow.workflow.code import ADAPTER
@@ -57,11 +59,15 @@ AUDIT_ROC = "results/audit/roc/{dataset}/{audit}.parquet"
 SOFTWARE = "../envs/miaflow.yaml"
 
 
+# The import closure of every jobs module, cached under .snakemake/ by the package's sources.
+JOB_FILES = library.job_files(Path(".snakemake/miaflow-code.json"))
+
+
 def code(stage):
     """The library files the jobs of `stage` run (the import closures of miaflow.jobs.<stage> and
     of the adapter every script calls), listed as inputs so that editing one reruns exactly the
     jobs that use it."""
-    return sorted({*library.files(f"miaflow.jobs.{stage}"), *library.files(ADAPTER)})
+    return sorted({*JOB_FILES[f"miaflow.jobs.{stage}"], *JOB_FILES[ADAPTER]})
 
 
 def per_experiment(pattern):

@@ -1,7 +1,7 @@
 # Stage hparams: the hyperparameter study of Pradhan et al. (SaTML 2025) on linear heads over
 # frozen features (miaflow.jobs.hparams, docs/algorithms.md#hyperparameter-study). Per setting
-# (dataset, shots), ε and run: splits -> HPO -> grid -> attacks; then the DP bound and the study's
-# long tables (the contract files results/hparam_study.parquet and results/dp_bound.parquet).
+# (dataset, shots), ε and run: splits -> one job of HPO, grid and attacks; then the DP bound and
+# the study's long tables (the contract files results/hparam_study.parquet and results/dp_bound.parquet).
 
 # --- this stage's own paths and input functions: per setting, ε and run ----------------------
 # (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
@@ -102,8 +102,10 @@ rule hparam_noise:
         "../scripts/hparam_noise.py"
 
 
-rule hparam_trials:
-    """HPO (Optuna) of every split of both families, trials batched across splits."""
+rule hparam_run:
+    """One run at one ε: HPO (Optuna) of every split of both families, trials batched across
+    splits; the (M+1)^2 grid train(D_i, eta_j) and the ED targets; LiRA, ACC-LiRA and KL-LiRA
+    with leave-one-out target rotation (pooled metrics and ROC). One job, three artifacts."""
     input:
         data=study_data,
         splits=HPARAM_SPLITS,
@@ -111,84 +113,32 @@ rule hparam_trials:
         code=code("hparams"),
     output:
         trials=HPARAM_TRIALS,
-    log:
-        "records/hparams/logs/hparam_trials/{setting}/eps-{epsilon}/run-{run}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_trials/{setting}/eps-{epsilon}/run-{run}.tsv"
-    conda:
-        SOFTWARE
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    params:
-        setting=study_setting,
-        epsilon=lambda w: float(w.epsilon),
-        run=lambda w: int(w.run),
-        search=STUDY["search"],
-        epochs=STUDY["epochs"],
-        seed=config["seed"],
-    script:
-        "../scripts/hparam_trials.py"
-
-
-rule hparam_grid:
-    """The (M+1)^2 grid train(D_i, eta_j) and the ED targets, with their statistic on V."""
-    input:
-        data=study_data,
-        splits=HPARAM_SPLITS,
-        trials=HPARAM_TRIALS,
-        noise=study_noise,
-        code=code("hparams"),
-    output:
         grid=HPARAM_GRID,
-    log:
-        "records/hparams/logs/hparam_grid/{setting}/eps-{epsilon}/run-{run}.log",
-    benchmark:
-        "records/hparams/benchmarks/hparam_grid/{setting}/eps-{epsilon}/run-{run}.tsv"
-    conda:
-        SOFTWARE
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    params:
-        setting=study_setting,
-        epsilon=lambda w: float(w.epsilon),
-        run=lambda w: int(w.run),
-        epochs=STUDY["epochs"],
-        seed=config["seed"],
-    script:
-        "../scripts/hparam_grid.py"
-
-
-rule hparam_attacks:
-    """LiRA, ACC-LiRA and KL-LiRA with leave-one-out target rotation: pooled metrics and ROC."""
-    input:
-        splits=HPARAM_SPLITS,
-        trials=HPARAM_TRIALS,
-        grid=HPARAM_GRID,
-        code=code("hparams"),
-    output:
         metrics=HPARAM_METRICS,
         roc=HPARAM_ROC,
         selection=HPARAM_SELECTION,
     log:
-        "records/hparams/logs/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.log",
+        "records/hparams/logs/hparam_run/{setting}/eps-{epsilon}/run-{run}.log",
     benchmark:
-        "records/hparams/benchmarks/hparam_attacks/{setting}/eps-{epsilon}/run-{run}.tsv"
+        "records/hparams/benchmarks/hparam_run/{setting}/eps-{epsilon}/run-{run}.tsv"
     conda:
         SOFTWARE
+    threads: config["training"]["threads"]
+    resources:
+        gpu=1,
     params:
         setting=study_setting,
         epsilon=lambda w: float(w.epsilon),
         run=lambda w: int(w.run),
         n_shadow=STUDY["shadow_models"],
-        n_trials=STUDY["search"]["trials"],
+        search=STUDY["search"],
+        epochs=STUDY["epochs"],
         budgets=STUDY["budgets"],
         divergence=STUDY["divergence"],
         fpr_levels=config["metrics"]["fpr_levels"],
         seed=config["seed"],
     script:
-        "../scripts/hparam_attacks.py"
+        "../scripts/hparam_run.py"
 
 
 rule hparam_bound:

@@ -1,15 +1,22 @@
 """Shared fixtures: paths to the repository and the real datasets beside it, a check that a
 figure is a reproducible PNG, one finished run of the tiny end-to-end config that several test
 modules read (each works on its own copy, so none sees another's changes), and `problems_of`, the
-validation message of an invalid config."""
+validation message of an invalid config.
+
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile
+--no-loadscope-reorder`): the tests of a module stay on one worker (its module fixtures are built
+once), the modules with whole runs start first (WHOLE_RUNS_FIRST), and the finished tiny run is
+built once, by whichever worker asks first (a file lock)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -85,11 +92,23 @@ def reproducible_png(tmp_path) -> Callable[[Callable[[Path], None]], bytes]:
 def finished_run(tmp_path_factory) -> Path:
     """A project after `dvc repro` of the tiny config with README's audit example
     (tests/test_workflow_e2e.py). Read only:
-    a test that changes anything works on `copy_of_finished_run`."""
+    a test that changes anything works on `copy_of_finished_run`.
+
+    Built once per `make test`: under pytest-xdist the first worker to ask builds it in the
+    folder all workers share, holding a lock that a second worker waits on, then reads."""
     from test_workflow_e2e import run, tiny_project
 
-    root = tiny_project(tmp_path_factory.mktemp("finished") / "project")
-    run(["dvc", "repro"], root)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        root = tiny_project(tmp_path_factory.mktemp("finished") / "project")
+        run(["dvc", "repro"], root)
+        return root
+    shared = tmp_path_factory.getbasetemp().parent / "finished"  # this session's, every worker's
+    with FileLock(f"{shared}.lock"):
+        root, done = shared / "project", shared / "built"
+        if not done.exists():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that failed building it
+            run(["dvc", "repro"], tiny_project(root))
+            done.touch()
     return root
 
 
@@ -111,6 +130,27 @@ def problems_of(params: dict) -> str:
 @pytest.fixture
 def copy_of_finished_run(finished_run, tmp_path) -> Path:
     return copy_project(finished_run, tmp_path / "project")
+
+
+# Modules with whole runs, longest first. Under xdist (`--dist loadfile --no-loadscope-reorder`
+# hands out whole modules in this order) one worker starts the first, the other the second, and
+# the last tests to finish are short ones; the rest keep pytest's order.
+WHOLE_RUNS_FIRST = (
+    "test_workflow_e2e.py",  # builds the finished tiny run that the modules below read
+    "test_resume_e2e.py",  # a second tiny run, killed and resumed, meanwhile
+    "test_slurm.py",
+    "test_defenses_e2e.py",
+    "test_report_browser.py",
+    "test_s3_remote.py",
+    "test_audit_e2e.py",
+    "test_queries_workflow.py",
+)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """The modules of WHOLE_RUNS_FIRST first, in that order."""
+    rank = {name: k for k, name in enumerate(WHOLE_RUNS_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 OPT_IN_MARKERS = ("slurm", "s3", "browser", "audit")

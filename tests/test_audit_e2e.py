@@ -1,61 +1,48 @@
-"""End to end: README's audit example, run as written in a project, through the real `snakemake`;
-and a bad file stopping the audit before any attack runs."""
+"""End to end: README's audit example, run as written in the shared finished run (its project
+has it, tests/test_workflow_e2e.py's `tiny_project`), through the real `snakemake`; a bad file
+stopping the audit before any attack runs; and a checkpoint audited with miaflow's reference
+models."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project
 from test_audit import trained_outside
-from test_workflow_e2e import make_project, run, tiny_params, with_readme_audit
+from test_workflow_e2e import TINY_ATTACKS, make_project, run, tiny_params
 
 pytestmark = [pytest.mark.audit, pytest.mark.e2e]
 
 
-def audit_project(root: Path) -> Path:
-    """A small project with README's audit example, as written."""
-    params = tiny_params()
-    params["experiments"] = [{"dataset": "breast_cancer", "arch": "lr"}]
-    params["attacks"] = ["metric-loss", "lira-online", "rmia-offline", "query-neighbor"]
-    return with_readme_audit(make_project(root, params))
-
-
-@pytest.fixture(scope="module")
-def audited(tmp_path_factory) -> Path:
-    project = audit_project(tmp_path_factory.mktemp("audit") / "project")
-    run(["snakemake", "audit", "--cores", "2"], project)
-    return project
-
-
-def test_the_readme_audit_example_runs_as_written(audited):
+def test_the_readme_audit_example_runs_as_written(copy_of_finished_run):
+    audited = copy_of_finished_run
     metrics = pd.read_parquet(audited / "results/audit/metrics/sklearn_digits/forest.parquet")
     assert set(metrics["target_model"]) == {"forest"} and set(metrics["dataset"]) == {
         "sklearn_digits"
     }
     auroc = metrics[metrics["metric"] == "auroc"].set_index("attack")["value"]
-    assert set(auroc.index) == {"metric-loss", "lira-online"}  # no population models, no queries
+    # no population models (no RMIA: model-robust), no queries
+    assert set(auroc.index) == set(TINY_ATTACKS) - {"model-robust", "query-neighbor"}
     assert auroc["lira-online"] > 0.7 and auroc["metric-loss"] > 0.6  # the forests memorise
     log = (audited / "records/audit/logs/score_audit/sklearn_digits/forest.log").read_text()
-    assert "rmia-offline skipped: needs population models" in log
+    assert "model-robust skipped: needs population models" in log
     assert "query-neighbor skipped: queries the model" in log
     # Run again, it finds the audit done and prints its best attacks, as the run did.
     result = run(["snakemake", "audit", "--cores", "1"], audited)
     said = result.stdout + result.stderr
     assert re.search(
-        r"^  sklearn_digits/forest +lira-online +AUROC \d\.\d{3}, TPR@1%FPR \d\.\d{3}  "
-        r"\(over 1 target model\)$",
+        rf"^  sklearn_digits/forest +{re.escape(auroc.idxmax())} +AUROC \d\.\d{{3}}, "
+        r"TPR@1%FPR \d\.\d{3}  \(over 1 target model\)$",
         said,
         re.MULTILINE,
     )
     assert re.search(r"^total +1$", said, re.MULTILINE)  # that report is the only job
 
 
-def test_a_bad_file_stops_the_audit_before_any_attack(audited, tmp_path):
-    project = copy_project(audited, tmp_path / "project")
+def test_a_bad_file_stops_the_audit_before_any_attack(copy_of_finished_run):
+    project = copy_of_finished_run
     scores = project / "results/audit/scores/sklearn_digits/forest.parquet"
     scored = scores.stat().st_mtime_ns
     outputs = pd.read_parquet(project / "audit/outputs.parquet")

@@ -175,8 +175,38 @@ def test_gpu_path_options_train_on_cpu():
 
 
 def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
-    """Dropout cannot be grouped, a skip connection is caught by the forward check: both fall
-    back."""
+    """Dropout can be neither grouped nor widened: the shard falls back to the loop."""
+
+    def with_dropout(arch, input_shape, n_classes):
+        return torch.nn.Sequential(
+            torch.nn.Dropout(0.1), torch.nn.Linear(input_shape[0], n_classes)
+        )
+
+    dataset = toy_dataset(image=False)
+    monkeypatch.setattr(models, "build_torch_model", with_dropout)
+    assert (
+        ensemble.fit_ensemble(
+            ARCHS["mlp"],
+            dataset.features,
+            dataset.labels,
+            [np.arange(50)],
+            [np.arange(50, 80)],
+            3,
+            [1],
+            ["m"],
+        )
+        is None
+    )
+    with caplog.at_level("INFO", logger="miaflow"):
+        weights, records = train_models(
+            dataset, toy_splits(), SHARD[:2], "mlp", ARCHS["mlp"], seed=3
+        )
+    assert "as one ensemble" not in caplog.text and len(weights) == 2
+
+
+def test_a_skip_connection_trains_widened_as_the_loop(monkeypatch, caplog):
+    """The grouped forward's check catches the skip connection; the widened module runs the
+    module's own forward, so the shard still trains as one ensemble, with the loop's weights."""
 
     class Residual(torch.nn.Module):
         def __init__(self, width: int, n_classes: int) -> None:
@@ -187,33 +217,14 @@ def test_unsupported_layers_train_one_by_one(monkeypatch, caplog):
         def forward(self, x):
             return self.out(x + torch.tanh(self.inner(x)))
 
-    def with_dropout(arch, input_shape, n_classes):
-        return torch.nn.Sequential(
-            torch.nn.Dropout(0.1), torch.nn.Linear(input_shape[0], n_classes)
-        )
-
+    monkeypatch.setattr(models, "build_torch_model", lambda arch, shape, n: Residual(shape[0], n))
     dataset = toy_dataset(image=False)
-    for builder in (with_dropout, lambda arch, shape, n: Residual(shape[0], n)):
-        monkeypatch.setattr(models, "build_torch_model", builder)
-        assert (
-            ensemble.fit_ensemble(
-                ARCHS["mlp"],
-                dataset.features,
-                dataset.labels,
-                [np.arange(50)],
-                [np.arange(50, 80)],
-                3,
-                [1],
-                ["m"],
-            )
-            is None
-        )
-        with caplog.at_level("INFO", logger="miaflow"):
-            caplog.clear()
-            weights, records = train_models(
-                dataset, toy_splits(), SHARD[:2], "mlp", ARCHS["mlp"], seed=3
-            )
-        assert "as one ensemble" not in caplog.text and len(weights) == 2
+    arch = dict(ARCHS["mlp"], epochs=4)
+    with caplog.at_level("INFO", logger="miaflow"):
+        batched, _ = train_models(dataset, toy_splits(), SHARD, "mlp", arch, seed=3)
+    assert "as one ensemble" in caplog.text
+    looped, _ = train_models(dataset, toy_splits(), SHARD, "mlp", dict(arch, batched=False), seed=3)
+    assert max_difference(batched, looped) < 1e-4
 
 
 def test_sgd_learning_rates_follow_torch_cosine_schedule():

@@ -15,6 +15,7 @@ from miaflow.data import read_dataset, write_dataset
 from miaflow.jobs import adapter, evaluate, prepare, report, train
 from miaflow.splits import make_splits
 from miaflow.workflow.plan import Experiment
+from miaflow.workflow.stages import STAGES
 
 
 class Fields(dict):
@@ -223,3 +224,21 @@ print(torch.are_deterministic_algorithms_enabled(),
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", str(compiled)]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_jobs_module_leaves_heavy_libraries_to_the_jobs_that_use_them(stage):
+    """Every job pays its script's imports before its first line: the adapter and a stage's jobs
+    module import no library that takes a second or more (torch, transformers, scikit-learn, …);
+    the job functions import what they use."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys, miaflow.jobs.adapter, miaflow.jobs.{stage}; print(*sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert [name for name in adapter.HEAVY_MODULES if name in loaded] == []

@@ -38,7 +38,7 @@ def test_paper_profile_plans_downloads_and_every_stage(repo, tmp_path):
         "score_attacks",
         "study_tables",
         "hparam_features",
-        "hparam_grid",
+        "hparam_run",
         "hparam_report",
         "llm_tokens",
         "llm_pairs",
@@ -72,7 +72,7 @@ def test_llm_cpu_profile_plans_the_language_models_from_local_copies(repo, tmp_p
 
 def test_study_cpu_profile_plans_the_study_from_local_copies(repo, tmp_path, shared_data):
     counts = planned_from_local_copies(repo, tmp_path, shared_data, "study-cpu")
-    assert counts["hparam_grid"] == 3 * 10 and counts["hparam_noise"] == 2  # ε ∈ {∞, 8, 1}, R = 10
+    assert counts["hparam_run"] == 3 * 10 and counts["hparam_noise"] == 2  # ε ∈ {∞, 8, 1}, R = 10
 
 
 def test_real_cpu_profile_plans_from_local_copies(repo, tmp_path, shared_data):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import copy_project
 from test_workflow_e2e import run
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -42,6 +43,15 @@ def build_report(project: Path) -> Path:
     return project / "report.html"
 
 
+@pytest.fixture(scope="module")
+def project(finished_run, tmp_path_factory) -> Path:
+    """This module's copy of the finished run, with its report.html, built once for both tests
+    (the browser's pages are written beside it under their own names)."""
+    project = copy_project(finished_run, tmp_path_factory.mktemp("report") / "project")
+    build_report(project)
+    return project
+
+
 def embedded(page: str, name: str):
     """The JSON the report embeds as `var <name> = ...;` in its <script id="<name>"> (- for _)."""
     script = name.replace("_", "-")
@@ -50,9 +60,8 @@ def embedded(page: str, name: str):
     return json.loads(match.group(1))
 
 
-def test_every_result_is_in_its_category_with_its_caption(copy_of_finished_run):
-    project = copy_of_finished_run
-    page = build_report(project).read_text(encoding="utf-8")
+def test_every_result_is_in_its_category_with_its_caption(project):
+    page = (project / "report.html").read_text(encoding="utf-8")
     categories, results = embedded(page, "categories"), embedded(page, "results")
     where = {
         path: (category, subcategory)
@@ -298,12 +307,9 @@ def opening_every_figure(categories: dict, results: dict) -> tuple[list[Step], l
     return steps, shows
 
 
-def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(
-    copy_of_finished_run, tmp_path
-):
+def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(project, tmp_path):
     browser = chromium()
-    project = copy_of_finished_run
-    page = build_report(project)
+    page = project / "report.html"
     text = page.read_text(encoding="utf-8")
 
     # The first page: the workflow's description with the headline table, the menu of categories.

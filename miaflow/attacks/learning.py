@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from scipy.special import softmax
 
 from miaflow.attacks.registry import AttackInputs, register
 from miaflow.models.optimizers import Adam
@@ -41,6 +40,8 @@ def _finite_logits(signals: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _probabilities(signals: Mapping[str, np.ndarray]) -> np.ndarray:
+    from scipy.special import softmax  # imported here: params validation reads this registry
+
     return softmax(_finite_logits(signals), axis=-1)
 
 

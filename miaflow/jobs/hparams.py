@@ -6,7 +6,8 @@ Per setting (a dataset and a number of shots S), run and ε: the grid's splits, 
 attacks with rotation; then the bound DP puts on any attack, and the study's long tables.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/hparams.smk (stage =
-rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is.
+rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is;
+`hparam_run` chains three of them (HPO, grid, attacks) in one job.
 """
 
 from __future__ import annotations
@@ -124,7 +125,69 @@ def hparam_noise(
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
-def hparam_trials(
+def hparam_run(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    noise: Paths,
+    trials: str | Path,
+    grid: str | Path,
+    metrics: str | Path,
+    roc: str | Path,
+    selection: str | Path,
+    setting: Mapping[str, Any],
+    epsilon: float,
+    run: int,
+    n_shadow: int,
+    search: Mapping[str, Any],
+    epochs: int,
+    budgets: Sequence[Sequence[int]],
+    divergence: str,
+    fpr_levels: Sequence[float],
+    seed: int,
+    threads: int,
+) -> None:
+    """One run at one ε: HPO, the grid and the attacks in one process, so that the run pays
+    interpreter, torch and data start-up once instead of three times (each step still writes its
+    own artifact)."""
+    run_of = {"setting": setting, "epsilon": epsilon, "run": run, "seed": seed}
+    _hpo(
+        data=data,
+        splits=splits,
+        noise=noise,
+        trials=trials,
+        search=search,
+        epochs=epochs,
+        threads=threads,
+        **run_of,
+    )
+    _grid(
+        data=data,
+        splits=splits,
+        trials=trials,
+        noise=noise,
+        grid=grid,
+        epochs=epochs,
+        threads=threads,
+        **run_of,
+    )
+    _attacks(
+        splits=splits,
+        trials=trials,
+        grid=grid,
+        metrics=metrics,
+        roc=roc,
+        selection=selection,
+        n_shadow=n_shadow,
+        n_trials=search["trials"],
+        budgets=budgets,
+        divergence=divergence,
+        fpr_levels=fpr_levels,
+        **run_of,
+    )
+
+
+def _hpo(
     *,
     data: str | Path,
     splits: str | Path,
@@ -164,7 +227,7 @@ def hparam_trials(
     io.write_parquet(trials, table)
 
 
-def hparam_grid(
+def _grid(
     *,
     data: str | Path,
     splits: str | Path,
@@ -291,7 +354,7 @@ def _column_frame(
     )
 
 
-def hparam_attacks(
+def _attacks(
     *,
     splits: str | Path,
     trials: str | Path,

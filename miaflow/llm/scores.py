@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from zlib import compress
 
 import numpy as np
-from scipy.stats import kendalltau, rankdata
 
 log = logging.getLogger("miaflow.llm")
 
@@ -200,6 +199,8 @@ def row_auroc(R: np.ndarray, labels: np.ndarray) -> np.ndarray:
     positives, negatives = labels.sum(), (~labels).sum()
     if positives == 0 or negatives == 0:
         return np.full(R.shape[0], np.nan)
+    from scipy.stats import rankdata  # imported here: parsing the workflow imports this module
+
     ranks = rankdata(R, axis=1)
     u = ranks[:, labels].sum(axis=1) - positives * (positives + 1) / 2
     return u / (positives * negatives)
@@ -212,6 +213,8 @@ def prefix_scores(R: np.ndarray, f: np.ndarray, scoring: str) -> np.ndarray:
     "kendall": Kendall tau-b between the row and f; "rankdist": 1 - mean |rank(row) - rank(f)|
     / (N - 1), with average ranks.
     """
+    from scipy.stats import kendalltau, rankdata  # imported here: slow, and parse-time reachable
+
     R, f = np.asarray(R, dtype=np.float64), np.asarray(f, dtype=np.float64)
     if scoring == "auroc":
         return row_auroc(R, f > np.median(f))

@@ -310,9 +310,30 @@ def augment_images(
     Each image gets its own offsets and coin from `generator` (a CPU generator, so draws are the
     same on every device); the batch stays on its device.
     """
+    offsets, flips = augment_draws(len(x), generator, padding)
+    return crop_and_flip(x, offsets.to(x.device), flips.to(x.device), padding, pad_value)
+
+
+def augment_draws(
+    n: int, generator: torch.Generator, padding: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`augment_images`' random draws for n images: (2, n) crop offsets and n flip coins, apart
+    from the crop itself so that an ensemble can draw per member and crop all members at once."""
+    offsets = torch.randint(0, 2 * padding + 1, (2, n), generator=generator)
+    flips = torch.rand(n, generator=generator) < 0.5
+    return offsets, flips
+
+
+def crop_and_flip(
+    x: torch.Tensor,
+    offsets: torch.Tensor,
+    flips: torch.Tensor,
+    padding: int = 4,
+    pad_value: float = CROP_PAD_VALUE,
+) -> torch.Tensor:
+    """Crop each image of (N, C, H, W) at its (row, column) offset into the padded image, and
+    mirror the images whose coin says so."""
     n, _, height, width = x.shape
-    offsets = torch.randint(0, 2 * padding + 1, (2, n), generator=generator).to(x.device)
-    flips = (torch.rand(n, generator=generator) < 0.5).to(x.device)
     padded = nn.functional.pad(x, (padding,) * 4, value=pad_value)
     rows = offsets[0, :, None] + torch.arange(height, device=x.device)
     cols = offsets[1, :, None] + torch.arange(width, device=x.device)

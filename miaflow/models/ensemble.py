@@ -15,8 +15,13 @@ per run of neighbouring members with equal step counts). Only floating-point sum
 differs from the loop.
 
 Layers the grouped forward knows: Linear, Conv2d, ReLU, Tanh, MaxPool2d, Flatten, Identity,
-applied in registration order; `grouped_layers` returns None for anything else (e.g. batch-norm,
-dropout, residual blocks) and the caller trains such models one by one.
+applied in registration order. Networks with batch norm or skip connections (the image networks:
+WideResNet, ResNet18, VGG11, MobileNetV2) train as one widened copy of the member's module
+instead (`miaflow.models.wide`): batch-norm running statistics are per member, put back for a
+member without a batch at a step, and counted per member; the last batch of one sample is left
+out as the loop's `trainable_batches` does; crop-and-flip augmentation draws from each member's
+own generator as the loop does, and crops all members at once. Anything else (e.g. dropout)
+trains one by one.
 
 Over 400 lines because the grouped forward, the masked optimizer and the training loop share
 private layouts (stacked weights, per-member masks and step counts) that a split would have to
@@ -25,6 +30,7 @@ make public.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -37,15 +43,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from miaflow.defenses import TRAINING, defense_kind
+from miaflow.models.architectures import IMAGE_MODELS, augment_draws, crop_and_flip
 from miaflow.models.optimizers import ADAM_BETAS, ADAM_EPS
 from miaflow.models.recipe import SGD_MOMENTUM, Options, build_module, learning_rates, sgd_momentum
+from miaflow.models.wide import TRACKED, WideEnsemble, wide_ensemble
 from miaflow.progress import Progress
+from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
 Weights = dict[str, np.ndarray]
 
-BATCHABLE_KINDS = frozenset({"mlp", "torch_lr", "cnn"})
+BATCHABLE_KINDS = frozenset({"mlp", "torch_lr", "cnn", *IMAGE_MODELS})
 ELEMENTWISE = (nn.ReLU, nn.Tanh, nn.MaxPool2d, nn.Identity)
 EVAL_CHUNK = 2048  # held-out samples per member and forward pass (GPU)
 CPU_EVAL_SAMPLES = (
@@ -54,12 +63,10 @@ CPU_EVAL_SAMPLES = (
 
 
 def wants_batched(arch: Mapping[str, Any]) -> bool:
-    """`batched` (default true) on a kind the grouped layers cover; augmentation and defenses
-    train per model."""
+    """`batched` (default true) on a kind the ensembles cover; defenses train per model."""
     return (
         arch["kind"] in BATCHABLE_KINDS
         and arch.get("batched", True)
-        and not arch.get("augment", False)
         and defense_kind(arch) not in TRAINING
     )
 
@@ -126,13 +133,21 @@ class GroupedEnsemble:
         self.layers = _tanh_by_sigmoid(_pool_before_relu(layers)) if cpu else layers
         self.size = len(modules)
         self.channels_last = channels_last or cpu
+        self.buffers: dict[str, torch.Tensor] = {}  # `grouped_layers` refuses modules with any
+
+    def train(self, mode: bool) -> None:
+        """No layer here behaves differently in training and in evaluation."""
 
     def forward(
-        self, x: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
+        self,
+        x: torch.Tensor,
+        params: Mapping[str, torch.Tensor] | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(M, B, *input_shape) member-major inputs -> (M, B, n_classes) logits.
 
-        Convolutions run on (B, M*C, H, W) with M groups; Flatten returns to member-major."""
+        Convolutions run on (B, M*C, H, W) with M groups; Flatten returns to member-major.
+        `rows` is not needed: no layer here has batch statistics."""
         params = self.params if params is None else params
         members, batch = x.shape[:2]
         h, grouped = x, False
@@ -351,16 +366,9 @@ def fit_ensemble(
     for seed in seeds:
         torch.manual_seed(seed)
         modules.append(build_module(arch, features.shape[1:], n_classes))
-    layers = grouped_layers(modules[0])
     options = Options.of(arch)
-    if layers is None:
-        return None
-    ensemble = GroupedEnsemble(modules, layers, device, options.channels_last)
-    if not _matches_modules(ensemble, modules, features):
-        log.warning(
-            "grouped forward differs from %s's own forward: training one by one",
-            type(modules[0]).__name__,
-        )
+    ensemble = _ensemble(modules, features, device, options.channels_last)
+    if ensemble is None:
         return None
 
     x_all = torch.tensor(features)  # a copy: dataset arrays may be read-only
@@ -371,10 +379,14 @@ def fit_ensemble(
     )
 
     def member_losses(
-        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor
+        params: dict[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        weight: torch.Tensor,
+        rows: torch.Tensor | None,
     ) -> torch.Tensor:
         with autocast:
-            logits = ensemble.forward(x, params)
+            logits = ensemble.forward(x, params, rows)
         losses = F.cross_entropy(
             logits.float().reshape(-1, n_classes), y.reshape(-1), reduction="none"
         )
@@ -385,10 +397,17 @@ def fit_ensemble(
         ensemble.params, arch["optimizer"], arch["weight_decay"], sgd_momentum(arch)
     )
     shuffles = [torch.Generator().manual_seed(seed) for seed in seeds]
+    augmenters = (
+        [torch.Generator().manual_seed(derive_seed(seed, "augment")) for seed in seeds]
+        if arch.get("augment")
+        else None
+    )
     size, batch_size = ensemble.size, arch["batch_size"]
+    norms = bool(ensemble.buffers)  # batch norm: statistics per batch, running statistics
     running = torch.ones(size, dtype=torch.bool)
     best_acc, stale = np.full(size, -1.0), np.zeros(size, dtype=int)
-    best = {k: v.detach().clone() for k, v in ensemble.params.items()}
+    state = {**ensemble.params, **ensemble.buffers}
+    best = {k: v.detach().clone() for k, v in state.items()}
     epochs, patience = arch["epochs"], arch["patience"]
     report_every = max(1, epochs // 5)
     heldout_idx, heldout_valid = _padded(heldout_sets, max(map(len, heldout_sets)))
@@ -396,32 +415,45 @@ def fit_ensemble(
     with Progress(epochs, f"ensemble of {size} models", "epochs") as progress:
         for epoch, lr in enumerate(learning_rates(arch), start=1):
             order = [
-                train_sets[m][torch.randperm(len(train_sets[m]), generator=shuffles[m]).numpy()]
+                _epoch_order(train_sets[m], shuffles[m], batch_size, norms)
                 if running[m]
                 else train_sets[m][:0]
                 for m in range(size)
             ]
             n_steps = max(math.ceil(len(o) / batch_size) for o in order)
             idx, valid = _padded(order, n_steps * batch_size)
-            active = (
-                valid.view(size, n_steps, batch_size).any(2).numpy()
-            )  # on the host: no device sync per step
+            counts = valid.view(size, n_steps, batch_size).sum(2).numpy()  # on the host: no sync
+            active = counts > 0
+            partial = ((counts > 0) & (counts < batch_size)).any(0) & norms
+            crops = None if augmenters is None else _crops(augmenters, counts, batch_size, device)
             idx, valid = idx.to(device), valid.to(device)
             total = torch.zeros(size, device=device)
             for step in range(n_steps):
                 batch = slice(step * batch_size, (step + 1) * batch_size)
                 weight = valid[:, batch].float()
                 rows = idx[:, batch]
-                losses = loss_fn(ensemble.params, _gather(x_all, rows), y_all[rows], weight)
+                x = _gather(x_all, rows)
+                if crops is not None:
+                    x = _cropped(x, crops, batch)
+                idle = ~active[:, step]
+                saved = {k: v.clone() for k, v in ensemble.buffers.items()} if idle.any() else {}
+                losses = loss_fn(
+                    ensemble.params, x, y_all[rows], weight, weight if partial[step] else None
+                )
                 grads = torch.autograd.grad(losses.sum(), list(ensemble.params.values()))
+                if saved:  # running statistics of members without a batch stay
+                    _copy_members(ensemble.buffers, saved, torch.from_numpy(idle))
                 optimizer.step(grads, active[:, step], lr)
                 total += losses.detach() * weight.sum(1)
                 progress.advance(1 / n_steps)
+            _count_batches(ensemble.buffers, optimizer.steps)
             if not (patience or epoch % report_every == 0 or epoch == epochs):
                 continue
+            ensemble.train(False)
             acc = _heldout_accuracy(
                 ensemble, autocast, x_all, y_all, heldout_idx.to(device), heldout_valid.to(device)
             )
+            ensemble.train(True)
             mean_loss = total.cpu().numpy() / np.maximum([len(o) for o in order], 1)
             log.info(
                 "epoch %d/%d: %d/%d members training, mean loss %.4f, held-out acc %.4f..%.4f",
@@ -437,7 +469,7 @@ def fit_ensemble(
                 improved = torch.from_numpy((acc > best_acc) & running.numpy())
                 best_acc = np.where(improved.numpy(), acc, best_acc)
                 stale = np.where(improved.numpy(), 0, stale + running.numpy())
-                _copy_members(best, ensemble.params, improved)
+                _copy_members(best, state, improved)
                 stopping = torch.from_numpy(stale > patience) & running
                 for m in np.flatnonzero(stopping.numpy()):
                     log.info("%s early stop at epoch %d", model_ids[m], epoch)
@@ -445,8 +477,90 @@ def fit_ensemble(
                 if not running.any():
                     break
     if patience:  # like the loop: keep each member's best state, if it ever had one
-        _copy_members(ensemble.params, best, torch.from_numpy(best_acc >= 0))
+        _copy_members(state, best, torch.from_numpy(best_acc >= 0))
     return [ensemble.member_weights(m) for m in range(size)]
+
+
+def _ensemble(
+    modules: Sequence[nn.Module], features: np.ndarray, device: str, channels_last: bool
+) -> GroupedEnsemble | WideEnsemble | None:
+    """The grouped ensemble where the modules are a sequence of leaves it knows, else the
+    widened one; None where neither gives the modules' own outputs on a probe."""
+    layers = grouped_layers(modules[0])
+    if layers is not None:
+        grouped = GroupedEnsemble(modules, layers, device, channels_last)
+        if _matches_modules(grouped, modules, features):
+            return grouped
+    wide = wide_ensemble(modules, device, channels_last)
+    if wide is not None and _wide_matches(modules, features):
+        return wide
+    if layers is not None or wide is not None:
+        log.warning(
+            "batched forward differs from %s's own forward: training one by one",
+            type(modules[0]).__name__,
+        )
+    return None
+
+
+def _wide_matches(modules: Sequence[nn.Module], features: np.ndarray) -> bool:
+    """The widened forward gives copies of the modules' own outputs, on the CPU in fp32: in
+    training mode (batch statistics, which update the running statistics), then in evaluation
+    mode (those running statistics)."""
+    copies = [copy.deepcopy(m).train() for m in modules]
+    check = wide_ensemble(copies, "cpu", False)
+    probe = torch.tensor(features[:4])
+    members = probe.expand(len(copies), *probe.shape)
+    with torch.no_grad():
+        for training in (True, False):
+            check.train(training)
+            expected = torch.stack([m.train(training)(probe) for m in copies])
+            got = check.forward(members)
+            if got.shape != expected.shape or not torch.allclose(
+                got, expected, rtol=1e-4, atol=1e-5
+            ):
+                return False
+    return True
+
+
+def _epoch_order(
+    train_set: np.ndarray, generator: torch.Generator, batch_size: int, norms: bool
+) -> np.ndarray:
+    """A member's samples in this epoch's order; with batch norm, without a last batch of one
+    sample (as `trainable_batches` leaves it out of the loop)."""
+    order = train_set[torch.randperm(len(train_set), generator=generator).numpy()]
+    if norms and len(order) > batch_size and len(order) % batch_size == 1:
+        return order[:-1]
+    return order
+
+
+def _crops(
+    generators: Sequence[torch.Generator], counts: np.ndarray, batch_size: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An epoch's crop offsets (2, M, steps * batch) and flip coins (M, steps * batch), drawn per
+    member and batch from the member's generator in the loop's order (padding rows: no crop)."""
+    size, n_steps = counts.shape
+    offsets = torch.zeros(2, size, n_steps * batch_size, dtype=torch.int64)
+    flips = torch.zeros(size, n_steps * batch_size, dtype=torch.bool)
+    for m, generator in enumerate(generators):
+        for step in np.flatnonzero(counts[m]):
+            rows = slice(step * batch_size, step * batch_size + int(counts[m, step]))
+            offsets[:, m, rows], flips[m, rows] = augment_draws(int(counts[m, step]), generator)
+    return offsets.to(device), flips.to(device)
+
+
+def _cropped(
+    x: torch.Tensor, crops: tuple[torch.Tensor, torch.Tensor], batch: slice
+) -> torch.Tensor:
+    """(M, B, C, H, W) images cropped and flipped by this batch's share of `_crops`."""
+    offsets, flips = crops[0][:, :, batch], crops[1][:, batch]
+    return crop_and_flip(x.flatten(0, 1), offsets.flatten(1), flips.flatten()).view_as(x)
+
+
+def _count_batches(buffers: Mapping[str, torch.Tensor], steps: np.ndarray) -> None:
+    """Batch-norm batch counts of each member: one per optimizer step it took, as in the loop."""
+    for key, value in buffers.items():
+        if key.endswith(TRACKED):
+            value.copy_(torch.from_numpy(steps))
 
 
 def _matches_modules(

@@ -95,10 +95,26 @@ KINDS: dict[str, Kind] = {
             qrm="network",
             summary="logistic regression as one linear layer with L2 penalty `weight_decay`",
         ),
-        Kind("wrn28_2", "torch", IMAGE, qrm="network", summary="WideResNet-28-2 (LiRA/TDDBench)"),
-        Kind("resnet18", "torch", IMAGE, qrm="network", summary="CIFAR ResNet18"),
-        Kind("vgg11", "torch", IMAGE, qrm="network", summary="CIFAR VGG11 with batch norm"),
-        Kind("mobilenetv2", "torch", IMAGE, qrm="network", summary="CIFAR MobileNetV2"),
+        Kind(
+            "wrn28_2",
+            "torch",
+            IMAGE,
+            batched=True,
+            qrm="network",
+            summary="WideResNet-28-2 (LiRA/TDDBench)",
+        ),
+        Kind("resnet18", "torch", IMAGE, batched=True, qrm="network", summary="CIFAR ResNet18"),
+        Kind(
+            "vgg11",
+            "torch",
+            IMAGE,
+            batched=True,
+            qrm="network",
+            summary="CIFAR VGG11 with batch norm",
+        ),
+        Kind(
+            "mobilenetv2", "torch", IMAGE, batched=True, qrm="network", summary="CIFAR MobileNetV2"
+        ),
         Kind(
             "transformer",
             "transformer",

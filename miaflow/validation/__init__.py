@@ -23,25 +23,37 @@ from miaflow.validation import (
     statistics,
 )
 
+# Every check, in report order.
+CHECKS = (
+    experiments.duplicate_problems,
+    audits.problems,
+    defenses.problems,
+    experiments.momentum_problems,
+    experiments.problems,
+    splits.problems,
+    queries.problems,
+    statistics.exact_test_problems,
+    experiments.need_problems,
+    hparam_study.problems,
+    llm.problems,
+    statistics.fpr_level_problems,
+    statistics.metric_problems,
+    datasets.problems,
+)
+# The checks that read files beside the config (the audits' files and folder, the datasets' local
+# copies). The others read the config alone: `miaflow.config` runs them once per config and
+# package code (tests/test_parse_time.py checks that they open and stat no file).
+READING_FILES = (audits.problems, datasets.problems)
+
 
 def problems(config: Mapping[str, Any]) -> list[str]:
     """Every cross-key problem of a config that already matches the schema, in report order."""
-    return [
-        *experiments.duplicate_problems(config),
-        *audits.problems(config),
-        *defenses.problems(config),
-        *experiments.momentum_problems(config),
-        *experiments.problems(config),
-        *splits.problems(config),
-        *queries.problems(config),
-        *statistics.exact_test_problems(config),
-        *experiments.need_problems(config),
-        *hparam_study.problems(config),
-        *llm.problems(config),
-        *statistics.fpr_level_problems(config),
-        *statistics.metric_problems(config),
-        *datasets.problems(config),
-    ]
+    return [problem for check in CHECKS for problem in check(config)]
+
+
+def file_problems(config: Mapping[str, Any]) -> list[str]:
+    """The problems of the checks that read files (READING_FILES), in report order."""
+    return [problem for check in READING_FILES for problem in check(config)]
 
 
 def warnings(config: Mapping[str, Any]) -> list[str]:

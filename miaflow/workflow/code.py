@@ -4,11 +4,19 @@ Every `import miaflow...` and `from miaflow... import ...` statement of a module
 those inside functions (jobs import their heavy dependencies lazily), together with the
 `__init__.py` of every package on the way. Rules list these files as inputs, and DVC stages as
 deps, so that editing any module a job imports, directly or not, reruns exactly that job.
+
+Reading the whole package's code takes seconds, on every parse of the workflow. So the workflow
+reads the jobs modules' files through `job_files`, which keeps them in a cache under .snakemake/
+keyed by the sha256 of every file of the package (`package_digest`, tens of milliseconds): any
+edit, added or removed file gives another key, and the closures are read again.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -62,14 +70,26 @@ def _with_parents(module: str) -> list[str]:
 def closure(module: str, root: Path = ROOT) -> tuple[str, ...]:
     """Every module of the package that importing `module` (and running its functions) can
     load, itself and its parent packages included, sorted."""
-    seen, todo = set(), [*_with_parents(module)]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        todo.extend(imported_modules(name, root) - seen)
-    return tuple(sorted(seen))
+    return closures([module], root)[module]
+
+
+def closures(modules: Iterable[str], root: Path = ROOT) -> dict[str, tuple[str, ...]]:
+    """`closure` of each of `modules`, reading each module's source once for all of them (and
+    afresh on every call)."""
+    imports: dict[str, set[str]] = {}
+    found = {}
+    for module in modules:
+        seen, todo = set(), [*_with_parents(module)]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name not in imports:
+                imports[name] = imported_modules(name, root)
+            todo.extend(imports[name] - seen)
+        found[module] = tuple(sorted(seen))
+    return found
 
 
 # Package data and the module that reads it.
@@ -82,10 +102,45 @@ PACKAGE_DATA = {
 def files(module: str, root: Path = ROOT) -> list[str]:
     """Source files (relative to `root`, posix) of `closure(module)`, plus the package data the
     closure reads (PACKAGE_DATA: the params schema, the published values)."""
-    modules = closure(module, root)
+    return _source_files(closure(module, root), root)
+
+
+def _source_files(modules: tuple[str, ...], root: Path) -> list[str]:
     found = [module_file(name, root).as_posix() for name in modules]
     found += [data for reader, data in PACKAGE_DATA.items() if reader in modules]
     return sorted(found)
+
+
+def package_digest(root: Path = ROOT) -> str:
+    """sha256 of the path and content of every file of the package below `root` (its modules and
+    package data; compiled files aside): all that closures, and validation, are derived from."""
+    digest = hashlib.sha256()
+    for path in sorted((root / PACKAGE).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(root).as_posix()}\0{path.stat().st_size}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def job_files(cache: Path, root: Path = ROOT) -> dict[str, list[str]]:
+    """`files` of every module of the package's `jobs` subpackage, by module name: read from the
+    JSON file `cache` if it was computed from the same package (`package_digest`), else computed
+    and written there."""
+    key = package_digest(root)
+    try:
+        stored = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    if isinstance(stored, dict) and stored.get("package") == key:
+        return stored["files"]
+    jobs = sorted((root / PACKAGE / "jobs").glob("*.py"))
+    modules = [f"{PACKAGE}.jobs.{path.stem}" for path in jobs if path.stem != "__init__"]
+    reached = closures(modules, root)
+    found = {module: _source_files(reached[module], root) for module in modules}
+    from miaflow.io import write_json  # pandas and pyarrow: only when the package changed
+
+    write_json(cache, {"package": key, "files": found})
+    return found
 
 
 if __name__ == "__main__":  # print the files of modules, e.g. to update dvc.yaml's deps by hand

@@ -7,6 +7,10 @@ runs jobs first resumes after a crash (miaflow.workflow.resume) and removes ever
 differs from its provenance record, with what was computed from it
 (miaflow.provenance.remove_damaged), so that it rebuilds them. A command that runs none changes
 nothing under results/ or records/: it names the damage it finds, which the next run rebuilds.
+It reads again only the artifacts written since the last such command (their hashes are kept
+in .snakemake/, by file status: miaflow.provenance.RememberedHashes), so that `snakemake -n` on
+a finished run stays fast; damage that no write made (bit rot) is left to the next run's sweep,
+`make verify` and the job that reads the artifact.
 
 Snakemake 9 parses the Snakefile before it picks the executor, so at parse time the `workflow`
 object cannot tell: `workflow.dryrun` (a property of the executor) is always False then, and only
@@ -31,11 +35,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from miaflow.provenance import Damage, damaged, remove_damaged
+from miaflow.provenance import Damage, RememberedHashes, damaged, remove_damaged
 from miaflow.workflow.resume import claim_working_directory, no_run_alive
 
 # Set (to 1) by `make run` after its sweep: the Snakemake commands of `dvc repro` skip theirs.
 SWEPT = "MIAFLOW_SWEPT"
+# The artifacts' hashes as the last command that runs no jobs found them.
+HASHES = Path(".snakemake/miaflow-hashes.json")
 # The options of `snakemake` that make it do something other than run jobs, as attributes of
 # its parsed command line: the branches of snakemake.cli.args_to_api, -n and --touch.
 NON_EXECUTING = (
@@ -106,14 +112,18 @@ def start(runs: bool, sweep: bool = True, root: Path = Path(".")) -> list[str]:
 
     A command that runs jobs claims the working directory (None from the claim: another run is
     alive, and nothing is touched), removes what dead runs left and, if asked to `sweep`, the
-    damaged artifacts. Any other command, if no run is alive, only names the damage."""
+    damaged artifacts. Any other command, if no run is alive, only names the damage (reading
+    again only the artifacts written since the last such command)."""
     if not runs:
         if not no_run_alive(root):
             return []  # a live run's records and artifacts are changing under us
+        hashes = RememberedHashes(root / HASHES)
+        found = damaged(root, hashes)
+        hashes.save()
         return [
-            f"warning: {found.artifact} is to be rebuilt (a run removes it; this command "
-            f"changes nothing): {_why(found)}"
-            for found in damaged(root)
+            f"warning: {bad.artifact} is to be rebuilt (a run removes it; this command "
+            f"changes nothing): {_why(bad)}"
+            for bad in found
         ]
     leftovers = claim_working_directory(root)
     if leftovers is None:
