@@ -124,6 +124,7 @@ def llm_settings(
     n_texts: int | None,
     neighbor_options: Mapping[str, Any],
     seed: int,
+    threads: int,
 ) -> None:
     """EM-MIA's benchmark settings of every repeat (`miaflow.llm.settings`, MiniLM embeddings of
     the texts as scored) and the neighbours of their texts (Neighbor attack)."""
@@ -132,17 +133,18 @@ def llm_settings(
     from miaflow.pretrained import MINILM_PACKAGE, embed
 
     table, texts = io.read_parquet(splits), _texts(data)
-    drawn = benchmark.settings_table(
-        table,
-        texts,
-        corpus.texts_used(len(texts), n_texts, seed),
-        names=names,
-        lengths=lengths,
-        n_eval=n_eval,
-        clusters=clusters,
-        seed=seed,
-        embed=lambda batch: embed(batch, MINILM_PACKAGE),
-    )
+    with torch_session(threads):
+        drawn = benchmark.settings_table(
+            table,
+            texts,
+            corpus.texts_used(len(texts), n_texts, seed),
+            names=names,
+            lengths=lengths,
+            n_eval=n_eval,
+            clusters=clusters,
+            seed=seed,
+            embed=lambda batch: embed(batch, MINILM_PACKAGE),
+        )
     for (length, name), rows in drawn.groupby(["length", "setting"], sort=True):
         log.info(
             "length %s, %s: mean cosine distance members/non-members %.3f over %d repeats",
