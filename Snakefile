@@ -82,7 +82,7 @@ wildcard_constraints:
     backbone="[a-z0-9-]+",
     lm="[a-z0-9_]+",
     model=r"target-\d+|reference",
-    text_set="eval|lowercase|neighbors",
+    text_set="eval|lowercase|neighbors|settings|settings-lowercase|settings-neighbors",
     recipe="[a-z0-9_]+",
     packaged="[a-z0-9-]+",
     repeat=r"\d+",

@@ -18,6 +18,8 @@ AUDITS = {a["experiment"].name: a for a in plan.audits(config)}
 HPARAM_SETTINGS = {s["name"]: s for s in plan.hparam_settings(config)}  # by {setting}
 # One language-model experiment per {dataset}/{lm} (lm: the target recipe).
 LLM_EXPERIMENTS = {f"{e['dataset']}/{e['label']}": e for e in plan.llm_experiments(config)}
+# Those also scored on EM-MIA's benchmark settings (docs/language-models.md#benchmark-settings).
+LLM_SETTINGS_EXPERIMENTS = plan.llm_settings_experiments(config)
 
 # --- artifacts that cross stages -------------------------------------------------------------
 DATA = "results/prepare/data/{dataset}.parquet"
@@ -47,6 +49,8 @@ LLM_ITERATES = "results/llm/iterates/{dataset}/{lm}.parquet"
 LLM_SCORES = "results/llm/scores/{dataset}/{lm}.parquet"
 LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
 LLM_PREFIX_FIT = "results/llm/prefix_fit/{dataset}/{lm}.parquet"
+LLM_SETTING_SCORES = "results/llm/settings/scores/{dataset}/{lm}.parquet"
+LLM_SETTING_METRICS = "results/llm/settings/metrics/{dataset}/{lm}.parquet"
 AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
 AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
@@ -92,3 +96,8 @@ def per_audit(pattern, kind=None):
 
 def per_llm_experiment(pattern):
     return [pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_EXPERIMENTS.values()]
+
+
+def per_llm_settings_experiment(pattern):
+    """`pattern` for every language-model experiment scored on the benchmark settings."""
+    return [pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_SETTINGS_EXPERIMENTS]

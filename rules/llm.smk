@@ -20,10 +20,15 @@ LLM_CHECKPOINT = "results/llm/models/{dataset}/{lm}/{model}"
 LLM_HISTORY = "results/llm/models/{dataset}/{lm}/{model}.json"
 LLM_NEIGHBORS = "results/llm/neighbors/{dataset}/{lm}.parquet"
 LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
-LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}.parquet"
-LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.parquet"
+# ReCaLL's and EM-MIA's statistics of the scored set (text_set eval) or the settings' texts.
+LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}/{text_set}.parquet"
+LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/{text_set}/shard-{shard}.parquet"
 LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
 LLM_EMBEDDINGS = "results/llm/embeddings/{dataset}/{lm}.parquet"
+# EM-MIA's benchmark settings: each repeat's evaluation sets by cluster distance, their texts'
+# neighbours (their scores and metrics are in rules/common.smk: the report reads them).
+LLM_SETTINGS = "results/llm/settings/draws/{dataset}/{lm}.parquet"
+LLM_SETTING_NEIGHBORS = "results/llm/settings/neighbors/{dataset}/{lm}.parquet"
 
 
 llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
@@ -77,6 +82,36 @@ llm_per_repeat = lambda pattern, **fields: lambda w: [
 ]
 # `files` (an input function) when a configured attack needs `need`, else no input.
 llm_if = lambda need, files: files if need in LLM_NEEDS else []
+# The settings table for the jobs on the settings' texts (text sets settings, settings-...).
+llm_settings_input = lambda w: (
+    [LLM_SETTINGS.format(dataset=w.dataset, lm=w.lm)] if w.text_set.startswith("settings") else []
+)
+# The neighbour texts a neighbors text set scores.
+llm_neighbors_input = lambda w: {
+    "neighbors": [LLM_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)],
+    "settings-neighbors": [LLM_SETTING_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)],
+}.get(w.text_set, [])
+# The scores job's inputs of one text set (eval: the scored sets; settings: the settings').
+llm_scored_inputs = lambda text_set, prefix: dict(
+    target_tokens=llm_per_repeat(LLM_TOKENS, text_set=text_set),
+    reference_tokens=llm_if(
+        "reference",
+        lambda w: [
+            LLM_TOKENS.format(dataset=w.dataset, lm=w.lm, model="reference", text_set=text_set)
+        ],
+    ),
+    lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set=f"{prefix}lowercase")),
+    neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set=f"{prefix}neighbors")),
+    recall=llm_if("recall", llm_per_repeat(LLM_RECALL, text_set=text_set)),
+    pairs=llm_if(
+        "pairs",
+        lambda w: [
+            LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r, shard=k, text_set=text_set)
+            for r in range(LLM["repeats"])
+            for k in range(LLM["pair_shards"])
+        ],
+    ),
+)
 
 
 rule llm_splits:
@@ -222,9 +257,8 @@ rule llm_tokens:
         data=DATA,
         splits=LLM_SPLITS,
         model=llm_source_input,
-        neighbors=lambda w: (
-            [LLM_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)] if w.text_set == "neighbors" else []
-        ),
+        neighbors=llm_neighbors_input,
+        settings=llm_settings_input,
         code=code("llm"),
     output:
         tokens=LLM_TOKENS,
@@ -253,13 +287,14 @@ rule llm_recall:
         data=DATA,
         splits=LLM_SPLITS,
         model=llm_source_input,
+        settings=llm_settings_input,
         code=code("llm"),
     output:
         recall=LLM_RECALL,
     log:
-        "records/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}.log",
+        "records/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}/{text_set}.log",
     benchmark:
-        "records/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}.tsv"
+        "records/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}/{text_set}.tsv"
     conda:
         SOFTWARE
     threads: config["training"]["threads"]
@@ -275,18 +310,20 @@ rule llm_recall:
 
 
 rule llm_pairs:
-    """One shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional likelihoods."""
+    """One shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional likelihoods (of
+    every setting's, for the settings' texts)."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
         model=llm_source_input,
+        settings=llm_settings_input,
         code=code("llm"),
     output:
         pairs=LLM_PAIRS,
     log:
-        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.log",
+        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/{text_set}/shard-{shard}.log",
     benchmark:
-        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/shard-{shard}.tsv"
+        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/{text_set}/shard-{shard}.tsv"
     conda:
         SOFTWARE
     threads: config["training"]["threads"]
@@ -307,26 +344,9 @@ rule llm_scores:
     """Every language-model attack on every target model: scores, metrics, ROC, EM-MIA iterates,
     the share of targets whose ReCaLL prefix lost shots."""
     input:
+        **llm_scored_inputs("eval", ""),
         data=DATA,
         splits=LLM_SPLITS,
-        target_tokens=llm_per_repeat(LLM_TOKENS, text_set="eval"),
-        reference_tokens=llm_if(
-            "reference",
-            lambda w: [
-                LLM_TOKENS.format(dataset=w.dataset, lm=w.lm, model="reference", text_set="eval")
-            ],
-        ),
-        lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set="lowercase")),
-        neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set="neighbors")),
-        recall=llm_if("recall", llm_per_repeat(LLM_RECALL)),
-        pairs=llm_if(
-            "pairs",
-            lambda w: [
-                LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r, shard=k)
-                for r in range(LLM["repeats"])
-                for k in range(LLM["pair_shards"])
-            ],
-        ),
         embeddings=llm_if(
             "embeddings", lambda w: [LLM_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
         ),
@@ -356,9 +376,68 @@ rule llm_scores:
         "../scripts/llm_scores.py"
 
 
+rule llm_settings:
+    """EM-MIA's benchmark settings (random, easy, medium, hard, mix-1, mix-2) of every repeat:
+    members and non-members embedded (MiniLM) and clustered, evaluation sets drawn by cluster
+    distance; and their texts' neighbours."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        code=code("llm"),
+    output:
+        settings=LLM_SETTINGS,
+        neighbors=LLM_SETTING_NEIGHBORS,
+    log:
+        "records/llm/logs/llm_settings/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_settings/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    threads: config["training"]["threads"]
+    params:
+        **LLM["settings"],
+        n_texts=lambda w: llm_experiment(w)["n_texts"],
+        neighbor_options=LLM["neighbors"],
+        seed=config["seed"],
+    script:
+        "../scripts/llm_settings.py"
+
+
+rule llm_setting_scores:
+    """Every language-model attack on every setting of every target model: scores, metrics."""
+    input:
+        **llm_scored_inputs("settings", "settings-"),
+        data=DATA,
+        splits=LLM_SPLITS,
+        settings=LLM_SETTINGS,
+        code=code("llm"),
+    output:
+        scores=LLM_SETTING_SCORES,
+        metrics=LLM_SETTING_METRICS,
+    log:
+        "records/llm/logs/llm_setting_scores/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_setting_scores/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        dataset=lambda w: w.dataset,
+        label=lambda w: w.lm,
+        attacks=LLM["attacks"],
+        options=LLM["attack_options"],
+        pair_shards=LLM["pair_shards"],
+        fpr_levels=plan.llm_fpr_levels(config),
+        confidence=config["metrics"]["confidence"],
+        seed=config["seed"],
+    script:
+        "../scripts/llm_setting_scores.py"
+
+
 rule llm:
-    """Target of the llm stage (DVC stage `llm`): every experiment's metrics and EM-MIA iterates."""
+    """Target of the llm stage (DVC stage `llm`): every experiment's metrics and EM-MIA iterates,
+    and the metrics of the benchmark settings."""
     input:
         per_llm_experiment(LLM_METRICS),
         per_llm_experiment(LLM_ITERATES),
+        per_llm_settings_experiment(LLM_SETTING_METRICS),
     localrule: True

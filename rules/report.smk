@@ -66,6 +66,7 @@ rule collect_metrics:
         experiment_metrics=(
             per_experiment(EXPERIMENT_METRICS)
             + per_llm_experiment(LLM_METRICS)
+            + per_llm_settings_experiment(LLM_SETTING_METRICS)
             + per_audit(AUDIT_METRICS)
         ),
         code=code("report"),
@@ -104,7 +105,12 @@ rule paired_tests:
     families' bests: over target models (t-test) and over samples (permutation, DeLong)."""
     input:
         metrics=METRICS,
-        scores=per_experiment(SCORES) + per_llm_experiment(LLM_SCORES) + per_audit(AUDIT_SCORES),
+        scores=(
+            per_experiment(SCORES)
+            + per_llm_experiment(LLM_SCORES)
+            + per_llm_settings_experiment(LLM_SETTING_SCORES)
+            + per_audit(AUDIT_SCORES)
+        ),
         code=code("report"),
     output:
         tests=TESTS,
@@ -471,11 +477,13 @@ rule hparam_report:
 
 rule llm_report:
     """Language-model attacks: EM-MIA's table shape (AUROC, TPR at 1% and 5% FPR; label-using
-    attacks marked), the Min-K% k sweep, EM-MIA's per-iteration AUROC (diagnostic, uses labels)."""
+    attacks marked), the Min-K% k sweep, EM-MIA's per-iteration AUROC (diagnostic, uses labels),
+    the attacks on EM-MIA's benchmark settings (table and figure)."""
     input:
         metrics=per_llm_experiment(LLM_METRICS),
         iterates=per_llm_experiment(LLM_ITERATES),
         prefix_fit=per_llm_experiment(LLM_PREFIX_FIT),
+        setting_metrics=per_llm_settings_experiment(LLM_SETTING_METRICS),
         code=code("report"),
     output:
         llm_table=REPORT_TABLE(
@@ -492,6 +500,13 @@ rule llm_report:
             "Min-K% and Min-K%++",
             "AUROC against k (table)",
         ),
+        settings_table=REPORT_TABLE(
+            "results/tables/llm_settings",
+            "llm_settings",
+            "Language models",
+            "Benchmark settings",
+            "AUROC and TPR at 1% FPR per attack and setting (table)",
+        ),
         em_figure=REPORTED(
             "results/figures/llm-em-iterations.png",
             "llm_em_iterations",
@@ -505,6 +520,13 @@ rule llm_report:
             "Language models",
             "Min-K% and Min-K%++",
             "AUROC against k (figure)",
+        ),
+        settings_figure=REPORTED(
+            "results/figures/llm-settings.png",
+            "llm_settings_figure",
+            "Language models",
+            "Benchmark settings",
+            "AUROC per attack and setting (figure)",
         ),
     log:
         "records/report/logs/llm_report.log",

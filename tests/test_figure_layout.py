@@ -12,9 +12,16 @@ import pytest
 from matplotlib.figure import Figure
 from test_hparam_report import _bound, _roc, _selection, _study
 from test_llm_report import _history, _metrics
+from test_llm_settings import settings_metrics
 
 from miaflow.attacks import ATTACKS
-from miaflow.evaluation import hparam_figures, hparam_tables, llm_report, plots
+from miaflow.evaluation import (
+    hparam_figures,
+    hparam_tables,
+    llm_report,
+    llm_settings_report,
+    plots,
+)
 from miaflow.evaluation.metrics import roc_table
 
 REPEATS = 3
@@ -189,6 +196,12 @@ def _figures() -> dict[str, Callable[[Path], None]]:
         "hparam-selection": lambda p: hparam_figures.plot_selection(_selection(), p, "choice"),
         "llm-em-iterations": lambda p: llm_report.plot_em_iterations(_history(), p),
         "llm-mink-sweep": lambda p: llm_report.plot_mink_sweep(_metrics(), p),
+        "llm-settings": lambda p: llm_settings_report.plot_settings(
+            llm_settings_report.settings_table(
+                settings_metrics(), {"llm-loss": "none", "em-mia": "none"}
+            ),
+            p,
+        ),
     }
 
 
@@ -202,7 +215,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Figure]:
         save(figure, path)
         figures.append(figure)
 
-    for module in (plots, hparam_figures, llm_report):
+    for module in (plots, hparam_figures, llm_report, llm_settings_report):
         monkeypatch.setattr(module, "save_png", keep)
     return figures
 

@@ -335,6 +335,31 @@ def test_language_model_corpora_must_hold_what_an_experiment_draws(params):
     ) in problems_of(reference)
 
 
+def test_benchmark_settings_name_the_key_of_what_they_cannot_draw(params):
+    """llm.settings: names and lengths checked by the schema; null (whole texts) not mixed with
+    word lengths; a repeat's members and non-members hold half a setting and the clusters."""
+    assert config.validate(changed(params, lambda p: p["llm"]["settings"].update(names=[])))
+    unknown = changed(params, lambda p: p["llm"]["settings"].update(names=["random", "tough"]))
+    assert "llm.settings.names[1]: 'tough' is not one of" in problems_of(unknown)
+    lengths = changed(params, lambda p: p["llm"]["settings"].update(lengths=[0]))
+    assert "llm.settings.lengths[0]: 0 is less than the minimum of 1" in problems_of(lengths)
+    mixed = changed(params, lambda p: p["llm"]["settings"].update(lengths=[None, 12]))
+    assert (
+        "llm.settings.lengths: null (whole texts) cannot be combined with word lengths [12]"
+        in problems_of(mixed)
+    )
+    assert config.validate(changed(params, lambda p: p["llm"]["settings"].update(lengths=[8, 12])))
+    # 1000 texts: 375 members and 375 - 8 shots = 367 non-members per repeat
+    assert config.validate(changed(params, lambda p: p["llm"]["settings"].update(n_eval=734)))
+    large = changed(params, lambda p: p["llm"]["settings"].update(n_eval=736))
+    assert (
+        "llm.settings: n_eval 736 and clusters 4 need 368 members and as many non-members per "
+        "repeat, but llm.experiments[0] has 375 and 367"
+    ) in problems_of(large)
+    shards = changed(params, lambda p: p["llm"].update(pair_shards=40))
+    assert "llm.pair_shards: 40 is more than llm.settings.n_eval 32" in problems_of(shards)
+
+
 def test_generated_datasets_need_options_their_generator_honours(params):
     params["datasets"]["purchase"].update(n_samples=100, n_classes=150)
     assert (

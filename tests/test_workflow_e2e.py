@@ -86,6 +86,7 @@ def tiny_params() -> dict:
         pair_shards=1,
         neighbors={"generator": "masked_lm", "n_neighbors": 2, "fraction": 0.2, "model": None},
     )
+    params["llm"]["settings"].update(n_eval=16)
     params["llm"]["models"]["gpt2_tiny"].update(
         layers=1, width=32, heads=2, epochs=6, vocab_size=400
     )
@@ -270,8 +271,10 @@ def test_language_model_attacks_contract(project):
     """Registry ids carrying the method's name, in results/metrics.parquet like every attack,
     with EM-MIA's TPR at 1% and 5% FPR; the EM-MIA table marks the label-using attacks."""
     metrics = pd.read_parquet(project / "results/metrics.parquet")
-    llm = metrics[metrics["dataset"] == "synthetic_text"]
-    assert set(llm["attack"]) == llm_attacks() and set(llm["target_model"]) == {"gpt2_tiny"}
+    llm = metrics[
+        (metrics["dataset"] == "synthetic_text") & (metrics["target_model"] == "gpt2_tiny")
+    ]
+    assert set(llm["attack"]) == llm_attacks()
     assert {
         "llm-loss",
         "llm-zlib",
@@ -302,6 +305,45 @@ def test_language_model_attacks_contract(project):
     assert not [p for p in checkpoint.iterdir() if p.suffix in (".bin", ".pt", ".pkl")]
 
 
+def test_language_model_settings_contract(project):
+    """EM-MIA's benchmark settings on the tiny targets: every attack on every setting, each an
+    experiment "gpt2_tiny/<setting>" in the metrics; the settings table has one row per
+    (experiment, setting, attack) with AUROC mean and std; exact membership in the draws."""
+    from miaflow.llm.settings import SETTINGS
+
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    llm = metrics[metrics["dataset"] == "synthetic_text"]
+    labels = {f"gpt2_tiny/{name}" for name in SETTINGS}
+    assert set(llm["target_model"]) == {"gpt2_tiny"} | labels
+    on_settings = llm[llm["target_model"].isin(labels)]
+    assert on_settings.groupby("target_model")["attack"].apply(set).eq(llm_attacks()).all()
+    assert (
+        on_settings[on_settings["metric"] == "auroc"]
+        .groupby(["target_model", "attack"])
+        .size()
+        .eq(2)
+        .all()
+    )
+    table = pd.read_csv(project / "results/tables/llm_settings.csv")
+    assert {"dataset", "target_model", "setting", "attack", "auroc_mean", "auroc_std"} <= set(
+        table.columns
+    )
+    assert set(table["setting"]) == set(SETTINGS) and set(table["target_model"]) == {"gpt2_tiny"}
+    assert not table.duplicated(["dataset", "target_model", "length", "setting", "attack"]).any()
+    assert len(table) == len(SETTINGS) * len(llm_attacks())
+    assert table["auroc_mean"].between(0, 1).all() and (table["repeats"] == 2).all()
+    assert "easy (whole texts)" in (project / "results/tables/llm_settings.md").read_text()
+    assert (project / "results/figures/llm-settings.png").is_file()
+    draws = pd.read_parquet(project / "results/llm/settings/draws/synthetic_text/gpt2_tiny.parquet")
+    splits = pd.read_parquet(project / "results/llm/splits/synthetic_text/gpt2_tiny.parquet")
+    assert draws.groupby(["repeat", "setting"]).size().eq(16).all()
+    for repeat, rows in draws.groupby("repeat"):
+        trained = splits[(splits["repeat"] == repeat) & (splits["set"] == "train")]["sample_id"]
+        assert (rows["sample_id"].isin(trained) == rows["is_member"]).all()
+    distance = draws.groupby("setting")["distance"].mean()
+    assert distance["easy"] > distance["medium"] > distance["hard"]
+
+
 def test_reruns_are_no_ops(project):
     dry = run(["snakemake", "-n"], project)
     assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -330,6 +372,8 @@ LLM_RULES = {
     "llm_recall",
     "llm_pairs",
     "llm_scores",
+    "llm_settings",
+    "llm_setting_scores",
 }
 HPARAM_RULES = {
     "hparam_splits",

@@ -31,6 +31,7 @@ from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
+SETTINGS_SET = "settings-"  # text sets of the settings' texts: settings, settings-lowercase, ...
 ITERATE_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
 # The prefix-fit table (one row per repeat with ReCaLL's likelihoods): column -> type.
 PREFIX_FIT_COLUMNS = {
@@ -62,6 +63,37 @@ def _scored_ids(splits: pd.DataFrame, model_id: str) -> np.ndarray:
     return corpus.select(splits, repeat, "eval")["sample_id"].to_numpy()
 
 
+def _scored(
+    splits: pd.DataFrame, texts: np.ndarray, model_id: str, settings: Paths
+) -> tuple[np.ndarray, list[str]]:
+    """(sample ids, texts) a model is attacked on: its scored set (`_scored_ids`), or with the
+    settings table (`settings`, one file or none), the texts of its repeat's settings (every
+    repeat's for the reference), cut to their setting's length."""
+    from miaflow.llm.settings import scored_of
+
+    if settings:
+        return scored_of(io.read_parquet(settings[0]), _repeat(model_id))
+    ids = _scored_ids(splits, model_id)
+    return ids, list(texts[ids])
+
+
+def _draws(
+    splits: pd.DataFrame, texts: np.ndarray, repeat: int, settings: Paths
+) -> list[tuple[str, np.ndarray, np.ndarray, list[str]]]:
+    """(label, sample ids, membership, texts) of each scored set of a repeat: its `eval` set
+    ("eval"), or with the settings table, each of its settings (label "easy", "easy/24w", ...)."""
+    from miaflow.llm.settings import draws
+
+    if settings:
+        return [
+            (name, rows["sample_id"].to_numpy(), rows["is_member"].to_numpy(), list(rows["text"]))
+            for name, rows in draws(io.read_parquet(settings[0]), repeat)
+        ]
+    rows = corpus.select(splits, repeat, "eval")
+    ids = rows["sample_id"].to_numpy()
+    return [("eval", ids, rows["is_member"].to_numpy(), list(texts[ids]))]
+
+
 def llm_splits(
     *,
     data: str | Path,
@@ -89,6 +121,72 @@ def llm_splits(
     )
     log.info("%s", table.groupby(["repeat", "set"]).size().to_dict())
     io.write_parquet(splits, table)
+
+
+def llm_settings(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    settings: str | Path,
+    neighbors: str | Path,
+    names: Sequence[str],
+    lengths: Sequence[int | None],
+    n_eval: int,
+    clusters: int,
+    n_texts: int | None,
+    neighbor_options: Mapping[str, Any],
+    seed: int,
+    threads: int,
+) -> None:
+    """EM-MIA's benchmark settings of every repeat (`miaflow.llm.settings`, MiniLM embeddings of
+    the texts as scored) and the neighbours of their texts (Neighbor attack)."""
+    from miaflow.llm import settings as benchmark
+    from miaflow.llm.neighbors import generate
+    from miaflow.pretrained import MINILM_PACKAGE, embed
+
+    table, texts = io.read_parquet(splits), _texts(data)
+    with torch_session(threads):
+        drawn = benchmark.settings_table(
+            table,
+            texts,
+            corpus.texts_used(len(texts), n_texts, seed),
+            names=names,
+            lengths=lengths,
+            n_eval=n_eval,
+            clusters=clusters,
+            seed=seed,
+            embed=lambda batch: embed(batch, MINILM_PACKAGE),
+        )
+    for (length, name), rows in drawn.groupby(["length", "setting"], sort=True):
+        log.info(
+            "length %s, %s: mean cosine distance members/non-members %.3f over %d repeats",
+            length or "whole",
+            name,
+            rows["distance"].mean(),
+            rows["repeat"].nunique(),
+        )
+    io.write_parquet(settings, drawn)
+    ids, scored = benchmark.scored_of(drawn, None)
+    unscored = np.setdiff1d(np.arange(len(texts)), np.union1d(ids, corpus.scored_texts(table)))
+    with torch_session(threads):  # the masked LM's, if it makes the neighbours
+        generated = generate(
+            scored,
+            ids,
+            list(texts[unscored]),
+            dict(neighbor_options),
+            derive_seed(seed, "llm", "neighbors"),
+        )
+    count = neighbor_options["n_neighbors"]
+    io.write_parquet(
+        neighbors,
+        pd.DataFrame(
+            {
+                "sample_id": np.repeat(ids, count),
+                "neighbor": np.tile(np.arange(count), ids.size),
+                "text": [text for own in generated for text in own],
+            }
+        ),
+    )
 
 
 def llm_tokenizer(*, data: str | Path, tokenizer: str | Path, vocab_size: int) -> None:
@@ -226,17 +324,19 @@ def llm_tokens(
     dtype: str,
     max_tokens: int,
     threads: int,
+    settings: Paths = (),
 ) -> None:
     """Token statistics of one model (its checkpoint `model` made by the workflow, else the
     `pretrained` directory or hub name) on one text set: the texts it is attacked on (`eval`),
-    their lower-cased copies, or their neighbours (log-likelihoods only)."""
+    their lower-cased copies, or their neighbours (log-likelihoods only); the `settings-` sets
+    are the same for the texts of EM-MIA's benchmark settings (`settings`, their table)."""
     from miaflow.llm import models
     from miaflow.llm.tokens import statistics_table, token_statistics
 
     table, texts = io.read_parquet(splits), _texts(data)
-    ids = _scored_ids(table, model_id)
+    ids, scored = _scored(table, texts, model_id, settings)
     extra = {}
-    if text_set == "neighbors":
+    if text_set.removeprefix(SETTINGS_SET) == "neighbors":
         frame = io.read_parquet(neighbors[0])
         frame = frame[frame["sample_id"].isin(ids)].sort_values(["sample_id", "neighbor"])
         ids, inputs, extra = (
@@ -245,7 +345,8 @@ def llm_tokens(
             {"neighbor": frame["neighbor"].to_numpy()},
         )
     else:
-        inputs = [t.lower() if text_set == "lowercase" else t for t in texts[ids]]
+        lower = text_set.removeprefix(SETTINGS_SET) == "lowercase"
+        inputs = [t.lower() if lower else t for t in scored]
     source = str(model[0]) if model else pretrained
     key = {
         "model": source,
@@ -264,7 +365,7 @@ def llm_tokens(
             inputs,
             max_length=max_length,
             stride=stride,
-            vocab_stats=text_set == "eval",
+            vocab_stats=text_set in ("eval", "settings"),
             max_tokens=max_tokens,
         )
     result = statistics_table(ids, statistics, key)
@@ -286,16 +387,17 @@ def llm_recall(
     dtype: str,
     max_tokens: int,
     threads: int,
+    settings: Paths = (),
 ) -> None:
-    """LL(x ; P) of each scored text of a repeat, P its known non-member shots (ReCaLL), in
-    miaflow's form and in the ReCaLL code's (`compat`; both, so the option needs no rerun), and
-    K, the text's tokens that both cover."""
+    """LL(x ; P) of each scored text of a repeat (with `settings`, of its settings' texts), P its
+    known non-member shots (ReCaLL), in miaflow's form and in the ReCaLL code's (`compat`; both,
+    so the option needs no rerun), and K, the text's tokens that both cover."""
     from miaflow.llm import models
     from miaflow.llm.tokens import prefix_shots, recall_conditional, target_lengths
 
     table, texts = io.read_parquet(splits), _texts(data)
-    ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
-    scored, shots = list(texts[ids]), list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
+    ids, scored = _scored(table, texts, f"target-{repeat}", settings)
+    shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
     with torch_session(threads):
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
         values = {
@@ -355,43 +457,51 @@ def llm_pairs(
     dtype: str,
     max_tokens: int,
     threads: int,
+    settings: Paths = (),
 ) -> None:
-    """One shard of EM-MIA's matrix LL(x ; p): prefix rows p of this shard, every text x."""
+    """One shard of EM-MIA's matrix LL(x ; p) of each scored set of a repeat (`_draws`: its eval
+    set, or each of its settings): prefix rows p of this shard (of all sets' rows in turn), every
+    text x of the prefix's set."""
     import time
 
     from miaflow.llm import models
     from miaflow.llm.tokens import pair_rows, target_lengths
 
     table, texts = io.read_parquet(splits), _texts(data)
-    ids = corpus.select(table, repeat, "eval")["sample_id"].to_numpy()
-    rows = np.array_split(np.arange(ids.size), n_shards)[shard]
-    started = time.perf_counter()
+    scored_sets = _draws(table, texts, repeat, settings)
+    starts = np.cumsum([0] + [ids.size for _, ids, _, _ in scored_sets])
+    mine = np.array_split(np.arange(starts[-1]), n_shards)[shard]
+    frames, started = [], time.perf_counter()
     with torch_session(threads):
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        values = pair_rows(
-            lm,
-            tokenizer,
-            list(texts[ids]),
-            rows,
-            separator=separator,
-            context=max_length,
-            max_tokens=max_tokens,
-        )
-        lengths = target_lengths(tokenizer, list(texts[ids]), max_length)
-    spent = time.perf_counter() - started
-    log.info("%d pairs in %.1f s: %.1f pairs per second", values.size, spent, values.size / spent)
-    io.write_parquet(
-        pairs,
-        pd.DataFrame(
-            {
-                "prefix_id": np.repeat(ids[rows], ids.size),
-                "sample_id": np.tile(ids, rows.size),
-                "ll_conditional": values.ravel(),
-                "target_tokens": np.tile(lengths, rows.size),
-            }
-        ),
-        metadata={"separator": separator},
-    )
+        for (name, ids, _, scored), start in zip(scored_sets, starts):
+            rows = mine[(mine >= start) & (mine < start + ids.size)] - start
+            if not rows.size:
+                continue
+            values = pair_rows(
+                lm,
+                tokenizer,
+                scored,
+                rows,
+                separator=separator,
+                context=max_length,
+                max_tokens=max_tokens,
+            )
+            lengths = target_lengths(tokenizer, scored, max_length)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "draw": name,
+                        "prefix_id": np.repeat(ids[rows], ids.size),
+                        "sample_id": np.tile(ids, rows.size),
+                        "ll_conditional": values.ravel(),
+                        "target_tokens": np.tile(lengths, rows.size),
+                    }
+                )
+            )
+    spent, count = time.perf_counter() - started, sum(len(f) for f in frames)
+    log.info("%d pairs in %.1f s: %.1f pairs per second", count, spent, count / spent)
+    io.write_parquet(pairs, pd.concat(frames, ignore_index=True), metadata={"separator": separator})
 
 
 def _stats(path: str | Path, ids: np.ndarray) -> Any:
@@ -409,9 +519,13 @@ def _neighbor_matrix(path: str | Path, ids: np.ndarray) -> np.ndarray:
     return wide.loc[ids].to_numpy()
 
 
-def _pair_matrix(paths: Paths, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """EM-MIA's LL(x ; p) matrix and K per text x (the tokens the matrix covers)."""
+def _pair_matrix(
+    paths: Paths, ids: np.ndarray, draw: str = "eval"
+) -> tuple[np.ndarray, np.ndarray]:
+    """EM-MIA's LL(x ; p) matrix of one scored set (`draw`) and K per text x (the tokens the
+    matrix covers)."""
     frame = pd.concat([io.read_parquet(p) for p in paths], ignore_index=True)
+    frame = frame[frame["draw"] == draw]
     wide = frame.pivot(index="prefix_id", columns="sample_id", values="ll_conditional")
     lengths = frame.groupby("sample_id")["target_tokens"].first()
     return wide.loc[ids, ids].to_numpy(), lengths.loc[ids].to_numpy()
@@ -438,6 +552,98 @@ def prefix_fit_row(
     shortened, emptied = int(((kept > 0) & (kept < n_shots)).sum()), int((kept == 0).sum())
     cut = float(np.mean(kept < n_shots)) if kept.size else float("nan")
     return dataset, label, repeat, n_shots, int(kept.size), shortened, emptied, cut
+
+
+def _needs_embeddings(attacks: Sequence[str]) -> bool:
+    from miaflow.attacks.llm import LLM_ATTACKS
+
+    return any("embeddings" in LLM_ATTACKS[attack].reads for attack in attacks)
+
+
+def _inputs(
+    draw: tuple[str, np.ndarray, np.ndarray, list[str]],
+    files: Mapping[str, Any],
+    options: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    shots: list[str],
+    embeddings: tuple[np.ndarray, np.ndarray] | None,
+) -> Any:
+    """The attacks' inputs on one scored set `draw` (`_draws`) of one target model, from its
+    files: `target`, `reference`, `lowercase`, `neighbors`, `recall` (a path or None) and `pairs`
+    (the repeat's shards, possibly none); the repeat's `shots` and, for the blind baselines, the
+    sentence embeddings of the draw's texts and of the shots."""
+    from miaflow.attacks.llm import LLMInputs
+
+    name, ids, is_member, texts = draw
+    conditional = (
+        io.read_parquet(files["recall"]).set_index("sample_id").loc[ids]
+        if files["recall"]
+        else None
+    )
+    pair_matrix, pair_lengths = (
+        _pair_matrix(files["pairs"], ids, name) if files["pairs"] else (None, None)
+    )
+    return LLMInputs(
+        texts=texts,
+        target=_stats(files["target"], ids),
+        is_member=is_member,
+        reference=_stats(files["reference"], ids) if files["reference"] else None,
+        lowercase=_stats(files["lowercase"], ids) if files["lowercase"] else None,
+        neighbors=_neighbor_matrix(files["neighbors"], ids) if files["neighbors"] else None,
+        recall=None if conditional is None else conditional["ll_conditional"].to_numpy(),
+        recall_compat=None
+        if conditional is None
+        else conditional["ll_conditional_compat"].to_numpy(),
+        pairs=pair_matrix,
+        conditioned_tokens=pair_lengths
+        if conditional is None
+        else conditional["target_tokens"].to_numpy(),
+        options=options,
+        seed=seed,
+        shots=shots,
+        embeddings=None if embeddings is None else embeddings[0],
+        shot_embeddings=None if embeddings is None else embeddings[1],
+    )
+
+
+def _repeat_files(
+    repeat: int,
+    target_tokens: Paths,
+    reference_tokens: Paths,
+    lowercase_tokens: Paths,
+    neighbor_tokens: Paths,
+    recall: Paths,
+    pairs: Paths,
+    pair_shards: int,
+) -> dict[str, Any]:
+    """The files `_inputs` reads for one repeat, from a scores job's per-repeat inputs."""
+    return {
+        "target": target_tokens[repeat],
+        "reference": reference_tokens[0] if reference_tokens else None,
+        "lowercase": lowercase_tokens[repeat] if lowercase_tokens else None,
+        "neighbors": neighbor_tokens[repeat] if neighbor_tokens else None,
+        "recall": recall[repeat] if recall else None,
+        "pairs": pairs[repeat * pair_shards : (repeat + 1) * pair_shards],
+    }
+
+
+def _score_frame(
+    inputs: Any, attack: str, dataset: str, label: str, repeat: int, ids: np.ndarray
+) -> pd.DataFrame:
+    """One attack's scores on one scored set, in the scores table's columns."""
+    from miaflow.attacks import run_attack
+
+    return pd.DataFrame(
+        {
+            "dataset": dataset,
+            "target_model": label,
+            "attack": attack,
+            "repeat": repeat,
+            "sample_id": ids,
+            "score": run_attack(attack, inputs),
+            "is_member": inputs.is_member,
+        }
+    )
 
 
 def llm_scores(
@@ -470,64 +676,44 @@ def llm_scores(
     the share of targets whose prefix lost shots (in the form `llm-recall` scores)."""
     from sklearn.metrics import roc_auc_score
 
-    from miaflow.attacks import run_attack
-    from miaflow.attacks.llm import LLMInputs, em_mia_run, em_settings
+    from miaflow.attacks.llm import em_mia_run, em_settings
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
     table, texts = io.read_parquet(splits), _texts(data)
     embedded = _embedding_rows(embeddings)
     compat = bool(options.get("llm-recall", {}).get("compat", False))
     frames, per_iteration, fits = [], [], []
-    for repeat, target_path in enumerate(target_tokens):
-        rows = corpus.select(table, repeat, "eval")
-        ids, is_member = rows["sample_id"].to_numpy(), rows["is_member"].to_numpy()
+    for repeat in range(len(target_tokens)):
+        [draw] = _draws(table, texts, repeat, ())
+        _, ids, is_member, _ = draw
         shot_ids = corpus.select(table, repeat, "shot")["sample_id"].to_numpy()
-        conditional = (
-            io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids] if recall else None
+        files = _repeat_files(
+            repeat,
+            target_tokens,
+            reference_tokens,
+            lowercase_tokens,
+            neighbor_tokens,
+            recall,
+            pairs,
+            pair_shards,
         )
-        pair_matrix, pair_lengths = (
-            _pair_matrix(pairs[repeat * pair_shards : (repeat + 1) * pair_shards], ids)
-            if pairs
-            else (None, None)
+        vectors = (
+            None if embedded is None else (_embedded(embedded, ids), _embedded(embedded, shot_ids))
         )
-        inputs = LLMInputs(
-            texts=list(texts[ids]),
-            target=_stats(target_path, ids),
-            is_member=is_member,
-            reference=_stats(reference_tokens[0], ids) if reference_tokens else None,
-            lowercase=_stats(lowercase_tokens[repeat], ids) if lowercase_tokens else None,
-            neighbors=_neighbor_matrix(neighbor_tokens[repeat], ids) if neighbor_tokens else None,
-            recall=None if conditional is None else conditional["ll_conditional"].to_numpy(),
-            recall_compat=None
-            if conditional is None
-            else conditional["ll_conditional_compat"].to_numpy(),
-            pairs=pair_matrix,
-            conditioned_tokens=pair_lengths
-            if conditional is None
-            else conditional["target_tokens"].to_numpy(),
-            options=options,
-            seed=derive_seed(seed, "llm", dataset, label, repeat),
-            shots=list(texts[shot_ids]),
-            embeddings=_embedded(embedded, ids),
-            shot_embeddings=_embedded(embedded, shot_ids),
+        inputs = _inputs(
+            draw,
+            files,
+            options,
+            derive_seed(seed, "llm", dataset, label, repeat),
+            list(texts[shot_ids]),
+            vectors,
         )
-        if conditional is not None:
+        if recall:
+            conditional = io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids]
             kept = conditional["prefix_shots_compat" if compat else "prefix_shots"].to_numpy()
             fits.append(prefix_fit_row(dataset, label, repeat, kept, shot_ids.size))
         for attack in attacks:
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "dataset": dataset,
-                        "target_model": label,
-                        "attack": attack,
-                        "repeat": repeat,
-                        "sample_id": ids,
-                        "score": run_attack(attack, inputs),
-                        "is_member": is_member,
-                    }
-                )
-            )
+            frames.append(_score_frame(inputs, attack, dataset, label, repeat, ids))
             if attack.startswith("em-mia"):
                 settings = em_settings(attack, options)
                 _, steps = em_mia_run(
@@ -546,3 +732,72 @@ def llm_scores(
     io.write_parquet(
         prefix_fit, pd.DataFrame(fits, columns=list(PREFIX_FIT_COLUMNS)).astype(PREFIX_FIT_COLUMNS)
     )
+
+
+def llm_setting_scores(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    settings: str | Path,
+    target_tokens: Paths,
+    reference_tokens: Paths,
+    lowercase_tokens: Paths,
+    neighbor_tokens: Paths,
+    recall: Paths,
+    pairs: Paths,
+    scores: str | Path,
+    metrics: str | Path,
+    dataset: str,
+    label: str,
+    attacks: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    pair_shards: int,
+    fpr_levels: Sequence[float],
+    confidence: float,
+    seed: int,
+) -> None:
+    """Every configured attack on every setting of every target model (EM-MIA's benchmark
+    settings, `miaflow.llm.settings`): scores and metrics, each setting an experiment of its own
+    labelled "<target>/<setting>" (e.g. "gpt2_tiny/easy", "gpt2_small/hard/24w"). The blind
+    baselines' sentence embeddings are of the texts as scored (cut to a setting's length), made
+    here."""
+    from miaflow.evaluation.metrics import score_metrics
+    from miaflow.llm.blind import EMBEDDING_MODEL
+    from miaflow.pretrained import embed
+
+    table, texts = io.read_parquet(splits), _texts(data)
+    blind = _needs_embeddings(attacks)
+    frames = []
+    for repeat in range(len(target_tokens)):
+        shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
+        shot_vectors = embed(shots, EMBEDDING_MODEL) if blind else None
+        files = _repeat_files(
+            repeat,
+            target_tokens,
+            reference_tokens,
+            lowercase_tokens,
+            neighbor_tokens,
+            recall,
+            pairs,
+            pair_shards,
+        )
+        for draw in _draws(table, texts, repeat, [settings]):
+            name, ids = draw[0], draw[1]
+            setting_label = f"{label}/{name}"
+            vectors = (embed(draw[3], EMBEDDING_MODEL), shot_vectors) if blind else None
+            inputs = _inputs(
+                draw,
+                files,
+                options,
+                derive_seed(seed, "llm", dataset, setting_label, repeat),
+                shots,
+                vectors,
+            )
+            frames += [
+                _score_frame(inputs, attack, dataset, setting_label, repeat, ids)
+                for attack in attacks
+            ]
+        log.info("repeat %d: %d attacks on its settings", repeat, len(attacks))
+    scored = pd.concat(frames, ignore_index=True)
+    io.write_parquet(scores, scored)
+    io.write_parquet(metrics, score_metrics(scored, tuple(fpr_levels), confidence))

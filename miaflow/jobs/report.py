@@ -335,20 +335,34 @@ def llm_report(
     metrics: Paths,
     iterates: Paths,
     prefix_fit: Paths,
+    setting_metrics: Paths,
     llm_table: Paths,
     mink_sweep_table: Paths,
+    settings_table: Paths,
     em_figure: str | Path,
     mink_figure: str | Path,
+    settings_figure: str | Path,
 ) -> None:
     """The language-model attacks' table in EM-MIA's shape (label-using attacks marked, the
     share of ReCaLL targets with a cut prefix beside them), the Min-K% / Min-K%++ k sweep, and
-    EM-MIA's per-iteration AUROC (a diagnostic using labels)."""
+    EM-MIA's per-iteration AUROC (a diagnostic using labels); the attacks on EM-MIA's benchmark
+    settings (`setting_metrics`) in a table and figure."""
     from miaflow.attacks.llm import LLM_ATTACKS
     from miaflow.evaluation import llm_report as build
+    from miaflow.evaluation import llm_settings_report as on_settings
     from miaflow.evaluation.metrics import METRICS_COLUMNS
+    from miaflow.evaluation.tables import write_table
 
     knowledge = {name: attack.knowledge for name, attack in LLM_ATTACKS.items()}
     long = _concat(metrics) if metrics else pd.DataFrame(columns=METRICS_COLUMNS)
+    settings = (
+        _concat(setting_metrics) if setting_metrics else pd.DataFrame(columns=METRICS_COLUMNS)
+    )
+    table = on_settings.settings_table(settings, knowledge)
+    write_table(
+        table, _stem(settings_table), table.attrs["caption"], on_settings.settings_markdown(table)
+    )
+    on_settings.plot_settings(table, settings_figure)
     fits = _concat(prefix_fit) if prefix_fit else None
     _write(build.llm_table(long, knowledge, prefix_fit=fits), llm_table)
     _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)

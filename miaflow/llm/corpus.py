@@ -88,6 +88,13 @@ def _eval_and_shots(
     ]
 
 
+def texts_used(n_texts: int, subset: int | None, seed: int) -> np.ndarray:
+    """Sample ids of the texts an experiment uses, sorted: all, or a seeded draw of `subset`."""
+    if subset is not None and subset < n_texts:
+        return np.sort(rng(seed, "llm", "subset").permutation(n_texts)[:subset])
+    return np.arange(n_texts)
+
+
 def draw_splits(
     n_texts: int,
     *,
@@ -105,9 +112,7 @@ def draw_splits(
     `subset` uses only that many texts of the corpus (a seeded draw), to bound training cost.
     """
     frames: list[pd.DataFrame] = []
-    corpus = np.arange(n_texts)
-    if subset is not None and subset < n_texts:
-        corpus = np.sort(rng(seed, "llm", "subset").permutation(n_texts)[:subset])
+    corpus = texts_used(n_texts, subset, seed)
     if membership_labels is not None:
         labels = np.asarray(membership_labels)[corpus]
         for repeat in range(repeats):

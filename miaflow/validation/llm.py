@@ -1,7 +1,8 @@
 """Section `llm`: language-model experiments name known recipes and raw-text corpora that hold
 what they draw, measured with the split sizes of `miaflow.llm.corpus` (`trained_sizes`,
 `scored_needs`); ReCaLL's shots fit beside a typical target (`miaflow.llm.scores.recall_prefix`);
-no attack computes what another configured one does (`miaflow.attacks.llm`)."""
+no attack computes what another configured one does (`miaflow.attacks.llm`); EM-MIA's benchmark
+settings have texts to draw from (`miaflow.llm.settings`)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,50 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         if experiment["target_recipe"] and experiment["reference_recipe"]:
             problems += _corpus_problems(where, i, experiment, config)
             problems += _prefix_problems(where, experiment, options, llm)
-    return problems + _attack_duplicates(llm)
+    return problems + _attack_duplicates(llm) + _settings_problems(config)
+
+
+def _settings_problems(config: Mapping[str, Any]) -> list[str]:
+    """EM-MIA's benchmark settings (`miaflow.llm.settings`): lengths either whole texts or word
+    counts, and per repeat of every trained experiment enough members and non-members for a
+    setting and for a shard of its matrices."""
+    from miaflow.llm.corpus import trained_sizes
+    from miaflow.workflow.plan import llm_experiments, llm_membership
+
+    llm = config["llm"]
+    settings, problems = llm["settings"], []
+    if not settings["names"]:
+        return []
+    if None in settings["lengths"] and len(settings["lengths"]) > 1:
+        problems.append(
+            "llm.settings.lengths: null (whole texts) cannot be combined with word lengths "
+            f"{[n for n in settings['lengths'] if n is not None]}: a text has one scored form"
+        )
+    if llm["pair_shards"] > settings["n_eval"]:
+        problems.append(
+            f"llm.pair_shards: {llm['pair_shards']} is more than llm.settings.n_eval "
+            f"{settings['n_eval']} (one prefix row at least per shard)"
+        )
+    half = settings["n_eval"] // 2
+    for i, experiment in enumerate(llm_experiments(config)):
+        dataset_size = size(config, experiment["dataset"])
+        if (
+            dataset_size is None
+            or experiment["target_recipe"] is None
+            or llm_membership(experiment) != "trained"
+        ):
+            continue
+        corpus = experiment["n_texts"] or dataset_size.n_samples
+        _, members, non_members = trained_sizes(corpus, llm["reference_ratio"])
+        non_members -= llm["n_shots"]
+        if min(members, non_members) < max(half, settings["clusters"]):
+            problems.append(
+                f"llm.settings: n_eval {settings['n_eval']} and clusters "
+                f"{settings['clusters']} need {max(half, settings['clusters'])} members and as "
+                f"many non-members per repeat, but llm.experiments[{i}] has {members} and "
+                f"{non_members} (besides the reference share and ReCaLL's shots)"
+            )
+    return problems
 
 
 def _corpus_problems(

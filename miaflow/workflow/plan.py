@@ -142,6 +142,14 @@ def llm_membership(experiment: Mapping[str, Any]) -> str:
     return "labels" if experiment["target_recipe"]["kind"] == "pretrained" else "trained"
 
 
+def llm_settings_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The language-model experiments scored on EM-MIA's benchmark settings as well: every one
+    whose members the workflow draws (`llm_membership` "trained"), when llm.settings names any."""
+    if not config.get("llm", {}).get("settings", {}).get("names"):
+        return []
+    return [e for e in llm_experiments(config) if llm_membership(e) == "trained"]
+
+
 def llm_needs(config: Mapping[str, Any]) -> set[str]:
     """What the configured language-model attacks read beside the targets' token statistics
     (`miaflow.attacks.llm.READS`, and "reference" when EM-MIA starts from it)."""

@@ -1,0 +1,192 @@
+"""Table and figure of the language-model attacks on EM-MIA's benchmark settings.
+
+The EM-MIA paper (Kim et al.) reports its OLMoMIA benchmark as one table: methods (rows) against
+settings (random, easy, medium, hard, mix-1, mix-2) at each text length, AUROC and TPR at 1% FPR.
+Here each setting of a target is an experiment of its own in the metrics, labelled
+"<target>/<setting>" or "<target>/<setting>/<L>w" (`miaflow.llm.settings.label`); these functions
+read those rows back into that shape. The csv file is long (one row per experiment, length,
+setting and attack, mean and std over repeats, ddof = 1); the Markdown file shows the paper's
+layout. Like `miaflow.evaluation.llm_report`, every function accepts metrics without any
+settings row, and figures are byte-reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from miaflow.evaluation.llm_report import (
+    ATTACK_ORDER,
+    EM_VARIANT_PREFIX,
+    KNOWLEDGE_MARKS,
+    KNOWLEDGE_ORDER,
+    MARKS_CAPTION,
+    is_sweep,
+    metric_label,
+)
+from miaflow.evaluation.plots import PANEL_SIZE, save_png
+from miaflow.evaluation.tables import MISSING, count_range, format_mean_std
+from miaflow.llm.settings import SETTINGS, parse_label
+
+SETTING_METRICS = ("auroc", "tpr_at_1pct_fpr")
+WHOLE_TEXTS = "whole texts"
+KEYS = ["dataset", "target_model", "length", "setting", "attack"]
+TITLE = "Membership inference on EM-MIA's benchmark settings"
+
+
+def is_setting(target_models: pd.Series) -> np.ndarray:
+    """Which metrics rows (their target_model) belong to a benchmark setting."""
+    return np.array([parse_label(t) is not None for t in target_models], bool)
+
+
+def _length_name(length: int | None) -> str:
+    return WHOLE_TEXTS if length is None else f"{length} words"
+
+
+def _length_rank(name: str) -> int:
+    return 0 if name == WHOLE_TEXTS else int(name.split()[0])
+
+
+def _attack_rank(attack: str, knowledge: Mapping[str, str]) -> tuple[int, int, str]:
+    """Label-free attacks first, then those with shots, then oracles; the main table's order."""
+    kind = KNOWLEDGE_ORDER.index(knowledge[attack])
+    if attack in ATTACK_ORDER:
+        return kind, ATTACK_ORDER.index(attack), ""
+    return kind, len(ATTACK_ORDER) + (0 if attack.startswith(EM_VARIANT_PREFIX) else 1), attack
+
+
+def settings_table(
+    metrics: pd.DataFrame,
+    knowledge: Mapping[str, str],
+    metrics_shown: Sequence[str] = SETTING_METRICS,
+) -> pd.DataFrame:
+    """One row per (dataset, target, length, setting, attack) of the settings' metrics rows:
+    `<metric>_mean`, `<metric>_std` (ddof = 1) of each metric shown, the repeats, the attack's
+    knowledge; settings in the paper's order, attacks in the main table's."""
+    rows = metrics[is_setting(metrics["target_model"]) & metrics["attack"].isin(list(knowledge))]
+    rows = rows[rows["metric"].isin(list(metrics_shown))]
+    parsed = [parse_label(t) for t in rows["target_model"]]
+    rows = rows.assign(
+        target_model=[p[0] for p in parsed],
+        setting=[p[1] for p in parsed],
+        length=[_length_name(p[2]) for p in parsed],
+    )
+    stats = rows.groupby([*KEYS, "metric"])["value"].agg(["mean", "std", "count"])
+    wide = stats.unstack("metric")
+    columns = ["dataset", "target_model", "length", "setting", "attack", "knowledge"]
+    table = pd.DataFrame(columns=columns)
+    if not wide.empty:
+        table = wide.index.to_frame(index=False)
+        table["knowledge"] = [knowledge[a] for a in table["attack"]]
+        for metric in metrics_shown:
+            for stat in ("mean", "std"):
+                table[f"{metric}_{stat}"] = wide[(stat, metric)].to_numpy()
+        table["repeats"] = wide[("count", metrics_shown[0])].to_numpy().astype(int)
+        order = sorted(
+            range(len(table)),
+            key=lambda i: (
+                table.at[i, "dataset"],
+                table.at[i, "target_model"],
+                _length_rank(table.at[i, "length"]),
+                SETTINGS.index(table.at[i, "setting"]),
+                _attack_rank(table.at[i, "attack"], knowledge),
+            ),
+        )
+        table = table.iloc[order].reset_index(drop=True)
+    if table.empty:
+        table.attrs["caption"] = f"{TITLE}: no language-model experiment with settings."
+        return table
+    table.attrs["caption"] = (
+        f"{TITLE} (Kim et al.'s OLMoMIA settings: random, easy, medium, hard, mix-1, mix-2; "
+        "members and non-members clustered on MiniLM embeddings, easy the farthest pair of "
+        "clusters, hard the closest): "
+        f"{', '.join(map(metric_label, metrics_shown))} of each attack per target, text length "
+        f"and setting, mean and standard deviation over {count_range(stats['count'])} repeats "
+        f"(ddof = 1). Membership is exact in every setting: each target trained on all its "
+        f"members. {MARKS_CAPTION}"
+    )
+    return table
+
+
+def settings_markdown(table: pd.DataFrame) -> str:
+    """The table in the paper's layout: per dataset/target, one row per attack (without the Min-K%
+    sweep points), one column per (length, setting), cells "AUROC mean ± std (TPR@1% mean)"."""
+    lines = [table.attrs["caption"], ""]
+    if table.empty:
+        return "\n".join(lines)
+    table = table.loc[np.array([not is_sweep(a) for a in table["attack"]], bool)]
+    for (dataset, target), experiment in table.groupby(["dataset", "target_model"], sort=False):
+        columns = list(dict.fromkeys(zip(experiment["length"], experiment["setting"])))
+        attacks = list(dict.fromkeys(experiment["attack"]))
+        cells = experiment.set_index(["attack", "length", "setting"]).sort_index()
+        kinds = dict(zip(experiment["attack"], experiment["knowledge"]))
+        shown = pd.DataFrame({"attack": [f"{a}{KNOWLEDGE_MARKS[kinds[a]]}" for a in attacks]})
+        for length, setting in columns:
+            shown[f"{setting} ({length})"] = [_cell(cells, (a, length, setting)) for a in attacks]
+        lines += [f"## {dataset} / {target}", "", shown.to_markdown(index=False), ""]
+    return "\n".join(lines)
+
+
+def _cell(cells: pd.DataFrame, key: tuple[str, str, str]) -> str:
+    if key not in cells.index:
+        return MISSING
+    row = cells.loc[key]
+    auroc = format_mean_std(float(row["auroc_mean"]), float(row["auroc_std"]))
+    return f"{auroc} ({float(row['tpr_at_1pct_fpr_mean']):.2f})"
+
+
+def plot_settings(table: pd.DataFrame, path: str | Path) -> None:
+    """AUROC (mean over repeats) of each attack (rows; the main table's attacks, without the
+    Min-K% sweep and EM-MIA's other variants) on each setting (columns), one heat-map panel per
+    dataset/target and text length, the value in every cell: whether attacks that sit at chance
+    on random members separate easy ones."""
+    from matplotlib.figure import Figure
+
+    title = "AUROC on EM-MIA's benchmark settings"
+    shown = table.loc[
+        np.array(
+            [not is_sweep(a) and not a.startswith(EM_VARIANT_PREFIX) for a in table["attack"]],
+            bool,
+        )
+    ]
+    panels = list(dict.fromkeys(zip(shown["dataset"], shown["target_model"], shown["length"])))
+    if not panels:
+        figure = Figure(figsize=(7.0, 2.0))
+        figure.text(0.5, 0.5, "no language-model experiment with settings", ha="center")
+        figure.suptitle(title)
+        save_png(figure, path)
+        return
+    n_cols = min(2, len(panels))
+    n_rows = -(-len(panels) // n_cols)
+    attacks = list(dict.fromkeys(shown["attack"]))
+    kinds = dict(zip(shown["attack"], shown["knowledge"]))
+    names = [f"{a}{KNOWLEDGE_MARKS[kinds[a]]}" for a in attacks]
+    height = max(PANEL_SIZE[1], 0.28 * len(attacks) + 1.2)
+    figure = Figure(figsize=(PANEL_SIZE[0] * 1.4 * n_cols + 0.8, height * n_rows))
+    for p, (dataset, target, length) in enumerate(panels):
+        axes = figure.add_subplot(n_rows, n_cols, p + 1)
+        mine = shown[
+            (shown["dataset"] == dataset)
+            & (shown["target_model"] == target)
+            & (shown["length"] == length)
+        ]
+        settings = [s for s in SETTINGS if s in set(mine["setting"])]
+        grid = (
+            mine.pivot(index="attack", columns="setting", values="auroc_mean")
+            .reindex(index=attacks, columns=settings)
+            .to_numpy(np.float64)
+        )
+        image = axes.imshow(grid, cmap="RdBu_r", vmin=0.0, vmax=1.0, aspect="auto")
+        for (i, j), value in np.ndenumerate(grid):
+            if not np.isnan(value):
+                axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6)
+        axes.set_xticks(range(len(settings)), labels=settings, fontsize=7)
+        axes.set_yticks(range(len(attacks)), labels=names if p % n_cols == 0 else [], fontsize=7)
+        axes.set_title(f"{dataset}/{target}, {length}", fontsize=9)
+        if p % n_cols == n_cols - 1 or p == len(panels) - 1:
+            figure.colorbar(image, ax=axes, label="AUROC", fraction=0.05)
+    figure.suptitle(title)
+    save_png(figure, path)
