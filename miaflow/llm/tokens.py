@@ -10,6 +10,10 @@ which each token is scored once, with as much context as the window allows (MIMI
 A *segment* is token ids plus the index of the first scored token: one text, one window, or a
 prefix followed by a target (ReCaLL, the pairwise matrix of EM-MIA), where only target tokens
 2..K are scored (1..K in ReCaLL's `compat` form), K = min(T, context).
+
+Over 400 lines because the plain statistics, ReCaLL's prefixes and EM-MIA's pairwise matrix share
+the segment layout, the batching by token budget and the prefix arithmetic (which shots fit);
+split apart, each would re-derive them.
 """
 
 from __future__ import annotations
