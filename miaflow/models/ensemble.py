@@ -423,13 +423,13 @@ def fit_ensemble(
             n_steps = max(math.ceil(len(o) / batch_size) for o in order)
             idx, valid = _padded(order, n_steps * batch_size)
             counts = valid.view(size, n_steps, batch_size).sum(2).numpy()  # on the host: no sync
-            active = counts > 0
-            partial = ((counts > 0) & (counts < batch_size)).any(0) & norms
+            active, widths = counts > 0, counts.max(0)  # a step's rows: its largest batch
+            partial = ((counts > 0) & (counts < widths)).any(0) & norms
             crops = None if augmenters is None else _crops(augmenters, counts, batch_size, device)
             idx, valid = idx.to(device), valid.to(device)
             total = torch.zeros(size, device=device)
             for step in range(n_steps):
-                batch = slice(step * batch_size, (step + 1) * batch_size)
+                batch = slice(step * batch_size, step * batch_size + int(widths[step]))
                 weight = valid[:, batch].float()
                 rows = idx[:, batch]
                 x = _gather(x_all, rows)
