@@ -279,3 +279,21 @@ def test_one_table_of_kinds_serves_schema_training_and_modalities():
     assert sorted(schema_kinds) == sorted(KINDS) == sorted(LEARNERS)
     assert all(kind.modalities <= set(MODALITIES) for kind in KINDS.values())
     assert {kind for kind, _ in CASES} == set(KINDS)
+
+
+def test_the_paper_profile_runs_every_text_query_attack_on_its_text_models(params):
+    """TDDBench's raw-text query attacks are built (masked-LM neighbours, transformer Query-qrm):
+    the `paper` profile's transformer experiments exclude none."""
+    effective = config.validate(dict(params, profile="paper"))
+    text = [
+        e
+        for e in plan.experiments(effective)
+        if KINDS[effective["architectures"][e.arch]["kind"]].raw_text
+    ]
+    assert len(text) == 4
+    for experiment in text:
+        assert not experiment.exclude_attacks
+        query = {a for a in plan.attacks_for(effective, experiment) if ATTACKS[a].family == "query"}
+        assert query == {a for a, attack in ATTACKS.items() if attack.family == "query"} - {
+            "query-ref"  # image-only
+        }

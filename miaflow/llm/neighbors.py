@@ -143,11 +143,10 @@ class MaskedLM:
 
 
 def _spelling(tokenizer: Any, token_id: int) -> str:
-    """The characters a token stands for, without word-piece or word-start markers."""
+    """The characters a token stands for: decoded alone (byte-level and sentence-piece markers
+    become spaces, stripped), without a word-piece continuation's `##`."""
     token = tokenizer.convert_ids_to_tokens(token_id)
-    for marker in ("##", "Ġ", "▁"):
-        token = token.removeprefix(marker)
-    return token.strip()
+    return tokenizer.convert_tokens_to_string([token]).strip().removeprefix("##")
 
 
 def train_masked_lm(texts: Sequence[str], seed: int) -> tuple[Any, Any]:
