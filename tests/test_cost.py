@@ -45,7 +45,11 @@ def test_known_job_times_give_the_predicted_totals(tmp_path, default_config):
     for dataset, seconds in (("a", 2), ("b", 4), ("c", 9)):
         write_record(records, "prepare", "prepare_dataset", dataset, seconds, seconds)
 
-    bigger = dict(default_config, splits=dict(default_config["splits"], n_reference=20))
+    bigger = dict(
+        default_config,
+        splits=dict(default_config["splits"], n_reference=20),
+        training=dict(default_config["training"], models_per_job=8),
+    )
     shards = plan.shards(bigger)
     assert len(shards) > 1 and len(plan.model_ids(bigger)) > models
     jobs = planned(

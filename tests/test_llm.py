@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -338,6 +341,36 @@ def test_word_swap_neighbours_are_seeded_per_text(texts):
 @pytest.fixture(scope="module")
 def masked_lm(tiny_masked_lm) -> neighbors.MaskedLM:
     return neighbors.load_masked_lm(str(tiny_masked_lm), [], seed=0)
+
+
+TRAIN_MASKED_LM = """
+import hashlib, json
+from miaflow.llm.neighbors import train_masked_lm
+texts = [f"the {c} cat sat on the {m} mat, number {i}"
+         for i, (c, m) in enumerate(zip(["red", "blue", "green", "big"] * 10, ["old", "new"] * 20))]
+model, tokenizer = train_masked_lm(texts, seed=7)
+digest = hashlib.sha256(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+for parameter in model.parameters():
+    digest.update(parameter.detach().numpy().tobytes())
+print(digest.hexdigest())
+"""
+
+
+def test_the_scratch_masked_lm_is_the_same_in_every_process(repo):
+    """Vocabulary and weights repeat across processes: the `tokenizers` WordPiece trainer numbered
+    tokens of equal count in a per-process hash order, which changed the neighbours run to run."""
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", TRAIN_MASKED_LM],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        ).stdout.strip()
+        for _ in range(3)
+    }
+    assert len(digests) == 1, digests
 
 
 def test_masked_lm_refills_the_requested_share_of_tokens_never_with_the_original(masked_lm):

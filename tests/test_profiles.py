@@ -67,7 +67,8 @@ def test_llm_cpu_profile_plans_the_language_models_from_local_copies(repo, tmp_p
     counts = planned_from_local_copies(repo, tmp_path, shared_data, "llm-cpu")
     # SmolLM2 converted once and fine-tuned per repeat; the scratch GPT-2's reference trained too.
     assert counts["llm_convert"] == 1 and counts["llm_train"] == 3 + 3 + 1
-    assert counts["llm_pairs"] == 2 * 3 * 4 and counts["llm_scores"] == 2
+    # EM-MIA's matrices of the scored set and of the benchmark settings, per repeat and shard.
+    assert counts["llm_pairs"] == 2 * 3 * 4 * 2 and counts["llm_scores"] == 2
 
 
 def test_study_cpu_profile_plans_the_study_from_local_copies(repo, tmp_path, shared_data):

@@ -368,6 +368,7 @@ LLM_RULES = {
     "llm_tokenizer",
     "llm_train",
     "llm_neighbors",
+    "llm_embeddings",
     "llm_tokens",
     "llm_recall",
     "llm_pairs",

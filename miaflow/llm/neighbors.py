@@ -149,6 +149,20 @@ def _spelling(tokenizer: Any, token_id: int) -> str:
     return tokenizer.convert_tokens_to_string([token]).strip().removeprefix("##")
 
 
+def _word_pieces(words: Sequence[str], size: int) -> dict[str, int]:
+    """A WordPiece vocabulary built in a fixed order: the special tokens, every character seen
+    (alone and as a `##` continuation, so no word is unknown), then the most frequent words (ties
+    by spelling) up to `size`. The `tokenizers` WordPiece trainer numbers tokens of equal count
+    in a per-process hash order, so the same texts gave different vocabularies."""
+    counts = Counter(words)
+    characters = sorted({character for word in counts for character in word})
+    pieces = [*SPECIAL_TOKENS.values(), *characters, *(f"##{c}" for c in characters)]
+    known = set(pieces)
+    frequent = sorted((word for word in counts if word not in known), key=lambda w: (-counts[w], w))
+    pieces += frequent[: max(0, size - len(pieces))]
+    return {piece: index for index, piece in enumerate(pieces)}
+
+
 def train_masked_lm(texts: Sequence[str], seed: int) -> tuple[Any, Any]:
     """A small BERT masked LM (`SCRATCH_MLM`) and its WordPiece tokenizer, both trained on `texts`
     from `seed` (deterministic on one device)."""
@@ -160,23 +174,25 @@ def train_masked_lm(texts: Sequence[str], seed: int) -> tuple[Any, Any]:
         normalizers,
         pre_tokenizers,
         processors,
-        trainers,
     )
     from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
     shape = SCRATCH_MLM
-    words = Tokenizer(models.WordPiece(unk_token=SPECIAL_TOKENS["unk_token"]))
-    words.normalizer = normalizers.BertNormalizer(lowercase=True)
-    words.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    words.decoder = decoders.WordPiece()
-    words.train_from_iterator(
-        list(texts),
-        trainers.WordPieceTrainer(
-            vocab_size=shape["vocab_size"],
-            special_tokens=list(SPECIAL_TOKENS.values()),
-            show_progress=False,
-        ),
+    normalizer, splitter = (
+        normalizers.BertNormalizer(lowercase=True),
+        pre_tokenizers.BertPreTokenizer(),
     )
+    vocabulary = _word_pieces(
+        [
+            word
+            for text in texts
+            for word, _ in splitter.pre_tokenize_str(normalizer.normalize_str(text))
+        ],
+        shape["vocab_size"],
+    )
+    words = Tokenizer(models.WordPiece(vocab=vocabulary, unk_token=SPECIAL_TOKENS["unk_token"]))
+    words.normalizer, words.pre_tokenizer = normalizer, splitter
+    words.decoder = decoders.WordPiece()
     cls_id, sep_id = (words.token_to_id(SPECIAL_TOKENS[k]) for k in ("cls_token", "sep_token"))
     words.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
