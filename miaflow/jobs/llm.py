@@ -9,7 +9,9 @@ EM-MIA's iterates and the share of targets whose ReCaLL prefix was cut.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/llm.smk (stage = rule
 file = jobs module), each adapting files to `miaflow.llm` and `miaflow.attacks.llm`, where the
-logic is.
+logic is; and the readers both scoring jobs share (`_inputs`, `_repeat_files`, `_score_frame`:
+a scored set's cached statistics into the attacks' inputs). Those readers, about 150 lines, are
+the part to move into `miaflow.llm` when the module is next split.
 """
 
 from __future__ import annotations
