@@ -194,7 +194,7 @@ def test_llm_table_rejects_unknown_knowledge(metrics: pd.DataFrame):
 def test_llm_table_shows_the_prefix_cut_beside_recall_and_names_blind_baselines(
     metrics: pd.DataFrame,
 ):
-    from miaflow.jobs.llm import PREFIX_FIT_COLUMNS, prefix_fit_row
+    from miaflow.attacks.llm_inputs import PREFIX_FIT_COLUMNS, prefix_fit_row
 
     fits = pd.DataFrame(
         [

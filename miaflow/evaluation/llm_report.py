@@ -15,7 +15,7 @@ Inputs:
 * `iterates`: EM-MIA's AUROC after each of its iterations (iteration 0: the initial scores), a
   diagnostic computed with the true labels;
 * `prefix_fit`: per experiment and repeat, the share of scored targets whose ReCaLL prefix lost
-  shots to the context (`cut_share`, `miaflow.jobs.llm.PREFIX_FIT_COLUMNS`).
+  shots to the context (`cut_share`, `miaflow.attacks.llm_inputs.PREFIX_FIT_COLUMNS`).
 
 Table builders return DataFrames of display strings and put their caption in
 `table.attrs["caption"]`, for `miaflow.evaluation.tables.write_table`. Means and standard

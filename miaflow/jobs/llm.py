@@ -9,9 +9,7 @@ EM-MIA's iterates and the share of targets whose ReCaLL prefix was cut.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/llm.smk (stage = rule
 file = jobs module), each adapting files to `miaflow.llm` and `miaflow.attacks.llm`, where the
-logic is; and the readers both scoring jobs share (`_inputs`, `_repeat_files`, `_score_frame`:
-a scored set's cached statistics into the attacks' inputs). Those readers, about 150 lines, are
-the part to move into `miaflow.llm` when the module is next split.
+logic is (the two scoring jobs read their inputs through `miaflow.attacks.llm_inputs`).
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from miaflow import io
+from miaflow.attacks import llm_inputs
 from miaflow.data import read_dataset
 from miaflow.jobs.common import Paths, torch_session
 from miaflow.llm import corpus
@@ -35,17 +34,6 @@ log = logging.getLogger(__name__)
 
 SETTINGS_SET = "settings-"  # text sets of the settings' texts: settings, settings-lowercase, ...
 ITERATE_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
-# The prefix-fit table (one row per repeat with ReCaLL's likelihoods): column -> type.
-PREFIX_FIT_COLUMNS = {
-    "dataset": "str",
-    "target_model": "str",
-    "repeat": "int64",
-    "n_shots": "int64",
-    "targets": "int64",
-    "shortened": "int64",
-    "emptied": "int64",
-    "cut_share": "float64",
-}
 
 
 def _texts(data: str | Path) -> np.ndarray:
@@ -506,148 +494,6 @@ def llm_pairs(
     io.write_parquet(pairs, pd.concat(frames, ignore_index=True), metadata={"separator": separator})
 
 
-def _stats(path: str | Path, ids: np.ndarray) -> Any:
-    from miaflow.llm.tokens import TokenStats
-
-    return TokenStats.from_table(io.read_table(path)).select(ids)
-
-
-def _neighbor_matrix(path: str | Path, ids: np.ndarray) -> np.ndarray:
-    from miaflow.llm.scores import mean_log_likelihood
-
-    frame = io.read_parquet(path, columns=["sample_id", "neighbor", "logprob"])
-    frame["ll"] = mean_log_likelihood([np.asarray(v, np.float64) for v in frame["logprob"]])
-    wide = frame.pivot(index="sample_id", columns="neighbor", values="ll")
-    return wide.loc[ids].to_numpy()
-
-
-def _pair_matrix(
-    paths: Paths, ids: np.ndarray, draw: str = "eval"
-) -> tuple[np.ndarray, np.ndarray]:
-    """EM-MIA's LL(x ; p) matrix of one scored set (`draw`) and K per text x (the tokens the
-    matrix covers)."""
-    frame = pd.concat([io.read_parquet(p) for p in paths], ignore_index=True)
-    frame = frame[frame["draw"] == draw]
-    wide = frame.pivot(index="prefix_id", columns="sample_id", values="ll_conditional")
-    lengths = frame.groupby("sample_id")["target_tokens"].first()
-    return wide.loc[ids, ids].to_numpy(), lengths.loc[ids].to_numpy()
-
-
-def _embedding_rows(paths: Paths) -> pd.Series | None:
-    """The sentence embeddings by sample id (a (D,) array per row), if the blind baseline needs
-    them."""
-    if not paths:
-        return None
-    return io.read_parquet(paths[0]).set_index("sample_id")["embedding"]
-
-
-def _embedded(rows: pd.Series | None, ids: np.ndarray) -> np.ndarray | None:
-    return None if rows is None else np.stack([np.asarray(v) for v in rows.loc[ids]])
-
-
-def prefix_fit_row(
-    dataset: str, label: str, repeat: int, kept: np.ndarray, n_shots: int
-) -> tuple[Any, ...]:
-    """One row of the prefix-fit table: of a repeat's scored targets, how many had their ReCaLL
-    prefix shortened (some shots dropped) or emptied (none fits), and the share of both."""
-    kept = np.asarray(kept)
-    shortened, emptied = int(((kept > 0) & (kept < n_shots)).sum()), int((kept == 0).sum())
-    cut = float(np.mean(kept < n_shots)) if kept.size else float("nan")
-    return dataset, label, repeat, n_shots, int(kept.size), shortened, emptied, cut
-
-
-def _needs_embeddings(attacks: Sequence[str]) -> bool:
-    from miaflow.attacks.llm import LLM_ATTACKS
-
-    return any("embeddings" in LLM_ATTACKS[attack].reads for attack in attacks)
-
-
-def _inputs(
-    draw: tuple[str, np.ndarray, np.ndarray, list[str]],
-    files: Mapping[str, Any],
-    options: Mapping[str, Mapping[str, Any]],
-    seed: int,
-    shots: list[str],
-    embeddings: tuple[np.ndarray, np.ndarray] | None,
-) -> Any:
-    """The attacks' inputs on one scored set `draw` (`_draws`) of one target model, from its
-    files: `target`, `reference`, `lowercase`, `neighbors`, `recall` (a path or None) and `pairs`
-    (the repeat's shards, possibly none); the repeat's `shots` and, for the blind baselines, the
-    sentence embeddings of the draw's texts and of the shots."""
-    from miaflow.attacks.llm import LLMInputs
-
-    name, ids, is_member, texts = draw
-    conditional = (
-        io.read_parquet(files["recall"]).set_index("sample_id").loc[ids]
-        if files["recall"]
-        else None
-    )
-    pair_matrix, pair_lengths = (
-        _pair_matrix(files["pairs"], ids, name) if files["pairs"] else (None, None)
-    )
-    return LLMInputs(
-        texts=texts,
-        target=_stats(files["target"], ids),
-        is_member=is_member,
-        reference=_stats(files["reference"], ids) if files["reference"] else None,
-        lowercase=_stats(files["lowercase"], ids) if files["lowercase"] else None,
-        neighbors=_neighbor_matrix(files["neighbors"], ids) if files["neighbors"] else None,
-        recall=None if conditional is None else conditional["ll_conditional"].to_numpy(),
-        recall_compat=None
-        if conditional is None
-        else conditional["ll_conditional_compat"].to_numpy(),
-        pairs=pair_matrix,
-        conditioned_tokens=pair_lengths
-        if conditional is None
-        else conditional["target_tokens"].to_numpy(),
-        options=options,
-        seed=seed,
-        shots=shots,
-        embeddings=None if embeddings is None else embeddings[0],
-        shot_embeddings=None if embeddings is None else embeddings[1],
-    )
-
-
-def _repeat_files(
-    repeat: int,
-    target_tokens: Paths,
-    reference_tokens: Paths,
-    lowercase_tokens: Paths,
-    neighbor_tokens: Paths,
-    recall: Paths,
-    pairs: Paths,
-    pair_shards: int,
-) -> dict[str, Any]:
-    """The files `_inputs` reads for one repeat, from a scores job's per-repeat inputs."""
-    return {
-        "target": target_tokens[repeat],
-        "reference": reference_tokens[0] if reference_tokens else None,
-        "lowercase": lowercase_tokens[repeat] if lowercase_tokens else None,
-        "neighbors": neighbor_tokens[repeat] if neighbor_tokens else None,
-        "recall": recall[repeat] if recall else None,
-        "pairs": pairs[repeat * pair_shards : (repeat + 1) * pair_shards],
-    }
-
-
-def _score_frame(
-    inputs: Any, attack: str, dataset: str, label: str, repeat: int, ids: np.ndarray
-) -> pd.DataFrame:
-    """One attack's scores on one scored set, in the scores table's columns."""
-    from miaflow.attacks import run_attack
-
-    return pd.DataFrame(
-        {
-            "dataset": dataset,
-            "target_model": label,
-            "attack": attack,
-            "repeat": repeat,
-            "sample_id": ids,
-            "score": run_attack(attack, inputs),
-            "is_member": inputs.is_member,
-        }
-    )
-
-
 def llm_scores(
     *,
     data: str | Path,
@@ -682,14 +528,14 @@ def llm_scores(
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
     table, texts = io.read_parquet(splits), _texts(data)
-    embedded = _embedding_rows(embeddings)
+    embedded = llm_inputs.embedding_rows(embeddings)
     compat = bool(options.get("llm-recall", {}).get("compat", False))
     frames, per_iteration, fits = [], [], []
     for repeat in range(len(target_tokens)):
         [draw] = _draws(table, texts, repeat, ())
         _, ids, is_member, _ = draw
         shot_ids = corpus.select(table, repeat, "shot")["sample_id"].to_numpy()
-        files = _repeat_files(
+        files = llm_inputs.repeat_files(
             repeat,
             target_tokens,
             reference_tokens,
@@ -700,9 +546,14 @@ def llm_scores(
             pair_shards,
         )
         vectors = (
-            None if embedded is None else (_embedded(embedded, ids), _embedded(embedded, shot_ids))
+            None
+            if embedded is None
+            else (
+                llm_inputs.embedded_rows(embedded, ids),
+                llm_inputs.embedded_rows(embedded, shot_ids),
+            )
         )
-        inputs = _inputs(
+        attack_inputs = llm_inputs.scored_inputs(
             draw,
             files,
             options,
@@ -713,13 +564,15 @@ def llm_scores(
         if recall:
             conditional = io.read_parquet(recall[repeat]).set_index("sample_id").loc[ids]
             kept = conditional["prefix_shots_compat" if compat else "prefix_shots"].to_numpy()
-            fits.append(prefix_fit_row(dataset, label, repeat, kept, shot_ids.size))
+            fits.append(llm_inputs.prefix_fit_row(dataset, label, repeat, kept, shot_ids.size))
         for attack in attacks:
-            frames.append(_score_frame(inputs, attack, dataset, label, repeat, ids))
+            frames.append(
+                llm_inputs.score_frame(attack_inputs, attack, dataset, label, repeat, ids)
+            )
             if attack.startswith("em-mia"):
                 settings = em_settings(attack, options)
                 _, steps = em_mia_run(
-                    inputs, settings["init"], settings["scoring"], settings["iterations"]
+                    attack_inputs, settings["init"], settings["scoring"], settings["iterations"]
                 )
                 per_iteration += [
                     (dataset, label, repeat, attack, step, roc_auc_score(is_member, f))
@@ -732,7 +585,10 @@ def llm_scores(
     io.write_parquet(metrics, score_metrics(scored, tuple(fpr_levels), confidence))
     io.write_parquet(roc, roc_table(scored))
     io.write_parquet(
-        prefix_fit, pd.DataFrame(fits, columns=list(PREFIX_FIT_COLUMNS)).astype(PREFIX_FIT_COLUMNS)
+        prefix_fit,
+        pd.DataFrame(fits, columns=list(llm_inputs.PREFIX_FIT_COLUMNS)).astype(
+            llm_inputs.PREFIX_FIT_COLUMNS
+        ),
     )
 
 
@@ -768,12 +624,12 @@ def llm_setting_scores(
     from miaflow.pretrained import embed
 
     table, texts = io.read_parquet(splits), _texts(data)
-    blind = _needs_embeddings(attacks)
+    blind = llm_inputs.needs_embeddings(attacks)
     frames = []
     for repeat in range(len(target_tokens)):
         shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
         shot_vectors = embed(shots, EMBEDDING_MODEL) if blind else None
-        files = _repeat_files(
+        files = llm_inputs.repeat_files(
             repeat,
             target_tokens,
             reference_tokens,
@@ -787,7 +643,7 @@ def llm_setting_scores(
             name, ids = draw[0], draw[1]
             setting_label = f"{label}/{name}"
             vectors = (embed(draw[3], EMBEDDING_MODEL), shot_vectors) if blind else None
-            inputs = _inputs(
+            attack_inputs = llm_inputs.scored_inputs(
                 draw,
                 files,
                 options,
@@ -796,7 +652,7 @@ def llm_setting_scores(
                 vectors,
             )
             frames += [
-                _score_frame(inputs, attack, dataset, setting_label, repeat, ids)
+                llm_inputs.score_frame(attack_inputs, attack, dataset, setting_label, repeat, ids)
                 for attack in attacks
             ]
         log.info("repeat %d: %d attacks on its settings", repeat, len(attacks))
