@@ -17,11 +17,11 @@ use small `--samples`). In one process, side by side:
 4. the default's small models: a shard of 16 trained as one ensemble on the GPU vs one after
    another on the GPU (`bench/train_throughput.py`'s problems and its `run`).
 
-    python bench/gpu_training.py [--samples 25600] [--epochs 4] [--skip-compile]
+    python bench/gpu_training.py [--samples 25600] [--epochs 4] [--variants all|eager|compiled]
                                  [--shard-models 8] [--loop-models 2]
 
 On a CPU it runs as a smoke test, e.g. `--samples 512 --epochs 1 --shard-models 2 --loop-models 1
---small-samples 400 --skip-compile`.
+--small-samples 400 --variants eager`.
 """
 
 from __future__ import annotations
@@ -229,6 +229,15 @@ def small_model_rows(n_models: int, n_samples: int, epochs: int) -> list[str]:
     return rows
 
 
+def chosen(variants: dict[str, dict], which: str) -> dict[str, dict]:
+    """The option sets of `variants` that `--variants` names."""
+    return {
+        k: v
+        for k, v in variants.items()
+        if which == "all" or ("compile" in v) == (which == "compiled")
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -236,7 +245,13 @@ def main() -> None:
     )
     parser.add_argument("--epochs", type=int, default=4, help="epochs timed beyond the first")
     parser.add_argument(
-        "--skip-compile", action="store_true", help="leave out the torch.compile variants"
+        "--variants",
+        choices=["all", "eager", "compiled"],
+        default="all",
+        help="option sets timed: all, those without torch.compile, or only those with it",
+    )
+    parser.add_argument(
+        "--skip-small", action="store_true", help="leave out the small-model shards"
     )
     parser.add_argument(
         "--shard-models", type=int, default=8, help="members of the WRN28-2 ensemble"
@@ -253,7 +268,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.manual_seed(0)
-    variants = {k: v for k, v in VARIANTS.items() if not (args.skip_compile and "compile" in v)}
+    variants = chosen(VARIANTS, args.variants)
 
     size = 8192 if torch.cuda.is_available() else 1024
     bf16, fp32 = matmul_peak(torch.bfloat16, size), matmul_peak(torch.float32, size)
@@ -277,9 +292,7 @@ def main() -> None:
     )
     print(header, flush=True)
     wrn = wrn_rows(args.samples, args.epochs, variants, bf16 if torch.cuda.is_available() else fp32)
-    ensemble_variants = {
-        k: v for k, v in ENSEMBLE_VARIANTS.items() if not (args.skip_compile and "compile" in v)
-    }
+    ensemble_variants = chosen(ENSEMBLE_VARIANTS, args.variants)
     print(
         f"\nWRN28-2 shard of {args.shard_models}, each on about a quarter of {args.samples} "
         f"samples: one widened ensemble vs one after another ({args.loop_models} timed, "
@@ -298,6 +311,9 @@ def main() -> None:
         ensemble_variants,
         bf16 if torch.cuda.is_available() else fp32,
     )
+    if args.skip_small:
+        print("\n" + "\n".join([header, *wrn, "", shard_header, *shard]))
+        return
     print(
         f"\nsmall models, {args.models} per shard, {args.small_samples} samples, 3 epochs, fp32: "
         "ensemble vs one model after another, both on the device"
