@@ -3,7 +3,8 @@ heads over frozen features (docs/algorithms.md#hyperparameter-study).
 
 Per setting (a dataset and a number of shots S), run and ε: the grid's splits, HPO of every split
 (TD-HPO on D_j, ED-HPO on the external D_j^e), the (M+1)² grid and the ED targets, the three
-attacks with rotation; then the bound DP puts on any attack, and the study's long tables.
+attacks with rotation and the baselines without shadow calibration; then the bound DP puts on
+any attack, and the study's long tables.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/hparams.smk (stage =
 rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is;
