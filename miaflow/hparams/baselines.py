@@ -54,8 +54,13 @@ def qmia_scores(
     prior copes with fewer non-members than feature dimensions (few-shot) and whose predictive
     σ(x) is per sample (Query-qrm's linear path, least squares with one σ, does neither)."""
     from sklearn.linear_model import BayesianRidge
+    from threadpoolctl import threadpool_limits
 
-    mu, sigma = BayesianRidge().fit(population_x, population_phi).predict(x, return_std=True)
+    # One BLAS thread (set after the import, which may load BLAS): the matrices are small, so more
+    # threads only contend (0.015 s against 0.4-1 s a fit on 384 features on two busy cores).
+    with threadpool_limits(limits=1):
+        regressor = BayesianRidge().fit(population_x, population_phi)
+        mu, sigma = regressor.predict(x, return_std=True)
     return (phi - mu) / sigma
 
 
@@ -103,26 +108,41 @@ def baseline_scores(
     `targets` (M+1, n) the targets' φ on V, `targets_top3` (M+1, n, k) their largest posteriors,
     `shadows_top3` those of the diagonal models, `members` (M+1, n) membership of D_i, `features`
     (n, d) the features of V."""
-    size = len(targets)
     fold = folds(members.shape[1], seed, tag)
-    scores = []
-    for i in range(size):
-        phi, member = targets[i], members[i]
-        if attack == "ml-leaks":
-            shadow = (i + 1) % size
-            scores.append(
-                ml_leaks_scores(
-                    targets_top3[i],
-                    shadows_top3[shadow],
-                    members[shadow],
-                    derive_seed(seed, *tag, attack, i),
-                )
-            )
-        elif attack in ("attack-p", "qmia"):
-            scores.append(_cross_fitted(partial(_calibrated, attack, phi, features), member, fold))
-        else:
-            raise ValueError(f"unknown baseline {attack!r}; known: {', '.join(BASELINES)}")
+    scores = [
+        _target_scores(
+            attack, i, targets, targets_top3, shadows_top3, members, features, fold, seed, tag
+        )
+        for i in range(len(targets))
+    ]
     return np.concatenate(scores), members.ravel()
+
+
+def _target_scores(
+    attack: str,
+    i: int,
+    targets: np.ndarray,
+    targets_top3: np.ndarray,
+    shadows_top3: np.ndarray,
+    members: np.ndarray,
+    features: np.ndarray,
+    fold: np.ndarray,
+    seed: int,
+    tag: Sequence[object],
+) -> np.ndarray:
+    """One target's scores of one baseline (see `baseline_scores`)."""
+    size = len(targets)
+    if attack == "ml-leaks":
+        shadow = (i + 1) % size
+        return ml_leaks_scores(
+            targets_top3[i],
+            shadows_top3[shadow],
+            members[shadow],
+            derive_seed(seed, *tag, attack, i),
+        )
+    if attack in ("attack-p", "qmia"):
+        return _cross_fitted(partial(_calibrated, attack, targets[i], features), members[i], fold)
+    raise ValueError(f"unknown baseline {attack!r}; known: {', '.join(BASELINES)}")
 
 
 def cost(attack: str, trials: int) -> int:
