@@ -105,7 +105,8 @@ rule hparam_noise:
 rule hparam_run:
     """One run at one ε: HPO (Optuna) of every split of both families, trials batched across
     splits; the (M+1)^2 grid train(D_i, eta_j) and the ED targets; LiRA, ACC-LiRA and KL-LiRA
-    with leave-one-out target rotation (pooled metrics and ROC). One job, three artifacts."""
+    with leave-one-out target rotation, and ML-Leaks, Attack-P and QMIA on the same targets
+    (pooled metrics and ROC). One job, five artifacts."""
     input:
         data=study_data,
         splits=HPARAM_SPLITS,

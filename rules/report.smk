@@ -388,7 +388,8 @@ rule risk_score_report:
 
 rule hparam_report:
     """The hyperparameter study's tables and figures: TPR per attack, setting and epsilon; KL-LiRA's
-    budget; the TD-HPO vs ED-HPO tests (BY-adjusted); ROC with the DP bound; KL-LiRA's choices."""
+    budget; the TD-HPO vs ED-HPO tests (BY-adjusted); ROC with the DP bound; KL-LiRA's choices;
+    LiRA beside the attacks without shadow calibration (the paper's Fig. 5)."""
     input:
         study=HPARAM_STUDY,
         bound=DP_BOUND,
@@ -431,6 +432,13 @@ rule hparam_report:
             "KL-LiRA",
             "Hyperparameters KL-LiRA selected against the target's",
         ),
+        baselines=REPORT_TABLE(
+            "results/tables/hparam_baselines",
+            "hparam_baselines",
+            "Hyperparameter study",
+            "TPR at fixed FPR",
+            "TPR of LiRA and of attacks without shadow calibration",
+        ),
         roc_figures=[
             REPORTED(
                 path,
@@ -458,6 +466,11 @@ rule hparam_report:
                 ("td-vs-ed", "TD-HPO against ED-HPO", "TPR of TD-HPO against ED-HPO targets"),
                 ("pvalues", "TD-HPO against ED-HPO", "p-values of the TD-HPO vs ED-HPO tests"),
                 ("selection", "KL-LiRA", "Learning rate selected against the target's"),
+                (
+                    "baselines",
+                    "TPR at fixed FPR",
+                    "TPR of LiRA and of attacks without shadow calibration (figure)",
+                ),
             ]
         ],
     log:

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
-from test_hparam_report import _bound, _roc, _selection, _study
+from test_hparam_report import _bound, _roc, _selection, _study, _with_baselines
 from test_llm_report import _history, _metrics
 from test_llm_settings import settings_metrics
 
 from miaflow.attacks import ATTACKS
 from miaflow.evaluation import (
+    hparam_baselines,
     hparam_figures,
     hparam_tables,
     llm_report,
@@ -194,6 +195,9 @@ def _figures() -> dict[str, Callable[[Path], None]]:
             hparam_tables.td_vs_ed_tests(study), p, "p-values"
         ),
         "hparam-selection": lambda p: hparam_figures.plot_selection(_selection(), p, "choice"),
+        "hparam-baselines": lambda p: hparam_baselines.plot_baselines(
+            _with_baselines(study), p, "LiRA and attacks without shadow calibration"
+        ),
         "llm-em-iterations": lambda p: llm_report.plot_em_iterations(_history(), p),
         "llm-mink-sweep": lambda p: llm_report.plot_mink_sweep(_metrics(), p),
         "llm-settings": lambda p: llm_settings_report.plot_settings(
@@ -215,7 +219,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Figure]:
         save(figure, path)
         figures.append(figure)
 
-    for module in (plots, hparam_figures, llm_report, llm_settings_report):
+    for module in (plots, hparam_figures, hparam_baselines, llm_report, llm_settings_report):
         monkeypatch.setattr(module, "save_png", keep)
     return figures
 

@@ -1,5 +1,5 @@
-"""Tables, tests and figures of the hyperparameter study (miaflow.evaluation.hparam_tables and
-miaflow.evaluation.hparam_figures)."""
+"""Tables, tests and figures of the hyperparameter study (miaflow.evaluation.hparam_tables,
+miaflow.evaluation.hparam_figures and miaflow.evaluation.hparam_baselines)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.container import BarContainer
 
+from miaflow.evaluation import hparam_baselines as hb
 from miaflow.evaluation import hparam_figures as hf
 from miaflow.evaluation import hparam_tables as ht
 from miaflow.evaluation.tables import format_mean_std
@@ -85,6 +87,31 @@ def _mask(study: pd.DataFrame, epsilon: float, attack: str, fpr: float, hpo: str
 
 def _cell(study: pd.DataFrame, epsilon: float, attack: str, fpr: float, hpo: str) -> pd.Index:
     return study[_mask(study, epsilon, attack, fpr, hpo)].sort_values("run").index
+
+
+# baseline -> (models trained, factor on the TPR of the attack whose rows it copies)
+BASELINE_ROWS = {"ml-leaks": (10, 0.5), "attack-p": (0, 0.25), "qmia": (0, 0.125)}
+
+
+def _with_baselines(study: pd.DataFrame) -> pd.DataFrame:
+    """The study with rows of the baselines: copies of LiRA's TD rows and ACC-LiRA's ED rows,
+    renamed, their TPRs scaled by a factor per baseline."""
+    copied = study[
+        ((study["attack"] == "lira") & (study["hpo"] == "td"))
+        | ((study["attack"] == "acc-lira") & (study["hpo"] == "ed"))
+    ]
+    frames = [study]
+    for attack, (cost, factor) in BASELINE_ROWS.items():
+        frames.append(
+            copied.assign(
+                attack=attack,
+                candidates=int(cost > 0),
+                models_per_candidate=int(cost > 0),
+                cost=cost,
+                tpr=copied["tpr"] * factor,
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 def _roc(study: pd.DataFrame) -> pd.DataFrame:
@@ -171,6 +198,43 @@ def test_headline_table_order_and_cells(study: pd.DataFrame):
     assert row["TPR@1%"].item() == format_mean_std(mean, std)
     assert " ± " in row["TPR@1%"].item()
     assert "caption" in table.attrs
+
+
+def test_baselines_table_puts_the_baselines_after_the_three_attacks(study: pd.DataFrame):
+    table = ht.baselines_table(_with_baselines(study))
+    assert list(table.columns) == list(ht.headline_table(study).columns)
+    attacks = {
+        "td": (*ht.FULL_ATTACKS, "ml-leaks", "attack-p", "qmia"),
+        "ed": ("acc-lira", "kl-lira", "ml-leaks", "attack-p", "qmia"),
+    }
+    expected = [(e, h, a) for e in ("∞", "8") for h in ("td", "ed") for a in attacks[h]]
+    assert list(zip(table["epsilon"], table["hpo"], table["attack"])) == expected
+    values = study.loc[_mask(study, math.inf, "lira", 0.1, "td"), "tpr"].to_numpy() / 4
+    row = table[
+        (table["epsilon"] == "∞") & (table["hpo"] == "td") & (table["attack"] == "attack-p")
+    ]
+    assert row["TPR@10%"].item() == format_mean_std(values.mean(), values.std(ddof=1))
+    assert "Attack-P" in table.attrs["caption"]
+    # the headline keeps its three attacks
+    assert set(ht.headline_table(_with_baselines(study))["attack"]) == set(ht.FULL_ATTACKS)
+
+
+def test_baselines_figure_has_a_bar_per_attack_in_every_panel(
+    study: pd.DataFrame, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    drawn = []
+    monkeypatch.setattr(hb, "save_png", lambda figure, path: drawn.append(figure))
+    hb.plot_baselines(_with_baselines(study), tmp_path / "x.png", SETTING)
+    (figure,) = drawn
+    panels = figure.axes
+    assert len(panels) == len(EPSILONS) * len(FPRS)
+    for axes in panels:
+        bars = [c for c in axes.containers if isinstance(c, BarContainer)]
+        assert [c.get_label() for c in bars] == [*ht.FULL_ATTACKS, "ml-leaks", "attack-p", "qmia"]
+    # the first panel is ε = ∞ at 0.1% FPR; its LiRA bar is LiRA's mean TPR over runs
+    lira = study.loc[_mask(study, math.inf, "lira", 0.001, "td"), "tpr"].mean()
+    assert panels[0].patches[0].get_height() == pytest.approx(lira)
+    assert panels[0].patches[4].get_height() == pytest.approx(lira / 4)
 
 
 def test_relative_tpr_by_hand(study: pd.DataFrame):
@@ -296,10 +360,13 @@ def _figures(study: pd.DataFrame) -> dict[str, object]:
         "td_vs_ed": lambda p: hf.plot_td_vs_ed(study, p, SETTING),
         "pvalues": lambda p: hf.plot_pvalues(ht.td_vs_ed_tests(study), p, SETTING),
         "selection": lambda p: hf.plot_selection(_selection(), p, SETTING),
+        "baselines": lambda p: hb.plot_baselines(_with_baselines(study), p, SETTING),
     }
 
 
-@pytest.mark.parametrize("name", ["roc", "relative", "budget", "td_vs_ed", "pvalues", "selection"])
+@pytest.mark.parametrize(
+    "name", ["roc", "relative", "budget", "td_vs_ed", "pvalues", "selection", "baselines"]
+)
 def test_figures_are_reproducible_pngs(study: pd.DataFrame, reproducible_png, name: str):
     reproducible_png(_figures(study)[name])
 

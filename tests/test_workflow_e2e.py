@@ -264,7 +264,34 @@ def test_hparam_study_contract(project):
         tests
     ) == 2 * 2 * 3
     figures = {p.name for p in (project / "results/figures").iterdir()}
-    assert {"hparam-roc-digits_s3.png", "hparam-td-vs-ed.png", "hparam-pvalues.png"} <= figures
+    assert {
+        "hparam-roc-digits_s3.png",
+        "hparam-td-vs-ed.png",
+        "hparam-pvalues.png",
+        "hparam-baselines.png",
+    } <= figures
+    # The baselines without shadow calibration (the paper's Fig. 5): every target of every ε and
+    # run, both HPO families, the same FPR levels and members as LiRA's rows.
+    baselines = study[study["attack"].isin(["ml-leaks", "attack-p", "qmia"])]
+    cells = baselines.groupby(["epsilon", "hpo", "attack", "run"])["fpr"]
+    assert len(cells) == 2 * 2 * 3 * 2 and all(sorted(f) == [0.001, 0.01, 0.1] for _, f in cells)
+    members = full.groupby(["epsilon", "hpo", "run"])["positives"].first().rename("members")
+    joined = baselines.join(members, on=["epsilon", "hpo", "run"])
+    assert (joined["positives"] == joined["members"]).all()
+    assert set(zip(baselines["attack"], baselines["cost"])) == {
+        ("ml-leaks", 3),  # its one shadow, tuned with 3 trials
+        ("attack-p", 0),
+        ("qmia", 0),
+    }
+    table = pd.read_csv(project / "results/tables/hparam_baselines.csv")
+    assert list(table.loc[table["hpo"] == "td", "attack"].iloc[:6]) == [
+        "lira",
+        "acc-lira",
+        "kl-lira",
+        "ml-leaks",
+        "attack-p",
+        "qmia",
+    ]
 
 
 def test_language_model_attacks_contract(project):

@@ -5,7 +5,8 @@ Pradhan et al. (SaTML 2025), "Hyperparameters in score-based membership inferenc
 LiRA (the attacker knows the target's hyperparameters) against ACC-LiRA and KL-LiRA (the attacker
 selects them), on a grid of linear heads with and without differential privacy, and the test of
 whether tuning the target's hyperparameters on its training data (TD-HPO) leaks more than tuning
-them on external data (ED-HPO).
+them on external data (ED-HPO); and, as the paper's Fig. 5, attacks without LiRA's shadow
+calibration on the same targets (`miaflow.hparams.baselines`).
 
 The data come from the study's jobs; this module and `hparam_figures` only turn them into tables
 and figures:
@@ -36,6 +37,9 @@ from miaflow.evaluation.tables import count_range, mean_std_cell
 # The three attacks of the full grid, in the paper's order; LiRA is the known-hyperparameter
 # baseline.
 FULL_ATTACKS = ("lira", "acc-lira", "kl-lira")
+# The attacks without LiRA's shadow calibration (the paper's Fig. 5), in the report's order:
+# miaflow.hparams.baselines.BASELINES, named here so that the report imports no attack code.
+BASELINES = ("ml-leaks", "attack-p", "qmia")
 # Attacks that select hyperparameters, and so have both a TD-HPO and an ED-HPO target.
 SELECTING_ATTACKS = ("acc-lira", "kl-lira")
 # Reduced KL-LiRA variants are named "kl-lira-c{C}-n{N}".
@@ -77,9 +81,11 @@ def tpr_column(fpr: float) -> str:
 
 
 def _attack_rank(attack: str) -> tuple[int, str]:
-    if attack in FULL_ATTACKS:
-        return FULL_ATTACKS.index(attack), ""
-    return len(FULL_ATTACKS), attack
+    """The paper's order, then the baselines without shadow calibration, then the rest by name."""
+    ranked = (*FULL_ATTACKS, *BASELINES)
+    if attack in ranked:
+        return ranked.index(attack), ""
+    return len(ranked), attack
 
 
 def _sort_key(column: pd.Series) -> pd.Series:
@@ -115,7 +121,34 @@ def headline_table(study: pd.DataFrame) -> pd.DataFrame:
     """The headline result: TPR at each FPR level of LiRA, ACC-LiRA and KL-LiRA
     per setting, privacy budget and HPO, "mean ± std" over runs, so the cost of not knowing the
     target's hyperparameters can be read off row by row."""
-    rows = study[study["attack"].isin(FULL_ATTACKS)]
+    table = _tpr_table(study[study["attack"].isin(FULL_ATTACKS)])
+    table.attrs["caption"] = (
+        "TPR at fixed FPR of LiRA (target hyperparameters known), ACC-LiRA and KL-LiRA "
+        "(hyperparameters selected by the attack) per setting, privacy budget ε (∞: no DP) and "
+        "target HPO (td: tuned on the training data, ed: on external data): mean ± standard "
+        f"deviation over {count_range(table['runs'])} runs, ddof = 1."
+    )
+    return table
+
+
+def baselines_table(study: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Fig. 5 as a table: TPR at each FPR level of LiRA, ACC-LiRA and KL-LiRA beside
+    the baselines without shadow calibration (ML-Leaks, Attack-P, QMIA) on the same targets,
+    "mean ± std" over runs: what the shadow models buy."""
+    table = _tpr_table(study[study["attack"].isin([*FULL_ATTACKS, *BASELINES])])
+    table.attrs["caption"] = (
+        "TPR at fixed FPR of LiRA, ACC-LiRA and KL-LiRA beside attacks without LiRA's shadow "
+        "calibration on the same targets: ML-Leaks (attack MLP on the top-3 posteriors, one "
+        "shadow tuned by the attacker), Attack-P (the target's loss against its losses on known "
+        "non-members) and QMIA (the target's φ standardised by a regressor fitted on known "
+        "non-members), per setting, privacy budget ε (∞: no DP) and target HPO: mean ± "
+        f"standard deviation over {count_range(table['runs'])} runs, ddof = 1."
+    )
+    return table
+
+
+def _tpr_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """TPR at each FPR level, mean ± std over runs, per setting, ε, HPO and attack."""
     keys = ["setting", "epsilon", "hpo", "attack"]
     levels = sorted(rows["fpr"].unique())
     stats = rows.groupby([*keys, "fpr"], sort=False)["tpr"].agg(["mean", "std"])
@@ -134,12 +167,6 @@ def headline_table(study: pd.DataFrame) -> pd.DataFrame:
             mean_std_cell(stats, (*key, level)) for key in zip(*(groups[k] for k in keys))
         ]
     table["runs"] = groups["runs"].astype(int)
-    table.attrs["caption"] = (
-        "TPR at fixed FPR of LiRA (target hyperparameters known), ACC-LiRA and KL-LiRA "
-        "(hyperparameters selected by the attack) per setting, privacy budget ε (∞: no DP) and "
-        "target HPO (td: tuned on the training data, ed: on external data): mean ± standard "
-        f"deviation over {count_range(table['runs'])} runs, ddof = 1."
-    )
     return table
 
 

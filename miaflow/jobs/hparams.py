@@ -3,7 +3,8 @@ heads over frozen features (docs/algorithms.md#hyperparameter-study).
 
 Per setting (a dataset and a number of shots S), run and ε: the grid's splits, HPO of every split
 (TD-HPO on D_j, ED-HPO on the external D_j^e), the (M+1)² grid and the ED targets, the three
-attacks with rotation; then the bound DP puts on any attack, and the study's long tables.
+attacks with rotation and the baselines without shadow calibration; then the bound DP puts on
+any attack, and the study's long tables.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/hparams.smk (stage =
 rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is;
@@ -172,6 +173,7 @@ def hparam_run(
         **run_of,
     )
     _attacks(
+        data=data,
         splits=splits,
         trials=trials,
         grid=grid,
@@ -324,7 +326,9 @@ def _column_frame(
     device,
     seeds,
 ) -> pd.DataFrame:
-    """Train one column of heads; their φ on the universe and held-out accuracy on V \\ D_i."""
+    """Train one column of heads; their φ on the universe and held-out accuracy on V \\ D_i;
+    for the models that are targets (ED, diagonal) also their top-3 posteriors (ML-Leaks)."""
+    from miaflow.attacks.learning import features_top3
     from miaflow.models.heads import batches_per_epoch, fit_heads, head_logits
     from miaflow.signals import signals_from_logits
 
@@ -350,12 +354,19 @@ def _column_frame(
             / np.maximum(heldout.sum(1), 1),
             # float32, measured harmless (docs/algorithms.md#hyperparameter-study)
             "stat": list(signals["phi"].astype(np.float32)),
+            "top3": [
+                features_top3({"logits": logits[k]}).astype(np.float32).ravel()
+                if family == "ed" or k == column
+                else np.empty(0, np.float32)
+                for k in range(len(train_sets))
+            ],
         }
     )
 
 
 def _attacks(
     *,
+    data: str | Path,
     splits: str | Path,
     trials: str | Path,
     grid: str | Path,
@@ -373,8 +384,10 @@ def _attacks(
     seed: int,
 ) -> None:
     """LiRA, ACC-LiRA and KL-LiRA (full grid and reduced budgets) against the TD targets, and
-    ACC-LiRA and KL-LiRA against the ED targets: pooled metrics, ROC and KL-LiRA's choices."""
+    ACC-LiRA and KL-LiRA against the ED targets; the baselines without shadow calibration
+    (ML-Leaks, Attack-P, QMIA) against both: pooled metrics, ROC and KL-LiRA's choices."""
     from miaflow.evaluation.plots import ROC_FPR_GRID
+    from miaflow.hparams import baselines
     from miaflow.hparams.attacks import Budget, cost, roc_metrics, roc_on_grid, rotate
     from miaflow.hparams.grid import GridSplits
 
@@ -388,6 +401,13 @@ def _attacks(
         "td": stats[np.arange(size), np.arange(size)],
         "ed": np.stack(external["stat"].to_numpy()).astype(np.float64),
     }
+    n_samples = members.shape[1]
+    top3 = {  # the targets' top-3 posteriors; the diagonal's are ML-Leaks' shadows too
+        "td": np.stack(models[models["row"] == models["column"]]["top3"].to_numpy()),
+        "ed": np.stack(external["top3"].to_numpy()),
+    }
+    top3 = {hpo: values.reshape(size, n_samples, -1) for hpo, values in top3.items()}
+    features, _, _ = _features(data)
     recipes = {
         "td": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
         "ed": external.set_index("row")[RECIPE_COLUMNS],
@@ -406,6 +426,15 @@ def _attacks(
         *(("kl-lira", Budget(c, n)) for c, n in budgets),
     ]
     metric_rows, roc_frames, choices = [], [], []
+
+    def record(info: dict, scores: np.ndarray, is_member: np.ndarray) -> None:
+        metric_rows.extend({**info, **row} for row in roc_metrics(scores, is_member, fpr_levels))
+        roc_frames.append(
+            roc_on_grid(scores, is_member, ROC_FPR_GRID).assign(
+                **{k: info[k] for k in ("dataset", "setting", "epsilon", "hpo", "attack", "run")}
+            )
+        )
+
     for hpo in ("td", "ed"):
         for attack, budget in plans:
             if attack == "lira" and hpo == "ed":
@@ -432,17 +461,34 @@ def _attacks(
                 "divergence": divergence,
                 "run": run,
             }
-            metric_rows += [{**info, **row} for row in roc_metrics(scores, is_member, fpr_levels)]
-            roc_frames.append(
-                roc_on_grid(scores, is_member, ROC_FPR_GRID).assign(
-                    **{
-                        k: info[k]
-                        for k in ("dataset", "setting", "epsilon", "hpo", "attack", "run")
-                    }
-                )
-            )
+            record(info, scores, is_member)
             if label == "kl-lira":
                 choices.append(_choices(key, hpo, run, used, recipes[hpo], recipes["td"]))
+        for attack in baselines.BASELINES:  # the paper's Fig. 5: no LiRA calibration
+            shadows = int(attack == "ml-leaks")
+            info = {
+                **key,
+                "hpo": hpo,
+                "attack": attack,
+                "candidates": shadows,
+                "models_per_candidate": shadows,
+                "cost": baselines.cost(attack, n_trials),
+                "divergence": divergence,
+                "run": run,
+            }
+            record(
+                info,
+                *baselines.baseline_scores(
+                    attack,
+                    targets[hpo],
+                    top3[hpo],
+                    top3["td"],
+                    members,
+                    features[drawn.universe["td"]],
+                    seed,
+                    ("hparams", name, tag, run, hpo),
+                ),
+            )
     io.write_parquet(metrics, pd.DataFrame(metric_rows))
     io.write_parquet(roc, pd.concat(roc_frames, ignore_index=True))
     io.write_parquet(selection, pd.concat(choices, ignore_index=True))

@@ -289,6 +289,7 @@ def hparam_report(
     budget: Paths,
     td_vs_ed: Paths,
     choices: Paths,
+    baselines: Paths,
     roc_figures: Paths,
     figures: Paths,
     alpha: float,
@@ -299,6 +300,7 @@ def hparam_report(
     """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
     from miaflow.evaluation import hparam_figures as draw
     from miaflow.evaluation import hparam_tables as build
+    from miaflow.evaluation.hparam_baselines import plot_baselines
     from miaflow.seeding import derive_seed
 
     results = io.read_parquet(study)
@@ -310,6 +312,7 @@ def hparam_report(
         (build.kl_budget_table(results), budget),
         (tests, td_vs_ed),
         (build.selection_table(chosen), choices),
+        (build.baselines_table(results), baselines),
     ):
         _write(table, paths)
     for setting, part in curves.groupby("setting"):
@@ -328,6 +331,7 @@ def hparam_report(
     draw.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
     draw.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
     draw.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
+    plot_baselines(results, named["baselines"], "LiRA and attacks without shadow calibration")
 
 
 def llm_report(
