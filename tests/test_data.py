@@ -139,10 +139,8 @@ def test_mnist5k_balanced_and_scaled_like_digits(loaded: dict[str, Dataset]) -> 
     dataset = loaded["mnist5k"]
     assert np.bincount(dataset.labels).tolist() == [500] * 10
     assert dataset.features.min() == -1.0 and dataset.features.max() == 1.0
-    assert (DATASETS["mnist5k"].size({}).n_samples, DATASETS["mnist5k"].size({}).smallest_class) == (
-        5000,
-        500,
-    )
+    size = DATASETS["mnist5k"].size({})
+    assert (size.n_samples, size.n_classes, size.smallest_class) == (5000, 10, 500)
 
 
 def test_digits_scaled_to_minus_one_one(loaded: dict[str, Dataset]) -> None:

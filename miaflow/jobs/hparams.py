@@ -5,6 +5,11 @@ Per setting (a dataset and a number of shots S), run and ε: the grid's splits, 
 (TD-HPO on D_j, ED-HPO on the external D_j^e), the (M+1)² grid and the ED targets, the three
 attacks with rotation; then the bound DP puts on any attack, and the study's long tables.
 
+In the black-box setting (a setting's `shadow_backbone`), the same job trains two sides on the
+same splits: the targets (the diagonal and the ED targets) on `backbone` features, and the
+attacker's full grid, with its own HPO, on `shadow_backbone` features; its trials and grid files
+hold both, told apart by their `backbone` column.
+
 Over 400 lines because it holds one keyword-only function per rule of rules/hparams.smk (stage =
 rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is;
 `hparam_run` chains three of them (HPO, grid, attacks) in one job.
@@ -24,7 +29,12 @@ import pandas as pd
 from miaflow import io
 from miaflow.jobs.common import Paths, torch_session
 from miaflow.progress import tracked
-from miaflow.workflow.plan import epsilon_tag, setting_name
+from miaflow.workflow.plan import (
+    epsilon_tag,
+    setting_backbones,
+    setting_name,
+    target_setting_name,
+)
 
 log = logging.getLogger(__name__)
 # Stored with each grid model: its recipe, so the DP bound and figures need no other file.
@@ -71,8 +81,9 @@ def hparam_features(
     with torch_session(threads):
         embedded = backbone_features(loaded.features, backbone, model, device=torch_device())
     log.info("%s through %s: features %s", loaded.name, backbone, embedded.shape)
+    # feature vectors (n, d): stored as tabular, which is the shape a Dataset of them has
     write_dataset(
-        features, Dataset(loaded.name, loaded.modality, embedded, loaded.labels, loaded.n_classes)
+        features, Dataset(loaded.name, "tabular", embedded, loaded.labels, loaded.n_classes)
     )
 
 
@@ -90,7 +101,7 @@ def hparam_splits(
 
     _, labels, n_classes = _features(data)
     drawn = draw_splits(
-        labels, n_classes, setting["shots"], n_shadow, seed, setting_name(setting), run
+        labels, n_classes, setting["shots"], n_shadow, seed, target_setting_name(setting), run
     )
     log.info(
         "%s run %d: |V| = %d, |D_i| = %d..%d",
@@ -125,9 +136,22 @@ def hparam_noise(
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
+def _sides(
+    setting: Mapping[str, Any], data: str | Path, shadow_data: Paths
+) -> list[tuple[str, str | Path, tuple[object, ...]]]:
+    """(features name, prepared features, seed tag) of each side that trains heads: the targets'
+    (which also give the shadows unless the setting is black-box) and the black-box attacker's."""
+    backbone, shadow = setting_backbones(setting)
+    sides = [(backbone, data, ())]
+    if shadow_data:
+        sides.append((shadow, shadow_data[0], ("shadow", shadow)))
+    return sides
+
+
 def hparam_run(
     *,
     data: str | Path,
+    shadow_data: Paths,
     splits: str | Path,
     noise: Paths,
     trials: str | Path,
@@ -151,8 +175,9 @@ def hparam_run(
     interpreter, torch and data start-up once instead of three times (each step still writes its
     own artifact)."""
     run_of = {"setting": setting, "epsilon": epsilon, "run": run, "seed": seed}
+    sides = _sides(setting, data, shadow_data)
     _hpo(
-        data=data,
+        sides=sides,
         splits=splits,
         noise=noise,
         trials=trials,
@@ -162,7 +187,7 @@ def hparam_run(
         **run_of,
     )
     _grid(
-        data=data,
+        sides=sides,
         splits=splits,
         trials=trials,
         noise=noise,
@@ -189,7 +214,7 @@ def hparam_run(
 
 def _hpo(
     *,
-    data: str | Path,
+    sides: Sequence[tuple[str, str | Path, tuple[object, ...]]],
     splits: str | Path,
     noise: Paths,
     trials: str | Path,
@@ -201,35 +226,41 @@ def _hpo(
     seed: int,
     threads: int,
 ) -> None:
-    """η = HPO(D) for every split of both families, all trials of a number batched together."""
+    """η = HPO(D) for every split of both families, all trials of a number batched together; a
+    black-box attacker tunes its own η_j on its features for the splits D_j of its grid."""
     from miaflow.compute import torch_device
     from miaflow.hparams.grid import FAMILIES, GridSplits
     from miaflow.hparams.search import tune
     from miaflow.seeding import derive_seed
 
-    features, labels, n_classes = _features(data)
     drawn = GridSplits.from_frame(io.read_parquet(splits))
-    keys = [(family, split) for family in FAMILIES for split in range(drawn.n_splits)]
-    name, tag = setting_name(setting), epsilon_tag(epsilon)
-    with torch_session(threads):
-        table = tune(
-            features,
-            labels,
-            n_classes,
-            [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
-            {**search, "epochs": epochs},
-            [derive_seed(seed, "hparams", name, tag, run, "hpo", f, s) for f, s in keys],
-            _noise_lookup(noise),
-            torch_device(),
-        )
-    table.insert(0, "family", [keys[k][0] for k in table["split"]])
-    table["split"] = [keys[k][1] for k in table["split"]]
-    io.write_parquet(trials, table)
+    name, tag = target_setting_name(setting), epsilon_tag(epsilon)
+    tables = []
+    for backbone, data, side in sides:
+        features, labels, n_classes = _features(data)
+        families = ("td",) if side else FAMILIES  # the attacker's grid needs no ED-HPO
+        keys = [(family, split) for family in families for split in range(drawn.n_splits)]
+        with torch_session(threads):
+            table = tune(
+                features,
+                labels,
+                n_classes,
+                [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
+                {**search, "epochs": epochs},
+                [derive_seed(seed, "hparams", name, tag, run, *side, "hpo", f, s) for f, s in keys],
+                _noise_lookup(noise),
+                torch_device(),
+            )
+        table.insert(0, "family", [keys[k][0] for k in table["split"]])
+        table.insert(0, "backbone", backbone)
+        table["split"] = [keys[k][1] for k in table["split"]]
+        tables.append(table)
+    io.write_parquet(trials, pd.concat(tables, ignore_index=True))
 
 
 def _grid(
     *,
-    data: str | Path,
+    sides: Sequence[tuple[str, str | Path, tuple[object, ...]]],
     splits: str | Path,
     trials: str | Path,
     noise: Paths,
@@ -242,51 +273,61 @@ def _grid(
     threads: int,
 ) -> None:
     """The grid train(D_i, η_j) for all i, j (one batch per column j) and the ED targets
-    train(D_i, η_i^e), with each model's statistic φ on the universe V."""
+    train(D_i, η_i^e), with each model's statistic φ on the universe V. In the black-box setting
+    the targets' side trains only its targets, the diagonal and the ED targets (one batch each),
+    and the attacker's side the whole grid on its own features."""
     from miaflow.compute import torch_device
     from miaflow.hparams.grid import GridSplits
     from miaflow.hparams.search import chosen
     from miaflow.seeding import derive_seed
 
-    features, labels, n_classes = _features(data)
     drawn = GridSplits.from_frame(io.read_parquet(splits))
     tuned = io.read_parquet(trials)
-    best = {family: chosen(tuned[tuned["family"] == family]) for family in ("td", "ed")}
     noise_for = _noise_lookup(noise)
-    name, tag, size = setting_name(setting), epsilon_tag(epsilon), drawn.n_splits
+    name, tag, size = target_setting_name(setting), epsilon_tag(epsilon), drawn.n_splits
     universe = drawn.universe["td"]
     train_sets = [universe[drawn.train_set("td", i)] for i in range(size)]
-    # column j: every D_i with η_j; then one extra column, the ED targets D_i with η_i^e
-    columns = [("grid", j, [best["td"].loc[j]] * size) for j in range(size)]
-    columns.append(("ed", -1, [best["ed"].loc[i] for i in range(size)]))
+    rows = np.arange(size)
     frames = []
-    with torch_session(threads):
-        device = torch_device()
-        for family, column, etas in tracked(columns, f"grid of {size} heads per column", "columns"):
-            recipes = [_recipe(eta, len(train), noise_for) for eta, train in zip(etas, train_sets)]
-            frames.append(
-                _column_frame(
-                    features,
-                    labels,
-                    n_classes,
-                    universe,
-                    drawn,
-                    train_sets,
-                    recipes,
-                    family,
-                    column,
-                    epochs,
-                    device,
-                    [
-                        derive_seed(seed, "hparams", name, tag, run, family, i, column)
-                        for i in range(size)
-                    ],
+    for backbone, data, side in sides:
+        features, labels, n_classes = _features(data)
+        mine = tuned[tuned["backbone"] == backbone]
+        best = {f: chosen(mine[mine["family"] == f]) for f in set(mine["family"])}
+        # column j: every D_i with η_j; the ED targets D_i with η_i^e (column -1); a black-box
+        # setting's targets alone: the diagonal D_i with η_i (column i)
+        columns = [("grid", np.full(size, j), [best["td"].loc[j]] * size) for j in range(size)]
+        if len(sides) > 1 and not side:
+            columns = [("grid", rows, [best["td"].loc[i] for i in rows])]
+        if not side:
+            columns.append(("ed", np.full(size, -1), [best["ed"].loc[i] for i in rows]))
+        with torch_session(threads):
+            device = torch_device()
+            for family, column, etas in tracked(columns, f"{backbone} heads", "columns"):
+                recipes = [_recipe(eta, len(t), noise_for) for eta, t in zip(etas, train_sets)]
+                seeds = [
+                    derive_seed(seed, "hparams", name, tag, run, *side, family, i, int(column[i]))
+                    for i in rows
+                ]
+                frames.append(
+                    _column_frame(
+                        features,
+                        labels,
+                        n_classes,
+                        universe,
+                        drawn,
+                        train_sets,
+                        recipes,
+                        family,
+                        column,
+                        epochs,
+                        device,
+                        seeds,
+                    ).assign(backbone=backbone)
                 )
-            )
     table = pd.concat(frames, ignore_index=True)
     log.info(
         "%s eps %s run %d: %d models, held-out accuracy %.3f..%.3f",
-        name,
+        setting_name(setting),
         tag,
         run,
         len(table),
@@ -381,22 +422,30 @@ def _attacks(
     drawn = GridSplits.from_frame(io.read_parquet(splits))
     table = io.read_parquet(grid)
     size, members = drawn.n_splits, drawn.members["td"]
-    models = table[table["family"] == "grid"].sort_values(["row", "column"])
+    backbone, shadow_backbone = setting_backbones(setting)
+    theirs, ours = table[table["backbone"] == backbone], table[table["backbone"] == shadow_backbone]
+    # the shadows: the attacker's grid (the targets' own grid unless the setting is black-box)
+    models = ours[ours["family"] == "grid"].sort_values(["row", "column"])
     stats = np.stack(models["stat"].to_numpy()).astype(np.float64).reshape(size, size, -1)
-    external = table[table["family"] == "ed"].sort_values("row")
+    diagonal = theirs[(theirs["family"] == "grid") & (theirs["row"] == theirs["column"])]
+    diagonal = diagonal.sort_values("row")
+    external = theirs[theirs["family"] == "ed"].sort_values("row")
     targets = {
-        "td": stats[np.arange(size), np.arange(size)],
-        "ed": np.stack(external["stat"].to_numpy()).astype(np.float64),
+        hpo: np.stack(frame["stat"].to_numpy()).astype(np.float64)
+        for hpo, frame in (("td", diagonal), ("ed", external))
     }
     recipes = {
-        "td": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
+        "td": diagonal.set_index("row")[RECIPE_COLUMNS],
         "ed": external.set_index("row")[RECIPE_COLUMNS],
+        "shadow": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
     }
     name, tag = setting_name(setting), epsilon_tag(epsilon)
     key = {
         "dataset": setting["dataset"],
         "setting": name,
         "shots": setting["shots"],
+        "backbone": backbone,
+        "shadow_backbone": shadow_backbone,
         "epsilon": float(epsilon),
     }
     plans = [
@@ -418,7 +467,7 @@ def _attacks(
                 budget,
                 divergence,
                 seed,
-                ("hparams", name, tag, run, hpo),
+                ("hparams", target_setting_name(setting), tag, run, hpo),
             )
             label = budget.name() if attack == "kl-lira" else attack
             c, n = budget.sizes(n_shadow) if attack == "kl-lira" else (n_shadow, n_shadow)
@@ -442,7 +491,7 @@ def _attacks(
                 )
             )
             if label == "kl-lira":
-                choices.append(_choices(key, hpo, run, used, recipes[hpo], recipes["td"]))
+                choices.append(_choices(key, hpo, run, used, recipes[hpo], recipes["shadow"]))
     io.write_parquet(metrics, pd.DataFrame(metric_rows))
     io.write_parquet(roc, pd.concat(roc_frames, ignore_index=True))
     io.write_parquet(selection, pd.concat(choices, ignore_index=True))
@@ -486,11 +535,11 @@ def hparam_bound(
     from miaflow.evaluation.plots import ROC_FPR_GRID
     from miaflow.hparams.privacy import epsilons, tpr_bound
 
-    configs = set()
+    configs, backbone = set(), setting_backbones(setting)[0]
     for path in grids:
-        table = io.read_parquet(
-            path, columns=["family", "row", "column", "noise_multiplier", "batches_per_epoch"]
-        )
+        columns = ["backbone", "family", "row", "column", "noise_multiplier", "batches_per_epoch"]
+        table = io.read_parquet(path, columns=columns)
+        table = table[table["backbone"] == backbone]  # a black-box attacker's heads are no targets
         targets = table[(table["family"] == "ed") | (table["row"] == table["column"])]
         configs |= set(zip(targets["noise_multiplier"], targets["batches_per_epoch"]))
     fpr = np.concatenate([[0.0], ROC_FPR_GRID])
