@@ -125,3 +125,22 @@ def test_black_box_lira_scores_the_targets_with_the_attackers_grid(runs):
     np.testing.assert_allclose(
         selection["chosen_lr"], diagonal["lr"].to_numpy()[selection["chosen"].to_numpy()]
     )
+
+
+def test_each_side_trains_its_own_columns():
+    from miaflow.hparams.training import grid_columns
+
+    etas = pd.DataFrame({"lr": [0.1, 0.2, 0.3]})
+    best = {"td": etas, "ed": etas * 10}
+    both = grid_columns(best, 3, "both")
+    assert [family for family, _, _ in both] == ["grid"] * 3 + ["ed"]
+    assert [c.tolist() for _, c, _ in both] == [[0] * 3, [1] * 3, [2] * 3, [-1] * 3]
+    assert [eta["lr"] for eta in both[1][2]] == [0.2] * 3
+    targets = grid_columns(best, 3, "targets")
+    assert [(f, c.tolist()) for f, c, _ in targets] == [("grid", [0, 1, 2]), ("ed", [-1] * 3)]
+    assert [eta["lr"] for eta in targets[0][2]] == [0.1, 0.2, 0.3]
+    assert [eta["lr"] for eta in targets[1][2]] == [1.0, 2.0, 3.0]
+    attacker = grid_columns(best, 3, "attacker")
+    assert [f for f, _, _ in attacker] == ["grid"] * 3
+    with pytest.raises(ValueError, match="unknown role"):
+        grid_columns(best, 3, "oracle")

@@ -106,7 +106,8 @@ def backbone_features(
         Progress(len(images), f"{backbone} features", "images") as progress,
     ):
         for start in range(0, len(images), batch_size):
-            batch = torch.as_tensor(
+            # a copy: the stored arrays are read-only, which torch warns about
+            batch = torch.tensor(
                 np.asarray(images[start : start + batch_size], dtype=np.float32), device=device
             )
             if batch.shape[1] == 1:

@@ -279,6 +279,7 @@ def _grid(
     from miaflow.compute import torch_device
     from miaflow.hparams.grid import GridSplits
     from miaflow.hparams.search import chosen
+    from miaflow.hparams.training import column_frame, grid_columns, head_recipe
     from miaflow.seeding import derive_seed
 
     drawn = GridSplits.from_frame(io.read_parquet(splits))
@@ -293,23 +294,19 @@ def _grid(
         features, labels, n_classes = _features(data)
         mine = tuned[tuned["backbone"] == backbone]
         best = {f: chosen(mine[mine["family"] == f]) for f in set(mine["family"])}
-        # column j: every D_i with η_j; the ED targets D_i with η_i^e (column -1); a black-box
-        # setting's targets alone: the diagonal D_i with η_i (column i)
-        columns = [("grid", np.full(size, j), [best["td"].loc[j]] * size) for j in range(size)]
-        if len(sides) > 1 and not side:
-            columns = [("grid", rows, [best["td"].loc[i] for i in rows])]
-        if not side:
-            columns.append(("ed", np.full(size, -1), [best["ed"].loc[i] for i in rows]))
+        role = "attacker" if side else "targets" if len(sides) > 1 else "both"
         with torch_session(threads):
             device = torch_device()
-            for family, column, etas in tracked(columns, f"{backbone} heads", "columns"):
-                recipes = [_recipe(eta, len(t), noise_for) for eta, t in zip(etas, train_sets)]
+            for family, column, etas in tracked(
+                grid_columns(best, size, role), f"{backbone} heads", "columns"
+            ):
+                recipes = [head_recipe(eta, len(t), noise_for) for eta, t in zip(etas, train_sets)]
                 seeds = [
                     derive_seed(seed, "hparams", name, tag, run, *side, family, i, int(column[i]))
                     for i in rows
                 ]
                 frames.append(
-                    _column_frame(
+                    column_frame(
                         features,
                         labels,
                         n_classes,
@@ -335,64 +332,6 @@ def _grid(
         table["heldout_accuracy"].max(),
     )
     io.write_parquet(grid, table)
-
-
-def _recipe(eta: pd.Series, n_train: int, noise_for) -> Any:
-    from miaflow.models.heads import HeadRecipe, batches_per_epoch
-
-    batch_size = int(eta["batch_size"])
-    if noise_for is None:
-        return HeadRecipe(batch_size, float(eta["lr"]))
-    return HeadRecipe(
-        batch_size,
-        float(eta["lr"]),
-        float(eta["clip_norm"]),
-        noise_for(batches_per_epoch(n_train, batch_size)),
-    )
-
-
-def _column_frame(
-    features,
-    labels,
-    n_classes,
-    universe,
-    drawn,
-    train_sets,
-    recipes,
-    family,
-    column,
-    epochs,
-    device,
-    seeds,
-) -> pd.DataFrame:
-    """Train one column of heads; their φ on the universe and held-out accuracy on V \\ D_i."""
-    from miaflow.models.heads import batches_per_epoch, fit_heads, head_logits
-    from miaflow.signals import signals_from_logits
-
-    weight, bias = fit_heads(
-        features, labels, n_classes, train_sets, recipes, epochs, seeds, device
-    )
-    logits = head_logits(features[universe], weight, bias)  # (K, n, C)
-    signals = signals_from_logits(logits, labels[universe])
-    heldout = ~drawn.members["td"]
-    return pd.DataFrame(
-        {
-            "family": family,
-            "row": np.arange(len(train_sets)),
-            "column": column,
-            "batch_size": [r.batch_size for r in recipes],
-            "lr": [r.lr for r in recipes],
-            "clip_norm": [np.nan if r.clip_norm is None else r.clip_norm for r in recipes],
-            "noise_multiplier": [r.noise_multiplier for r in recipes],
-            "batches_per_epoch": [
-                batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)
-            ],
-            "heldout_accuracy": (signals["correct"] * heldout).sum(1)
-            / np.maximum(heldout.sum(1), 1),
-            # float32, measured harmless (docs/algorithms.md#hyperparameter-study)
-            "stat": list(signals["phi"].astype(np.float32)),
-        }
-    )
 
 
 def _attacks(
