@@ -1,6 +1,6 @@
 # Stage hparams: the hyperparameter study of Pradhan et al. (SaTML 2025) on linear heads over
 # frozen features (miaflow.jobs.hparams, docs/algorithms.md#hyperparameter-study). Per setting
-# (dataset, shots), ε and run: splits -> one job of HPO, grid and attacks; then the DP bound and
+# (dataset, shots[, backbone, shadow_backbone]), ε and run: splits -> one job of HPO, grid and attacks; then the DP bound and
 # the study's long tables (the contract files results/hparam_study.parquet and results/dp_bound.parquet).
 
 # --- this stage's own paths and input functions: per setting, ε and run ----------------------
@@ -25,6 +25,20 @@ study_data = lambda w: (
     )
     if study_setting(w).get("backbone")
     else DATA.format(dataset=study_setting(w)["dataset"])
+)
+# Black-box settings: the attacker's features (shadow_backbone; "pixels": the prepared dataset).
+study_shadow_data = lambda w: (
+    []
+    if not study_setting(w).get("shadow_backbone")
+    else (
+        [DATA.format(dataset=study_setting(w)["dataset"])]
+        if study_setting(w)["shadow_backbone"] == "pixels"
+        else [
+            HPARAM_FEATURES.format(
+                dataset=study_setting(w)["dataset"], backbone=study_setting(w)["shadow_backbone"]
+            )
+        ]
+    )
 )
 # The ε's noise-multiplier table; none when not private.
 study_noise = lambda w: (
@@ -106,9 +120,11 @@ rule hparam_run:
     """One run at one ε: HPO (Optuna) of every split of both families, trials batched across
     splits; the (M+1)^2 grid train(D_i, eta_j) and the ED targets; LiRA, ACC-LiRA and KL-LiRA
     with leave-one-out target rotation, and ML-Leaks, Attack-P and QMIA on the same targets
-    (pooled metrics and ROC). One job, five artifacts."""
+    (pooled metrics and ROC). One job, five artifacts. In a black-box setting the shadows are
+    heads on shadow_data, tuned and trained in the same job."""
     input:
         data=study_data,
+        shadow_data=study_shadow_data,
         splits=HPARAM_SPLITS,
         noise=study_noise,
         code=code("hparams"),

@@ -53,6 +53,7 @@ RAW_TEXT = {"representation": "text"}
 # name -> (modality, features shape, n_classes), for default options (text: raw strings)
 EXPECTED = {
     "digits": ("image", (1797, 1, 8, 8), 10),
+    "mnist5k": ("image", (5000, 1, 28, 28), 10),
     "purchase": ("tabular", (4000, 600), 50),
     "breast_cancer": ("tabular", (569, 30), 2),
     "location30": ("tabular", (5010, 446), 30),
@@ -131,6 +132,15 @@ def test_dataset_shapes_dtypes_and_classes(loaded: dict[str, Dataset], name: str
         assert dataset.features.dtype == np.float32 and np.isfinite(dataset.features).all()
     assert dataset.labels.min() == 0 and dataset.labels.max() == n_classes - 1
     assert (np.bincount(dataset.labels, minlength=n_classes) > 0).all()
+
+
+def test_mnist5k_balanced_and_scaled_like_digits(loaded: dict[str, Dataset]) -> None:
+    """500 images of each class, grey levels 0..255 mapped onto the whole of [-1, 1]."""
+    dataset = loaded["mnist5k"]
+    assert np.bincount(dataset.labels).tolist() == [500] * 10
+    assert dataset.features.min() == -1.0 and dataset.features.max() == 1.0
+    size = DATASETS["mnist5k"].size({})
+    assert (size.n_samples, size.n_classes, size.smallest_class) == (5000, 10, 500)
 
 
 def test_digits_scaled_to_minus_one_one(loaded: dict[str, Dataset]) -> None:

@@ -129,6 +129,19 @@ def test_the_paper_profile_needs_hub_models_and_downloads(tmp_path, monkeypatch)
     assert hub_models(default) == {} and downloads(default) == {}
 
 
+def test_packaged_backbones_need_no_hub_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = effective_config([], REPO / "params.yaml")
+    lite0 = {"dataset": "mnist5k", "shots": 32, "backbone": "efficientnet-lite0"}
+    config["hparam_study"]["settings"] = [
+        lite0,
+        {**lite0, "shadow_backbone": "efficientnet-lite2"},
+        {"dataset": "digits", "shots": 8, "backbone": "vit-b16"},
+    ]
+    assert list(hub_models(config)) == ["google/vit-base-patch16-224-in21k"]
+    assert downloads(config) == {}
+
+
 def test_config_overrides_select_the_profile():
     chosen = effective_config(["profile=real-cpu", "seed=7"], REPO / "params.yaml")
     assert chosen["profile"] == "real-cpu" and chosen["seed"] == 7

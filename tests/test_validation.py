@@ -312,6 +312,37 @@ def test_study_settings_need_features_their_heads_can_read(params):
     ) in message
 
 
+def test_a_black_box_setting_needs_a_backbone_an_image_dataset_and_another_shadow(params):
+    lite0 = {"dataset": "mnist5k", "shots": 32, "backbone": "efficientnet-lite0"}
+    pixels = {"shadow_backbone": "pixels"}
+    params["hparam_study"]["settings"] = [
+        {**lite0, "shadow_backbone": "efficientnet-lite2"},
+        {**lite0, **pixels},
+        {"dataset": "digits", "shots": 8, "shadow_backbone": "efficientnet-lite2"},
+        {**lite0, "shadow_backbone": "efficientnet-lite0"},
+        {"dataset": "breast_cancer", "shots": 8, "backbone": "vit-b16", **pixels},
+    ]
+    message = problems_of(params)
+    assert "settings[0]" not in message and "settings[1]" not in message
+    assert (
+        "hparam_study.settings[2].shadow_backbone: 'efficientnet-lite2' needs the targets' "
+        "backbone too"
+    ) in message
+    assert (
+        "hparam_study.settings[3].shadow_backbone: 'efficientnet-lite0' is the targets' backbone"
+    ) in message
+    assert (
+        "hparam_study.settings[4].shadow_backbone: 'pixels' embeds images, but the dataset is "
+        "tabular"
+    ) in message
+    params["hparam_study"]["settings"] = [{**lite0, "shadow_backbone": "resnet"}]
+    assert "shadow_backbone" in problems_of(params)
+    params["hparam_study"]["settings"] = [{**lite0, "shadow_backbone": "efficientnet-lite2"}]
+    assert plan.hparam_settings(config.validate(params))[0]["name"] == (
+        "mnist5k_s32_efficientnet_lite0_shadow_efficientnet_lite2"
+    )
+
+
 def test_language_model_corpora_must_hold_what_an_experiment_draws(params):
     subset = changed(params, lambda p: p["llm"]["experiments"][0].update(n_texts=5000))
     assert (

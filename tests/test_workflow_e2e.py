@@ -247,6 +247,7 @@ def test_tables_and_figures(project):
 def test_hparam_study_contract(project):
     study = pd.read_parquet(project / "results/hparam_study.parquet")
     assert {"dataset", "epsilon", "hpo", "attack", "run", "fpr", "tpr"} <= set(study.columns)
+    assert (study["backbone"] == "pixels").all() and (study["shadow_backbone"] == "pixels").all()
     assert set(study["epsilon"]) == {math.inf, 8.0} and set(study["hpo"]) == {"td", "ed"}
     assert {"lira", "acc-lira", "kl-lira"} <= set(study["attack"]) and set(study["run"]) == {0, 1}
     full = study[study["attack"].isin(["lira", "acc-lira", "kl-lira"])]

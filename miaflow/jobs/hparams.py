@@ -6,6 +6,11 @@ Per setting (a dataset and a number of shots S), run and ε: the grid's splits, 
 attacks with rotation and the baselines without shadow calibration; then the bound DP puts on
 any attack, and the study's long tables.
 
+In the black-box setting (a setting's `shadow_backbone`), the same job trains two sides on the
+same splits: the targets (the diagonal and the ED targets) on `backbone` features, and the
+attacker's full grid, with its own HPO, on `shadow_backbone` features; its trials and grid files
+hold both, told apart by their `backbone` column.
+
 Over 400 lines because it holds one keyword-only function per rule of rules/hparams.smk (stage =
 rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is;
 `hparam_run` chains three of them (HPO, grid, attacks) in one job.
@@ -25,7 +30,12 @@ import pandas as pd
 from miaflow import io
 from miaflow.jobs.common import Paths, torch_session
 from miaflow.progress import tracked
-from miaflow.workflow.plan import epsilon_tag, setting_name
+from miaflow.workflow.plan import (
+    epsilon_tag,
+    setting_backbones,
+    setting_name,
+    target_setting_name,
+)
 
 log = logging.getLogger(__name__)
 # Stored with each grid model: its recipe, so the DP bound and figures need no other file.
@@ -72,8 +82,9 @@ def hparam_features(
     with torch_session(threads):
         embedded = backbone_features(loaded.features, backbone, model, device=torch_device())
     log.info("%s through %s: features %s", loaded.name, backbone, embedded.shape)
+    # feature vectors (n, d): stored as tabular, which is the shape a Dataset of them has
     write_dataset(
-        features, Dataset(loaded.name, loaded.modality, embedded, loaded.labels, loaded.n_classes)
+        features, Dataset(loaded.name, "tabular", embedded, loaded.labels, loaded.n_classes)
     )
 
 
@@ -91,7 +102,7 @@ def hparam_splits(
 
     _, labels, n_classes = _features(data)
     drawn = draw_splits(
-        labels, n_classes, setting["shots"], n_shadow, seed, setting_name(setting), run
+        labels, n_classes, setting["shots"], n_shadow, seed, target_setting_name(setting), run
     )
     log.info(
         "%s run %d: |V| = %d, |D_i| = %d..%d",
@@ -126,9 +137,22 @@ def hparam_noise(
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
+def _sides(
+    setting: Mapping[str, Any], data: str | Path, shadow_data: Paths
+) -> list[tuple[str, str | Path, tuple[object, ...]]]:
+    """(features name, prepared features, seed tag) of each side that trains heads: the targets'
+    (which also give the shadows unless the setting is black-box) and the black-box attacker's."""
+    backbone, shadow = setting_backbones(setting)
+    sides = [(backbone, data, ())]
+    if shadow_data:
+        sides.append((shadow, shadow_data[0], ("shadow", shadow)))
+    return sides
+
+
 def hparam_run(
     *,
     data: str | Path,
+    shadow_data: Paths,
     splits: str | Path,
     noise: Paths,
     trials: str | Path,
@@ -152,8 +176,9 @@ def hparam_run(
     interpreter, torch and data start-up once instead of three times (each step still writes its
     own artifact)."""
     run_of = {"setting": setting, "epsilon": epsilon, "run": run, "seed": seed}
+    sides = _sides(setting, data, shadow_data)
     _hpo(
-        data=data,
+        sides=sides,
         splits=splits,
         noise=noise,
         trials=trials,
@@ -163,7 +188,7 @@ def hparam_run(
         **run_of,
     )
     _grid(
-        data=data,
+        sides=sides,
         splits=splits,
         trials=trials,
         noise=noise,
@@ -191,7 +216,7 @@ def hparam_run(
 
 def _hpo(
     *,
-    data: str | Path,
+    sides: Sequence[tuple[str, str | Path, tuple[object, ...]]],
     splits: str | Path,
     noise: Paths,
     trials: str | Path,
@@ -203,35 +228,41 @@ def _hpo(
     seed: int,
     threads: int,
 ) -> None:
-    """η = HPO(D) for every split of both families, all trials of a number batched together."""
+    """η = HPO(D) for every split of both families, all trials of a number batched together; a
+    black-box attacker tunes its own η_j on its features for the splits D_j of its grid."""
     from miaflow.compute import torch_device
     from miaflow.hparams.grid import FAMILIES, GridSplits
     from miaflow.hparams.search import tune
     from miaflow.seeding import derive_seed
 
-    features, labels, n_classes = _features(data)
     drawn = GridSplits.from_frame(io.read_parquet(splits))
-    keys = [(family, split) for family in FAMILIES for split in range(drawn.n_splits)]
-    name, tag = setting_name(setting), epsilon_tag(epsilon)
-    with torch_session(threads):
-        table = tune(
-            features,
-            labels,
-            n_classes,
-            [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
-            {**search, "epochs": epochs},
-            [derive_seed(seed, "hparams", name, tag, run, "hpo", f, s) for f, s in keys],
-            _noise_lookup(noise),
-            torch_device(),
-        )
-    table.insert(0, "family", [keys[k][0] for k in table["split"]])
-    table["split"] = [keys[k][1] for k in table["split"]]
-    io.write_parquet(trials, table)
+    name, tag = target_setting_name(setting), epsilon_tag(epsilon)
+    tables = []
+    for backbone, data, side in sides:
+        features, labels, n_classes = _features(data)
+        families = ("td",) if side else FAMILIES  # the attacker's grid needs no ED-HPO
+        keys = [(family, split) for family in families for split in range(drawn.n_splits)]
+        with torch_session(threads):
+            table = tune(
+                features,
+                labels,
+                n_classes,
+                [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
+                {**search, "epochs": epochs},
+                [derive_seed(seed, "hparams", name, tag, run, *side, "hpo", f, s) for f, s in keys],
+                _noise_lookup(noise),
+                torch_device(),
+            )
+        table.insert(0, "family", [keys[k][0] for k in table["split"]])
+        table.insert(0, "backbone", backbone)
+        table["split"] = [keys[k][1] for k in table["split"]]
+        tables.append(table)
+    io.write_parquet(trials, pd.concat(tables, ignore_index=True))
 
 
 def _grid(
     *,
-    data: str | Path,
+    sides: Sequence[tuple[str, str | Path, tuple[object, ...]]],
     splits: str | Path,
     trials: str | Path,
     noise: Paths,
@@ -244,51 +275,58 @@ def _grid(
     threads: int,
 ) -> None:
     """The grid train(D_i, η_j) for all i, j (one batch per column j) and the ED targets
-    train(D_i, η_i^e), with each model's statistic φ on the universe V."""
+    train(D_i, η_i^e), with each model's statistic φ on the universe V. In the black-box setting
+    the targets' side trains only its targets, the diagonal and the ED targets (one batch each),
+    and the attacker's side the whole grid on its own features."""
     from miaflow.compute import torch_device
     from miaflow.hparams.grid import GridSplits
     from miaflow.hparams.search import chosen
+    from miaflow.hparams.training import column_frame, grid_columns, head_recipe
     from miaflow.seeding import derive_seed
 
-    features, labels, n_classes = _features(data)
     drawn = GridSplits.from_frame(io.read_parquet(splits))
     tuned = io.read_parquet(trials)
-    best = {family: chosen(tuned[tuned["family"] == family]) for family in ("td", "ed")}
     noise_for = _noise_lookup(noise)
-    name, tag, size = setting_name(setting), epsilon_tag(epsilon), drawn.n_splits
+    name, tag, size = target_setting_name(setting), epsilon_tag(epsilon), drawn.n_splits
     universe = drawn.universe["td"]
     train_sets = [universe[drawn.train_set("td", i)] for i in range(size)]
-    # column j: every D_i with η_j; then one extra column, the ED targets D_i with η_i^e
-    columns = [("grid", j, [best["td"].loc[j]] * size) for j in range(size)]
-    columns.append(("ed", -1, [best["ed"].loc[i] for i in range(size)]))
+    rows = np.arange(size)
     frames = []
-    with torch_session(threads):
-        device = torch_device()
-        for family, column, etas in tracked(columns, f"grid of {size} heads per column", "columns"):
-            recipes = [_recipe(eta, len(train), noise_for) for eta, train in zip(etas, train_sets)]
-            frames.append(
-                _column_frame(
-                    features,
-                    labels,
-                    n_classes,
-                    universe,
-                    drawn,
-                    train_sets,
-                    recipes,
-                    family,
-                    column,
-                    epochs,
-                    device,
-                    [
-                        derive_seed(seed, "hparams", name, tag, run, family, i, column)
-                        for i in range(size)
-                    ],
+    for backbone, data, side in sides:
+        features, labels, n_classes = _features(data)
+        mine = tuned[tuned["backbone"] == backbone]
+        best = {f: chosen(mine[mine["family"] == f]) for f in set(mine["family"])}
+        role = "attacker" if side else "targets" if len(sides) > 1 else "both"
+        with torch_session(threads):
+            device = torch_device()
+            for family, column, etas in tracked(
+                grid_columns(best, size, role), f"{backbone} heads", "columns"
+            ):
+                recipes = [head_recipe(eta, len(t), noise_for) for eta, t in zip(etas, train_sets)]
+                seeds = [
+                    derive_seed(seed, "hparams", name, tag, run, *side, family, i, int(column[i]))
+                    for i in rows
+                ]
+                frames.append(
+                    column_frame(
+                        features,
+                        labels,
+                        n_classes,
+                        universe,
+                        drawn,
+                        train_sets,
+                        recipes,
+                        family,
+                        column,
+                        epochs,
+                        device,
+                        seeds,
+                    ).assign(backbone=backbone)
                 )
-            )
     table = pd.concat(frames, ignore_index=True)
     log.info(
         "%s eps %s run %d: %d models, held-out accuracy %.3f..%.3f",
-        name,
+        setting_name(setting),
         tag,
         run,
         len(table),
@@ -296,72 +334,6 @@ def _grid(
         table["heldout_accuracy"].max(),
     )
     io.write_parquet(grid, table)
-
-
-def _recipe(eta: pd.Series, n_train: int, noise_for) -> Any:
-    from miaflow.models.heads import HeadRecipe, batches_per_epoch
-
-    batch_size = int(eta["batch_size"])
-    if noise_for is None:
-        return HeadRecipe(batch_size, float(eta["lr"]))
-    return HeadRecipe(
-        batch_size,
-        float(eta["lr"]),
-        float(eta["clip_norm"]),
-        noise_for(batches_per_epoch(n_train, batch_size)),
-    )
-
-
-def _column_frame(
-    features,
-    labels,
-    n_classes,
-    universe,
-    drawn,
-    train_sets,
-    recipes,
-    family,
-    column,
-    epochs,
-    device,
-    seeds,
-) -> pd.DataFrame:
-    """Train one column of heads; their φ on the universe and held-out accuracy on V \\ D_i;
-    for the models that are targets (ED, diagonal) also their top-3 posteriors (ML-Leaks)."""
-    from miaflow.attacks.learning import features_top3
-    from miaflow.models.heads import batches_per_epoch, fit_heads, head_logits
-    from miaflow.signals import signals_from_logits
-
-    weight, bias = fit_heads(
-        features, labels, n_classes, train_sets, recipes, epochs, seeds, device
-    )
-    logits = head_logits(features[universe], weight, bias)  # (K, n, C)
-    signals = signals_from_logits(logits, labels[universe])
-    heldout = ~drawn.members["td"]
-    return pd.DataFrame(
-        {
-            "family": family,
-            "row": np.arange(len(train_sets)),
-            "column": column,
-            "batch_size": [r.batch_size for r in recipes],
-            "lr": [r.lr for r in recipes],
-            "clip_norm": [np.nan if r.clip_norm is None else r.clip_norm for r in recipes],
-            "noise_multiplier": [r.noise_multiplier for r in recipes],
-            "batches_per_epoch": [
-                batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)
-            ],
-            "heldout_accuracy": (signals["correct"] * heldout).sum(1)
-            / np.maximum(heldout.sum(1), 1),
-            # float32, measured harmless (docs/algorithms.md#hyperparameter-study)
-            "stat": list(signals["phi"].astype(np.float32)),
-            "top3": [
-                features_top3({"logits": logits[k]}).astype(np.float32).ravel()
-                if family == "ed" or k == column
-                else np.empty(0, np.float32)
-                for k in range(len(train_sets))
-            ],
-        }
-    )
 
 
 def _attacks(
@@ -394,29 +366,38 @@ def _attacks(
     drawn = GridSplits.from_frame(io.read_parquet(splits))
     table = io.read_parquet(grid)
     size, members = drawn.n_splits, drawn.members["td"]
-    models = table[table["family"] == "grid"].sort_values(["row", "column"])
+    backbone, shadow_backbone = setting_backbones(setting)
+    theirs, ours = table[table["backbone"] == backbone], table[table["backbone"] == shadow_backbone]
+    # the shadows: the attacker's grid (the targets' own grid unless the setting is black-box)
+    models = ours[ours["family"] == "grid"].sort_values(["row", "column"])
     stats = np.stack(models["stat"].to_numpy()).astype(np.float64).reshape(size, size, -1)
-    external = table[table["family"] == "ed"].sort_values("row")
+    diagonal = theirs[(theirs["family"] == "grid") & (theirs["row"] == theirs["column"])]
+    diagonal = diagonal.sort_values("row")
+    external = theirs[theirs["family"] == "ed"].sort_values("row")
     targets = {
-        "td": stats[np.arange(size), np.arange(size)],
-        "ed": np.stack(external["stat"].to_numpy()).astype(np.float64),
+        hpo: np.stack(frame["stat"].to_numpy()).astype(np.float64)
+        for hpo, frame in (("td", diagonal), ("ed", external))
     }
     n_samples = members.shape[1]
-    top3 = {  # the targets' top-3 posteriors; the diagonal's are ML-Leaks' shadows too
-        "td": np.stack(models[models["row"] == models["column"]]["top3"].to_numpy()),
+    top3 = {  # the targets' top-3 posteriors, and the attacker's diagonal: ML-Leaks' shadows
+        "td": np.stack(diagonal["top3"].to_numpy()),
         "ed": np.stack(external["top3"].to_numpy()),
+        "shadow": np.stack(models[models["row"] == models["column"]]["top3"].to_numpy()),
     }
     top3 = {hpo: values.reshape(size, n_samples, -1) for hpo, values in top3.items()}
     features, _, _ = _features(data)
     recipes = {
-        "td": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
+        "td": diagonal.set_index("row")[RECIPE_COLUMNS],
         "ed": external.set_index("row")[RECIPE_COLUMNS],
+        "shadow": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
     }
     name, tag = setting_name(setting), epsilon_tag(epsilon)
     key = {
         "dataset": setting["dataset"],
         "setting": name,
         "shots": setting["shots"],
+        "backbone": backbone,
+        "shadow_backbone": shadow_backbone,
         "epsilon": float(epsilon),
     }
     plans = [
@@ -447,7 +428,7 @@ def _attacks(
                 budget,
                 divergence,
                 seed,
-                ("hparams", name, tag, run, hpo),
+                ("hparams", target_setting_name(setting), tag, run, hpo),
             )
             label = budget.name() if attack == "kl-lira" else attack
             c, n = budget.sizes(n_shadow) if attack == "kl-lira" else (n_shadow, n_shadow)
@@ -463,7 +444,7 @@ def _attacks(
             }
             record(info, scores, is_member)
             if label == "kl-lira":
-                choices.append(_choices(key, hpo, run, used, recipes[hpo], recipes["td"]))
+                choices.append(_choices(key, hpo, run, used, recipes[hpo], recipes["shadow"]))
         for attack in baselines.BASELINES:  # the paper's Fig. 5: no LiRA calibration
             shadows = int(attack == "ml-leaks")
             info = {
@@ -482,7 +463,7 @@ def _attacks(
                     attack,
                     targets[hpo],
                     top3[hpo],
-                    top3["td"],
+                    top3["shadow"],
                     members,
                     features[drawn.universe["td"]],
                     seed,
@@ -532,11 +513,11 @@ def hparam_bound(
     from miaflow.evaluation.plots import ROC_FPR_GRID
     from miaflow.hparams.privacy import epsilons, tpr_bound
 
-    configs = set()
+    configs, backbone = set(), setting_backbones(setting)[0]
     for path in grids:
-        table = io.read_parquet(
-            path, columns=["family", "row", "column", "noise_multiplier", "batches_per_epoch"]
-        )
+        columns = ["backbone", "family", "row", "column", "noise_multiplier", "batches_per_epoch"]
+        table = io.read_parquet(path, columns=columns)
+        table = table[table["backbone"] == backbone]  # a black-box attacker's heads are no targets
         targets = table[(table["family"] == "ed") | (table["row"] == table["column"])]
         configs |= set(zip(targets["noise_multiplier"], targets["batches_per_epoch"]))
     fpr = np.concatenate([[0.0], ROC_FPR_GRID])

@@ -1,6 +1,6 @@
 """Section `hparam_study`: search ranges, budgets and privacy budgets, and settings that
-duplicate another in effect or whose dataset cannot serve them, measured with the samples per
-class the study's universes draw (`miaflow.hparams.grid.drawn_per_class`)."""
+duplicate another in effect or whose dataset or backbones cannot serve them, measured with the
+samples per class the study's universes draw (`miaflow.hparams.grid.drawn_per_class`)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,27 @@ def _setting_problems(config: Mapping[str, Any]) -> list[str]:
                 f"{dataset!r} is raw text: set datasets.{dataset}.representation to "
                 f"'embedding'"
             )
+        problems += _shadow_problems(where, setting, modality)
         problems += _shot_problems(where, setting["shots"], dataset, config)
     return problems
+
+
+def _shadow_problems(where: str, setting: Mapping[str, Any], modality: str) -> list[str]:
+    """The black-box setting attacks targets on `backbone` features with shadows on other
+    features of the same images: it needs a backbone, an image dataset and a different shadow."""
+    shadow = setting.get("shadow_backbone")
+    if not shadow:
+        return []
+    if not setting.get("backbone"):
+        return [f"{where}.shadow_backbone: {shadow!r} needs the targets' backbone too"]
+    if modality != "image":
+        return [f"{where}.shadow_backbone: {shadow!r} embeds images, but the dataset is {modality}"]
+    if shadow == setting["backbone"]:
+        return [
+            f"{where}.shadow_backbone: {shadow!r} is the targets' backbone; leave it out for "
+            "the white-box setting"
+        ]
+    return []
 
 
 def _shot_problems(where: str, shots: int, dataset: str, config: Mapping[str, Any]) -> list[str]:

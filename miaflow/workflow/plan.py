@@ -171,9 +171,25 @@ def epsilon_tag(epsilon: float) -> str:
 
 
 def setting_name(setting: Mapping[str, Any]) -> str:
-    """A study setting's name in paths and tables: <dataset>_s<shots>[_<backbone>]."""
+    """A study setting's name in paths and tables:
+    <dataset>_s<shots>[_<backbone>][_shadow_<shadow_backbone>]."""
+    shadow = setting.get("shadow_backbone")
+    suffix = f"_shadow_{shadow}".replace("-", "_") if shadow else ""
+    return target_setting_name(setting) + suffix
+
+
+def target_setting_name(setting: Mapping[str, Any]) -> str:
+    """The setting's name without its shadow backbone: it seeds the splits and the targets, so a
+    black-box setting attacks the very targets of its white-box twin (the same seeds)."""
     backbone = f"_{setting['backbone']}".replace("-", "_") if setting.get("backbone") else ""
     return f"{setting['dataset']}_s{setting['shots']}{backbone}"
+
+
+def setting_backbones(setting: Mapping[str, Any]) -> tuple[str, str]:
+    """(backbone, shadow_backbone): the features the targets and the attacker's shadow heads
+    train on, "pixels" for the dataset's own; equal except in the black-box setting."""
+    backbone = setting.get("backbone") or "pixels"
+    return backbone, setting.get("shadow_backbone") or backbone
 
 
 def hparam_settings(config: Mapping[str, Any]) -> list[dict[str, Any]]:
