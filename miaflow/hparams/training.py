@@ -18,6 +18,13 @@ import pandas as pd
 ROLES = ("both", "targets", "attacker")
 
 
+def setting_backbones(setting: Mapping[str, Any]) -> tuple[str, str]:
+    """(backbone, shadow_backbone): the features the targets and the attacker's shadow heads
+    train on, "pixels" for the dataset's own; equal except in the black-box setting."""
+    backbone = setting.get("backbone") or "pixels"
+    return backbone, setting.get("shadow_backbone") or backbone
+
+
 def grid_columns(
     best: Mapping[str, pd.DataFrame], size: int, role: str
 ) -> list[tuple[str, np.ndarray, list[pd.Series]]]:

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
+from miaflow.hparams.training import setting_backbones
 from miaflow.jobs.common import Paths, torch_session
 from miaflow.progress import tracked
 from miaflow.workflow.plan import (
     epsilon_tag,
-    setting_backbones,
     setting_name,
     target_setting_name,
 )

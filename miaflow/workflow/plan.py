@@ -185,13 +185,6 @@ def target_setting_name(setting: Mapping[str, Any]) -> str:
     return f"{setting['dataset']}_s{setting['shots']}{backbone}"
 
 
-def setting_backbones(setting: Mapping[str, Any]) -> tuple[str, str]:
-    """(backbone, shadow_backbone): the features the targets and the attacker's shadow heads
-    train on, "pixels" for the dataset's own; equal except in the black-box setting."""
-    backbone = setting.get("backbone") or "pixels"
-    return backbone, setting.get("shadow_backbone") or backbone
-
-
 def hparam_settings(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The hyperparameter study's settings (dataset, shots), each with its `name`."""
     settings = config.get("hparam_study", {}).get("settings", [])
