@@ -182,7 +182,9 @@ def plot_settings(table: pd.DataFrame, path: str | Path) -> None:
         image = axes.imshow(grid, cmap="RdBu_r", vmin=0.0, vmax=1.0, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if not np.isnan(value):
-                axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6)
+                # white on the saturated ends of the map (AUROC near 0 or 1), black elsewhere
+                colour = "white" if abs(value - 0.5) > 0.3 else "black"
+                axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6, color=colour)
         axes.set_xticks(range(len(settings)), labels=settings, fontsize=7)
         axes.set_yticks(range(len(attacks)), labels=names if p % n_cols == 0 else [], fontsize=7)
         axes.set_title(f"{dataset}/{target}, {length}", fontsize=9)
