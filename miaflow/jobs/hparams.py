@@ -13,7 +13,8 @@ hold both, told apart by their `backbone` column.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/hparams.smk (stage =
 rule file = jobs module), each adapting files to `miaflow.hparams`, where the study's logic is;
-`hparam_run` chains three of them (HPO, grid, attacks) in one job.
+`hparam_run` chains three steps (HPO, grid, attacks) in one job, which share the run's sides (each
+side's features read once) and the grid table's layout (which rows are targets, which shadows).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -31,11 +32,7 @@ from miaflow import io
 from miaflow.hparams.training import setting_backbones
 from miaflow.jobs.common import Paths, torch_session
 from miaflow.progress import tracked
-from miaflow.workflow.plan import (
-    epsilon_tag,
-    setting_name,
-    target_setting_name,
-)
+from miaflow.workflow.plan import epsilon_tag, setting_name, target_setting_name
 
 log = logging.getLogger(__name__)
 # Stored with each grid model: its recipe, so the DP bound and figures need no other file.
@@ -137,15 +134,25 @@ def hparam_noise(
     io.write_parquet(noise, noise_table(epsilon, delta, epochs, math.ceil(largest / batch_size[0])))
 
 
-def _sides(
-    setting: Mapping[str, Any], data: str | Path, shadow_data: Paths
-) -> list[tuple[str, str | Path, tuple[object, ...]]]:
-    """(features name, prepared features, seed tag) of each side that trains heads: the targets'
-    (which also give the shadows unless the setting is black-box) and the black-box attacker's."""
+class _Side(NamedTuple):
+    """One side that trains heads, its features read once per job: the targets' (which also
+    give the shadows unless the setting is black-box) or the black-box attacker's."""
+
+    backbone: str
+    features: np.ndarray
+    labels: np.ndarray
+    n_classes: int
+    seed_tag: tuple[object, ...]  # () for the targets' side, so its seeds are the white-box twin's
+    role: str  # miaflow.hparams.training.ROLES
+
+
+def _sides(setting: Mapping[str, Any], data: str | Path, shadow_data: Paths) -> list[_Side]:
+    """The targets' side, and the black-box attacker's when the setting names one."""
     backbone, shadow = setting_backbones(setting)
-    sides = [(backbone, data, ())]
+    role = "targets" if shadow_data else "both"
+    sides = [_Side(backbone, *_features(data), (), role)]
     if shadow_data:
-        sides.append((shadow, shadow_data[0], ("shadow", shadow)))
+        sides.append(_Side(shadow, *_features(shadow_data[0]), ("shadow", shadow), "attacker"))
     return sides
 
 
@@ -198,7 +205,7 @@ def hparam_run(
         **run_of,
     )
     _attacks(
-        data=data,
+        features=sides[0].features,
         splits=splits,
         trials=trials,
         grid=grid,
@@ -216,7 +223,7 @@ def hparam_run(
 
 def _hpo(
     *,
-    sides: Sequence[tuple[str, str | Path, tuple[object, ...]]],
+    sides: Sequence[_Side],
     splits: str | Path,
     noise: Paths,
     trials: str | Path,
@@ -238,23 +245,26 @@ def _hpo(
     drawn = GridSplits.from_frame(io.read_parquet(splits))
     name, tag = target_setting_name(setting), epsilon_tag(epsilon)
     tables = []
-    for backbone, data, side in sides:
-        features, labels, n_classes = _features(data)
-        families = ("td",) if side else FAMILIES  # the attacker's grid needs no ED-HPO
+    for side in sides:
+        # the attacker's grid needs no ED-HPO
+        families = ("td",) if side.role == "attacker" else FAMILIES
         keys = [(family, split) for family in families for split in range(drawn.n_splits)]
         with torch_session(threads):
             table = tune(
-                features,
-                labels,
-                n_classes,
+                side.features,
+                side.labels,
+                side.n_classes,
                 [drawn.universe[f][drawn.train_set(f, s)] for f, s in keys],
                 {**search, "epochs": epochs},
-                [derive_seed(seed, "hparams", name, tag, run, *side, "hpo", f, s) for f, s in keys],
+                [
+                    derive_seed(seed, "hparams", name, tag, run, *side.seed_tag, "hpo", f, s)
+                    for f, s in keys
+                ],
                 _noise_lookup(noise),
                 torch_device(),
             )
         table.insert(0, "family", [keys[k][0] for k in table["split"]])
-        table.insert(0, "backbone", backbone)
+        table.insert(0, "backbone", side.backbone)
         table["split"] = [keys[k][1] for k in table["split"]]
         tables.append(table)
     io.write_parquet(trials, pd.concat(tables, ignore_index=True))
@@ -262,7 +272,7 @@ def _hpo(
 
 def _grid(
     *,
-    sides: Sequence[tuple[str, str | Path, tuple[object, ...]]],
+    sides: Sequence[_Side],
     splits: str | Path,
     trials: str | Path,
     noise: Paths,
@@ -292,26 +302,26 @@ def _grid(
     train_sets = [universe[drawn.train_set("td", i)] for i in range(size)]
     rows = np.arange(size)
     frames = []
-    for backbone, data, side in sides:
-        features, labels, n_classes = _features(data)
-        mine = tuned[tuned["backbone"] == backbone]
+    for side in sides:
+        mine = tuned[tuned["backbone"] == side.backbone]
         best = {f: chosen(mine[mine["family"] == f]) for f in set(mine["family"])}
-        role = "attacker" if side else "targets" if len(sides) > 1 else "both"
         with torch_session(threads):
             device = torch_device()
             for family, column, etas in tracked(
-                grid_columns(best, size, role), f"{backbone} heads", "columns"
+                grid_columns(best, size, side.role), f"{side.backbone} heads", "columns"
             ):
                 recipes = [head_recipe(eta, len(t), noise_for) for eta, t in zip(etas, train_sets)]
                 seeds = [
-                    derive_seed(seed, "hparams", name, tag, run, *side, family, i, int(column[i]))
+                    derive_seed(
+                        seed, "hparams", name, tag, run, *side.seed_tag, family, i, int(column[i])
+                    )
                     for i in rows
                 ]
                 frames.append(
                     column_frame(
-                        features,
-                        labels,
-                        n_classes,
+                        side.features,
+                        side.labels,
+                        side.n_classes,
                         universe,
                         drawn,
                         train_sets,
@@ -321,7 +331,7 @@ def _grid(
                         epochs,
                         device,
                         seeds,
-                    ).assign(backbone=backbone)
+                    ).assign(backbone=side.backbone)
                 )
     table = pd.concat(frames, ignore_index=True)
     log.info(
@@ -338,7 +348,7 @@ def _grid(
 
 def _attacks(
     *,
-    data: str | Path,
+    features: np.ndarray,
     splits: str | Path,
     trials: str | Path,
     grid: str | Path,
@@ -378,19 +388,13 @@ def _attacks(
         hpo: np.stack(frame["stat"].to_numpy()).astype(np.float64)
         for hpo, frame in (("td", diagonal), ("ed", external))
     }
-    n_samples = members.shape[1]
-    top3 = {  # the targets' top-3 posteriors, and the attacker's diagonal: ML-Leaks' shadows
-        "td": np.stack(diagonal["top3"].to_numpy()),
-        "ed": np.stack(external["top3"].to_numpy()),
-        "shadow": np.stack(models[models["row"] == models["column"]]["top3"].to_numpy()),
+    # the targets, and the attacker's diagonal: ML-Leaks' shadows, KL-LiRA's candidate recipes
+    sides = {"td": diagonal, "ed": external, "shadow": models[models["row"] == models["column"]]}
+    top3 = {  # top-3 posteriors, (M+1, n, 3)
+        k: np.stack(frame["top3"].to_numpy()).reshape(size, members.shape[1], -1)
+        for k, frame in sides.items()
     }
-    top3 = {hpo: values.reshape(size, n_samples, -1) for hpo, values in top3.items()}
-    features, _, _ = _features(data)
-    recipes = {
-        "td": diagonal.set_index("row")[RECIPE_COLUMNS],
-        "ed": external.set_index("row")[RECIPE_COLUMNS],
-        "shadow": models[models["row"] == models["column"]].set_index("row")[RECIPE_COLUMNS],
-    }
+    recipes = {k: frame.set_index("row")[RECIPE_COLUMNS] for k, frame in sides.items()}
     name, tag = setting_name(setting), epsilon_tag(epsilon)
     key = {
         "dataset": setting["dataset"],
