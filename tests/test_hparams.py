@@ -83,19 +83,17 @@ def test_per_sample_clipping_equals_opacus(digits):
     optimizer.step()  # leaves the clipped, averaged gradient in .grad
 
     grad_w, grad_b = head_gradients(
-        w[None],
+        w.T[None],
         b[None],
         torch.from_numpy(x[batch])[None],
         torch.from_numpy(y[batch])[None],
         torch.ones(1, len(batch), dtype=torch.bool),
         torch.tensor([clip]),
     )
-    np.testing.assert_allclose(
-        grad_w[0].numpy().T / len(batch), model.weight.grad.numpy(), atol=1e-6
-    )
+    np.testing.assert_allclose(grad_w[0].numpy() / len(batch), model.weight.grad.numpy(), atol=1e-6)
     np.testing.assert_allclose(grad_b[0].numpy() / len(batch), model.bias.grad.numpy(), atol=1e-6)
     unclipped = head_gradients(
-        w[None],
+        w.T[None],
         b[None],
         torch.from_numpy(x[batch])[None],
         torch.from_numpy(y[batch])[None],
@@ -117,7 +115,9 @@ def test_a_head_trains_the_same_alone_or_among_others(digits, private):
     together = fit_heads(x, y, 10, sets, recipes, epochs=4, seeds=[1, 2, 3, 4])
     for k in range(4):
         alone = fit_heads(x, y, 10, sets[k : k + 1], recipes[k : k + 1], epochs=4, seeds=[k + 1])
-        np.testing.assert_allclose(together[0][k], alone[0][0], atol=1e-5)
+        # Equal up to summation order (batches padded to another width), which Adam amplifies
+        # where a gradient nearly cancels: up to 2e-5 here; a head mixing with another: ~1e-2.
+        np.testing.assert_allclose(together[0][k], alone[0][0], atol=5e-5)
     accuracy = (head_logits(x[:400], *together).argmax(-1) == y[:400]).mean(1)
     assert accuracy.min() > 0.3  # they learn (chance: 0.1), with or without noise
 

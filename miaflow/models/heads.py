@@ -97,21 +97,23 @@ def fit_heads(
         raise ValueError("need one recipe and one seed per training set")
     x_all = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32)).to(device)
     y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
-    d = x_all.shape[1]
-    weight = torch.zeros(size, d, n_classes, device=device)
+    squares_all = x_all.square().sum(1)  # ‖x‖² of every sample, for the per-sample norms
+    # (K, C, d), rows per class as in torch.nn.Linear: both products of a step then read the
+    # gathered batch in its stored order, several times faster than (K, d, C) on CPU.
+    weight = torch.zeros(size, n_classes, x_all.shape[1], device=device)
     bias = torch.zeros(size, n_classes, device=device)
     adam = _Adam((weight, bias), [r.lr for r in recipes], device)
 
     schedules = batch_schedules(train_sets, recipes, epochs, seeds)
-    noise = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
+    generators = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
     private = np.array([r.private for r in recipes])
     clip_norms = torch.tensor(
         [r.clip_norm if r.private else math.nan for r in recipes], device=device
     )
+    sigma = torch.tensor([r.noise_multiplier * (r.clip_norm or 0.0) for r in recipes])
     # Opacus divides the noisy sum by the expected batch size q·n = n / batches per epoch.
     expected = torch.tensor(
-        [len(t) / batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)],
-        device=device,
+        [len(t) / batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)]
     )
     n_steps = max(len(s) for s in schedules)
     for step in range(n_steps):
@@ -124,33 +126,53 @@ def fit_heads(
         valid = np.zeros((len(heads), width), dtype=bool)
         for position, batch in enumerate(batches):
             rows[position, : len(batch)], valid[position, : len(batch)] = batch, True
-        rows_t, index = torch.from_numpy(rows).to(device), torch.from_numpy(heads).to(device)
+        flat = torch.from_numpy(rows.ravel()).to(device)
+        index = torch.from_numpy(heads).to(device)
         every = len(heads) == size
         grad_w, grad_b = head_gradients(
-            weight if every else weight[index],
-            bias if every else bias[index],
-            x_all[rows_t],
-            y_all[rows_t],
+            weight if every else weight.index_select(0, index),
+            bias if every else bias.index_select(0, index),
+            x_all.index_select(0, flat).view(*rows.shape, -1),
+            y_all.index_select(0, flat).view(rows.shape),
             torch.from_numpy(valid).to(device),
-            clip_norms[index],
+            clip_norms if every else clip_norms.index_select(0, index),
+            squares_all.index_select(0, flat).view(rows.shape),
         )
-        for position, k in enumerate(heads):
-            if not private[k]:
-                continue
-            sigma = recipes[k].noise_multiplier * recipes[k].clip_norm
-            grad_w[position] += sigma * torch.randn(
-                grad_w[position].shape, generator=noise[k], device=device
+        noisy = np.flatnonzero(private[heads])  # positions in this step's batch of heads
+        if len(noisy):
+            where, of = torch.from_numpy(noisy).to(device), heads[noisy]
+            grad_w[where], grad_b[where] = _noisy_mean(
+                grad_w[where],
+                grad_b[where],
+                [generators[k] for k in of],
+                sigma[of],
+                expected[of],
             )
-            grad_b[position] += sigma * torch.randn(
-                grad_b[position].shape, generator=noise[k], device=device
-            )
-            grad_w[position] /= expected[k]
-            grad_b[position] /= expected[k]
-        if not every:
-            grad_w = torch.zeros_like(weight).index_copy_(0, index, grad_w)
-            grad_b = torch.zeros_like(bias).index_copy_(0, index, grad_b)
-        adam.step((grad_w, grad_b), torch.from_numpy(active).to(device))
-    return weight.cpu().numpy(), bias.cpu().numpy()
+        adam.step((grad_w, grad_b), None if every else index)
+    return weight.transpose(1, 2).cpu().numpy(), bias.cpu().numpy()
+
+
+def _noisy_mean(
+    grad_w: torch.Tensor,
+    grad_b: torch.Tensor,
+    generators: Sequence[torch.Generator],
+    sigma: torch.Tensor,
+    expected_batch: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DP-Adam's step of P private heads: Gaussian noise of std σ·C on each summed clipped
+    gradient (P, C, d), (P, C), from the head's own generator, divided by the expected batch."""
+    classes, d = grad_w.shape[1:]
+    device = grad_w.device
+    draws = torch.stack(
+        [torch.randn(classes * (d + 1), generator=g, device=device) for g in generators]
+    )
+    sigma, expected_batch = sigma.to(device), expected_batch.to(device)
+    noise_w = draws[:, : classes * d].view(-1, classes, d)
+    noise_b = draws[:, classes * d :]
+    return (
+        (grad_w + sigma[:, None, None] * noise_w) / expected_batch[:, None, None],
+        (grad_b + sigma[:, None] * noise_b) / expected_batch[:, None],
+    )
 
 
 def head_gradients(
@@ -160,20 +182,26 @@ def head_gradients(
     y: torch.Tensor,
     valid: torch.Tensor,
     clip_norms: torch.Tensor,
+    squares: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradients of the softmax cross-entropy of K heads (K, d, C), (K, C) on padded batches
+    """Gradients of the softmax cross-entropy of K heads (K, C, d), (K, C) on padded batches
     x (K, B, d), y (K, B), `valid` (K, B): the batch mean for heads whose clipping norm is NaN,
-    else the sum of per-sample gradients clipped to that norm (DP-SGD, before noise)."""
-    residual = torch.softmax(torch.baddbmm(bias[:, None, :], x, weight), dim=-1)
-    residual = residual - torch.nn.functional.one_hot(y, weight.shape[-1]).to(residual.dtype)
+    else the sum of per-sample gradients clipped to that norm (DP-SGD, before noise).
+    `squares` (K, B) are the samples' ‖x‖² when the caller has them."""
+    # (K, C, B) throughout: classes by samples, the layout both products want
+    logits = torch.baddbmm(bias[:, :, None], weight, x.transpose(1, 2))
+    residual = torch.softmax(logits, dim=1)
+    residual -= torch.nn.functional.one_hot(y, weight.shape[1]).transpose(1, 2)
     real = valid.to(residual.dtype)
-    residual = residual * real[..., None]  # p − y of every real sample, 0 for padding
+    residual *= real[:, None, :]  # p − y of every real sample, 0 for padding
     mean = 1.0 / real.sum(1, keepdim=True).clamp(min=1.0)
-    norms = torch.sqrt((x.square().sum(-1) + 1.0) * residual.square().sum(-1))
+    if squares is None:
+        squares = x.square().sum(-1)
+    norms = torch.sqrt((squares + 1.0) * residual.square().sum(1))
     clipped = (clip_norms[:, None] / (norms + CLIP_EPS)).clamp(max=1.0)
     scale = torch.where(torch.isnan(clip_norms)[:, None], mean, clipped)
-    scaled = residual * scale[..., None]
-    return torch.bmm(x.transpose(1, 2), scaled), scaled.sum(1)
+    scaled = residual * scale[:, None, :]
+    return torch.bmm(scaled, x), scaled.sum(2)
 
 
 def head_logits(features: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -184,7 +212,8 @@ def head_logits(features: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> n
 
 class _Adam:
     """Adam over stacked heads, each with its own learning rate and step count: torch.optim.Adam's
-    update (defaults, no weight decay), applied only to the heads active in a step."""
+    update (defaults, no weight decay, the same in-place operations), applied only to the heads
+    active in a step."""
 
     def __init__(self, params: Sequence[torch.Tensor], lrs: Sequence[float], device: str) -> None:
         self.params = list(params)
@@ -193,17 +222,26 @@ class _Adam:
         self.lrs = torch.tensor(lrs, dtype=torch.float32, device=device)
         self.steps = torch.zeros(len(lrs), dtype=torch.float32, device=device)
 
-    def step(self, grads: Sequence[torch.Tensor], active: torch.Tensor) -> None:
+    def step(self, grads: Sequence[torch.Tensor], heads: torch.Tensor | None) -> None:
+        """One update of the heads at `heads` (None: all), whose gradients `grads` are."""
         beta1, beta2 = ADAM_BETAS
-        self.steps += active.float()
-        steps = self.steps.clamp(min=1.0)
+        if heads is None:
+            self.steps += 1.0
+            steps, lrs = self.steps, self.lrs
+        else:
+            self.steps.index_add_(0, heads, torch.ones_like(heads, dtype=self.steps.dtype))
+            steps, lrs = self.steps.index_select(0, heads), self.lrs.index_select(0, heads)
+        correction1, correction2 = 1 - beta1**steps, (1 - beta2**steps).sqrt()
         for param, grad, first, second in zip(self.params, grads, self.first, self.second):
             shape = (-1,) + (1,) * (param.dim() - 1)
-            on = active.view(shape)
-            first.copy_(torch.where(on, first * beta1 + grad * (1 - beta1), first))
-            second.copy_(torch.where(on, second * beta2 + grad.square() * (1 - beta2), second))
-            correction1 = (1 - beta1**steps).view(shape)
-            correction2 = (1 - beta2**steps).view(shape)
-            denom = (second.sqrt() / correction2.sqrt()) + ADAM_EPS
-            update = self.lrs.view(shape) / correction1 * first / denom
-            param.sub_(torch.where(on, update, torch.zeros_like(update)))
+            if heads is not None:
+                param_, first_, second_ = (t.index_select(0, heads) for t in (param, first, second))
+            else:
+                param_, first_, second_ = param, first, second
+            first_.lerp_(grad, 1 - beta1)
+            second_.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (second_.sqrt() / correction2.view(shape)).add_(ADAM_EPS)
+            param_.addcdiv_(first_ * (-lrs / correction1).view(shape), denom)
+            if heads is not None:
+                for whole, part in ((param, param_), (first, first_), (second, second_)):
+                    whole.index_copy_(0, heads, part)
