@@ -389,7 +389,8 @@ rule risk_score_report:
 rule hparam_report:
     """The hyperparameter study's tables and figures: TPR per attack, setting and epsilon; KL-LiRA's
     budget; the TD-HPO vs ED-HPO tests (BY-adjusted); ROC with the DP bound; KL-LiRA's choices;
-    LiRA beside the attacks without shadow calibration (the paper's Fig. 5)."""
+    LiRA beside the attacks without shadow calibration (the paper's Fig. 5); the black-box setting
+    against its white-box twin (Fig. 6)."""
     input:
         study=HPARAM_STUDY,
         bound=DP_BOUND,
@@ -439,6 +440,13 @@ rule hparam_report:
             "TPR at fixed FPR",
             "TPR of LiRA and of attacks without shadow calibration",
         ),
+        blackbox=REPORT_TABLE(
+            "results/tables/hparam_blackbox",
+            "hparam_blackbox",
+            "Hyperparameter study",
+            "Black-box setting",
+            "TPR with shadows on another backbone (black box) against the targets' own",
+        ),
         roc_figures=[
             REPORTED(
                 path,
@@ -470,6 +478,11 @@ rule hparam_report:
                     "baselines",
                     "TPR at fixed FPR",
                     "TPR of LiRA and of attacks without shadow calibration (figure)",
+                ),
+                (
+                    "blackbox",
+                    "Black-box setting",
+                    "TPR with shadows on another backbone (figure)",
                 ),
             ]
         ],

@@ -10,13 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
-from test_hparam_report import _bound, _roc, _selection, _study, _with_baselines
+from test_hparam_report import _bound, _roc, _selection, _study, _with_baselines, _with_blackbox
 from test_llm_report import _history, _metrics
 from test_llm_settings import settings_metrics
 
 from miaflow.attacks import ATTACKS
 from miaflow.evaluation import (
     hparam_baselines,
+    hparam_blackbox,
     hparam_figures,
     hparam_tables,
     llm_report,
@@ -198,6 +199,9 @@ def _figures() -> dict[str, Callable[[Path], None]]:
         "hparam-baselines": lambda p: hparam_baselines.plot_baselines(
             _with_baselines(study), p, "LiRA and attacks without shadow calibration"
         ),
+        "hparam-blackbox": lambda p: hparam_blackbox.plot_blackbox(
+            _with_blackbox(study), p, "Shadows on the targets' backbone or another"
+        ),
         "llm-em-iterations": lambda p: llm_report.plot_em_iterations(_history(), p),
         "llm-mink-sweep": lambda p: llm_report.plot_mink_sweep(_metrics(), p),
         "llm-settings": lambda p: llm_settings_report.plot_settings(
@@ -219,7 +223,14 @@ def drawn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Figure]:
         save(figure, path)
         figures.append(figure)
 
-    for module in (plots, hparam_figures, hparam_baselines, llm_report, llm_settings_report):
+    for module in (
+        plots,
+        hparam_figures,
+        hparam_baselines,
+        hparam_blackbox,
+        llm_report,
+        llm_settings_report,
+    ):
         monkeypatch.setattr(module, "save_png", keep)
     return figures
 

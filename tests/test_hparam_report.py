@@ -1,5 +1,6 @@
 """Tables, tests and figures of the hyperparameter study (miaflow.evaluation.hparam_tables,
-miaflow.evaluation.hparam_figures and miaflow.evaluation.hparam_baselines)."""
+miaflow.evaluation.hparam_figures, miaflow.evaluation.hparam_baselines and
+miaflow.evaluation.hparam_blackbox)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from matplotlib.container import BarContainer
 
 from miaflow.evaluation import hparam_baselines as hb
+from miaflow.evaluation import hparam_blackbox as hbb
 from miaflow.evaluation import hparam_figures as hf
 from miaflow.evaluation import hparam_tables as ht
 from miaflow.evaluation.tables import format_mean_std
@@ -112,6 +114,22 @@ def _with_baselines(study: pd.DataFrame) -> pd.DataFrame:
             )
         )
     return pd.concat(frames, ignore_index=True)
+
+
+# attack -> factor on its TPR when the shadows train on the attacker's own backbone
+BLACK_BOX_FACTORS = {"lira": 0.1, "acc-lira": 0.05, "kl-lira": 0.125}
+BLACK_BOX = f"{SETTING}_shadow_pixels"
+
+
+def _with_blackbox(study: pd.DataFrame) -> pd.DataFrame:
+    """The study as a white-box setting on vit-b16 features, with a black-box twin whose
+    shadows train on pixels: copies of its rows, each attack's TPR scaled by a factor."""
+    white = study.assign(backbone="vit-b16", shadow_backbone="vit-b16")
+    black = white[white["attack"].isin(BLACK_BOX_FACTORS)].assign(
+        setting=BLACK_BOX, shadow_backbone="pixels"
+    )
+    black["tpr"] = black["tpr"] * black["attack"].map(BLACK_BOX_FACTORS)
+    return pd.concat([white, black], ignore_index=True)
 
 
 def _roc(study: pd.DataFrame) -> pd.DataFrame:
@@ -217,6 +235,50 @@ def test_baselines_table_puts_the_baselines_after_the_three_attacks(study: pd.Da
     assert "Attack-P" in table.attrs["caption"]
     # the headline keeps its three attacks
     assert set(ht.headline_table(_with_baselines(study))["attack"]) == set(ht.FULL_ATTACKS)
+
+
+def test_blackbox_table_compares_each_attack_with_its_white_box_twin(study: pd.DataFrame):
+    table = hbb.blackbox_table(_with_blackbox(study))
+    assert list(table.columns) == hbb.COLUMNS and "−93%" in table.attrs["caption"]
+    assert set(table["setting"]) == {BLACK_BOX} and set(table["white_box"]) == {SETTING}
+    assert len(table) == len(EPSILONS) * len(FPRS) * len(ht.FULL_ATTACKS)
+    assert list(table["attack"].iloc[:3]) == list(ht.FULL_ATTACKS)
+    for attack, factor in BLACK_BOX_FACTORS.items():
+        rows = table[table["attack"] == attack]
+        np.testing.assert_allclose(rows["tpr_black_box"], rows["tpr_white_box"] * factor)
+        defined = rows[rows["tpr_white_box"] > 0]
+        np.testing.assert_allclose(defined["change"], factor - 1.0)
+    # KL-LiRA over ACC-LiRA in the black box, at ε = ∞ and 10% FPR
+    white = {
+        a: study.loc[_mask(study, math.inf, a, 0.1, "td"), "tpr"].mean()
+        for a in ("acc-lira", "kl-lira")
+    }
+    row = table[(table["epsilon"] == "∞") & (table["fpr"] == 0.1) & (table["attack"] == "kl-lira")]
+    expected = (0.125 * white["kl-lira"]) / (0.05 * white["acc-lira"]) - 1.0
+    assert row["over_acc_lira"].item() == pytest.approx(expected)
+    # LiRA's mean TPR is 0 at ε = 8 and 0.1% FPR: its change is undefined, not infinite
+    lira = table[(table["epsilon"] == "8") & (table["fpr"] == 0.001) & (table["attack"] == "lira")]
+    assert lira["change"].isna().all()
+    # no black-box setting: an empty table with the same columns
+    empty = hbb.blackbox_table(study.assign(backbone="pixels", shadow_backbone="pixels"))
+    assert empty.empty and list(empty.columns) == hbb.COLUMNS
+
+
+def test_blackbox_figure_pairs_white_and_black_bars(
+    study: pd.DataFrame, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    drawn = []
+    monkeypatch.setattr(hbb, "save_png", lambda figure, path: drawn.append(figure))
+    hbb.plot_blackbox(_with_blackbox(study), tmp_path / "x.png", SETTING)
+    (figure,) = drawn
+    assert len(figure.axes) == len(EPSILONS) * len(FPRS)
+    bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
+    assert [c.get_label() for c in bars] == [
+        f"{a}, {side}" for a in ht.FULL_ATTACKS for side in ("white box", "black box")
+    ]
+    lira = study.loc[_mask(study, math.inf, "lira", 0.001, "td"), "tpr"].mean()
+    assert bars[0].patches[0].get_height() == pytest.approx(lira)
+    assert bars[1].patches[0].get_height() == pytest.approx(0.1 * lira)
 
 
 def test_baselines_figure_has_a_bar_per_attack_in_every_panel(
@@ -361,11 +423,13 @@ def _figures(study: pd.DataFrame) -> dict[str, object]:
         "pvalues": lambda p: hf.plot_pvalues(ht.td_vs_ed_tests(study), p, SETTING),
         "selection": lambda p: hf.plot_selection(_selection(), p, SETTING),
         "baselines": lambda p: hb.plot_baselines(_with_baselines(study), p, SETTING),
+        "blackbox": lambda p: hbb.plot_blackbox(_with_blackbox(study), p, SETTING),
     }
 
 
 @pytest.mark.parametrize(
-    "name", ["roc", "relative", "budget", "td_vs_ed", "pvalues", "selection", "baselines"]
+    "name",
+    ["roc", "relative", "budget", "td_vs_ed", "pvalues", "selection", "baselines", "blackbox"],
 )
 def test_figures_are_reproducible_pngs(study: pd.DataFrame, reproducible_png, name: str):
     reproducible_png(_figures(study)[name])

@@ -93,6 +93,7 @@ def test_every_result_is_in_its_category_with_its_caption(project):
         "results/figures/hparam-roc-digits_s3.png": ("Hyperparameter study", "TPR at fixed FPR"),
         "results/tables/hparam_baselines.csv": ("Hyperparameter study", "TPR at fixed FPR"),
         "results/figures/hparam-baselines.png": ("Hyperparameter study", "TPR at fixed FPR"),
+        "results/tables/hparam_blackbox.csv": ("Hyperparameter study", "Black-box setting"),
         "results/tables/llm.csv": ("Language models", "Attacks"),
         "results/figures/llm-em-iterations.png": ("Language models", "EM-MIA"),
         "records/report/cost.csv": ("Cost", "Time and memory"),

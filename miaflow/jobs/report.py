@@ -290,6 +290,7 @@ def hparam_report(
     td_vs_ed: Paths,
     choices: Paths,
     baselines: Paths,
+    blackbox: Paths,
     roc_figures: Paths,
     figures: Paths,
     alpha: float,
@@ -301,6 +302,7 @@ def hparam_report(
     from miaflow.evaluation import hparam_figures as draw
     from miaflow.evaluation import hparam_tables as build
     from miaflow.evaluation.hparam_baselines import plot_baselines
+    from miaflow.evaluation.hparam_blackbox import blackbox_table, plot_blackbox
     from miaflow.seeding import derive_seed
 
     results = io.read_parquet(study)
@@ -313,6 +315,7 @@ def hparam_report(
         (tests, td_vs_ed),
         (build.selection_table(chosen), choices),
         (build.baselines_table(results), baselines),
+        (blackbox_table(results), blackbox),
     ):
         _write(table, paths)
     for setting, part in curves.groupby("setting"):
@@ -332,6 +335,7 @@ def hparam_report(
     draw.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
     draw.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
     plot_baselines(results, named["baselines"], "LiRA and attacks without shadow calibration")
+    plot_blackbox(results, named["blackbox"], "Shadows on the targets' backbone or another")
 
 
 def llm_report(
