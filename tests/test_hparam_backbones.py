@@ -1,6 +1,7 @@
 """The study's packaged image backbones (EfficientNet-Lite0/1/2): features of the right shape,
 deterministic, and the checkpoint's own ImageNet classifier on top of them gives the package
-network's logits (so the features are exactly its pre-classifier output)."""
+network's logits (so the features are exactly its pre-classifier output); their principal
+components are scikit-learn's PCA."""
 
 from __future__ import annotations
 
@@ -86,3 +87,25 @@ def test_the_features_job_stores_a_dataset_of_feature_vectors(tmp_path, images):
     np.testing.assert_allclose(
         stored.features, backbone_features(images, "efficientnet-lite0"), atol=1e-6
     )
+
+
+def test_principal_components_are_sklearns_pca_and_names_change_the_setting():
+    from sklearn.decomposition import PCA
+
+    from miaflow.hparams.features import principal_components
+    from miaflow.workflow.plan import setting_name
+
+    rng = np.random.default_rng(0)
+    features = (rng.normal(size=(200, 40)) * np.linspace(5.0, 0.1, 40)).astype(np.float32)
+    projected = principal_components(features, 8)
+    assert projected.shape == (200, 8) and projected.dtype == np.float32
+    expected = PCA(n_components=8, svd_solver="full").fit_transform(features)
+    np.testing.assert_allclose(projected, expected, atol=1e-4)
+    assert np.all(np.diff(projected.var(0)) <= 1e-6)  # by decreasing variance
+    np.testing.assert_array_equal(projected, principal_components(features, 8))
+    with pytest.raises(ValueError, match="at most 40"):
+        principal_components(features, 41)
+    setting = {"dataset": "mnist5k", "shots": 8, "backbone": "efficientnet-lite0"}
+    assert setting_name({**setting, "components": 64}) == "mnist5k_s8_efficientnet_lite0_pc64"
+    black = {**setting, "components": 64, "shadow_backbone": "efficientnet-lite2"}
+    assert setting_name(black).endswith("_pc64_shadow_efficientnet_lite2")

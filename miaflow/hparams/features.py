@@ -118,3 +118,18 @@ def backbone_features(
             outputs.append(extract(batch).float().cpu().numpy())
             progress.advance(len(batch))
     return np.concatenate(outputs)
+
+
+def principal_components(features: np.ndarray, components: int) -> np.ndarray:
+    """Features (n, d) projected on their first `components` principal components, fitted on
+    all n rows (scikit-learn's exact SVD, signs fixed by it): a frozen, cheaper feature map that
+    targets and shadows share, to which one sample contributes 1/n of the covariance."""
+    from sklearn.decomposition import PCA
+
+    if not 1 <= components <= min(features.shape):
+        raise ValueError(
+            f"components: {components} principal components of {features.shape[0]} samples with "
+            f"{features.shape[1]} features (at most {min(features.shape)})"
+        )
+    projection = PCA(n_components=components, svd_solver="full").fit(features)
+    return projection.transform(features).astype(np.float32)

@@ -39,9 +39,13 @@ log = logging.getLogger(__name__)
 RECIPE_COLUMNS = ["batch_size", "lr", "clip_norm", "noise_multiplier", "batches_per_epoch"]
 
 
-def _features(data: str | Path) -> tuple[np.ndarray, np.ndarray, int]:
-    """(features flattened to (n, d) float32, labels, classes) of a prepared dataset."""
+def _features(
+    data: str | Path, components: int | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(features flattened to (n, d) float32, on their first `components` principal components
+    if given, labels, classes) of a prepared dataset."""
     from miaflow.data import read_dataset
+    from miaflow.hparams.features import principal_components
 
     loaded = read_dataset(data)
     if loaded.is_raw_text:
@@ -50,6 +54,8 @@ def _features(data: str | Path) -> tuple[np.ndarray, np.ndarray, int]:
             "representation: embedding"
         )
     flat = np.asarray(loaded.features, dtype=np.float32).reshape(len(loaded.labels), -1)
+    if components:
+        flat = principal_components(flat, components)
     return flat, np.asarray(loaded.labels, dtype=np.int64), loaded.n_classes
 
 
@@ -150,9 +156,11 @@ def _sides(setting: Mapping[str, Any], data: str | Path, shadow_data: Paths) -> 
     """The targets' side, and the black-box attacker's when the setting names one."""
     backbone, shadow = setting_backbones(setting)
     role = "targets" if shadow_data else "both"
-    sides = [_Side(backbone, *_features(data), (), role)]
+    components = setting.get("components")
+    sides = [_Side(backbone, *_features(data, components), (), role)]
     if shadow_data:
-        sides.append(_Side(shadow, *_features(shadow_data[0]), ("shadow", shadow), "attacker"))
+        shadow_features = _features(shadow_data[0], components)
+        sides.append(_Side(shadow, *shadow_features, ("shadow", shadow), "attacker"))
     return sides
 
 

@@ -91,10 +91,46 @@ def fit_heads(
 
     `features` (n, d) and `labels` (n,) are the whole pool; `train_sets` index into them.
     Returns weights (K, d, C) and biases (K, C) as float32 arrays.
+
+    Heads train in groups of similar batches per epoch (within a factor of 2): a step pads every
+    head's batch to the widest, and runs as long as the head with the most steps, so mixing
+    batch sizes 10 and 1000 (as HPO's trials do) would pad the small batches and keep finished
+    heads waiting. Heads are independent, so the grouping changes no result.
     """
     size = len(train_sets)
     if not (size == len(recipes) == len(seeds)):
         raise ValueError("need one recipe and one seed per training set")
+    steps = [batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)]
+    groups = np.floor(np.log2(steps)).astype(int)
+    weight = np.zeros((size, np.shape(features)[1], n_classes), dtype=np.float32)
+    bias = np.zeros((size, n_classes), dtype=np.float32)
+    for group in np.unique(groups):
+        heads = np.flatnonzero(groups == group)
+        weight[heads], bias[heads] = _fit_group(
+            features,
+            labels,
+            n_classes,
+            [train_sets[k] for k in heads],
+            [recipes[k] for k in heads],
+            epochs,
+            [seeds[k] for k in heads],
+            device,
+        )
+    return weight, bias
+
+
+def _fit_group(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    train_sets: Sequence[np.ndarray],
+    recipes: Sequence[HeadRecipe],
+    epochs: int,
+    seeds: Sequence[int],
+    device: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`fit_heads` of one group of heads, all in every step they have."""
+    size = len(train_sets)
     x_all = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32)).to(device)
     y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
     squares_all = x_all.square().sum(1)  # ‖x‖² of every sample, for the per-sample norms
