@@ -73,8 +73,8 @@ def test_llm_cpu_profile_plans_the_language_models_from_local_copies(repo, tmp_p
 
 def test_study_cpu_profile_plans_the_study_from_local_copies(repo, tmp_path, shared_data):
     counts = planned_from_local_copies(repo, tmp_path, shared_data, "study-cpu")
-    # TweetEval, mnist5k on Lite0 and its black-box twin (Lite2 shadows): ε ∈ {∞, 8, 1}, R = 10
-    assert counts["hparam_run"] == 3 * 3 * 10 and counts["hparam_noise"] == 3 * 2
+    # mnist5k on Lite0 and its black-box twin (Lite2 shadows): ε ∈ {∞, 8, 1}, R = 10
+    assert counts["hparam_run"] == 2 * 3 * 10 and counts["hparam_noise"] == 2 * 2
     assert counts["hparam_features"] == 2  # mnist5k through Lite0 and Lite2, once each
 
 
