@@ -12,6 +12,9 @@ model of
 
 One-at-a-time columns are averaged over `--probes` members. `--profile` prints where the time
 of the batched n_train 320, batch 10, non-private run goes (torch.profiler, one epoch).
+`--forms` times one gradient step of all members (batch 10 and 64) in three vectorised forms:
+`torch.func` (functional_call + vmap of grad; per-sample grad under a second vmap with DP), a
+grouped `conv2d` with autograd (mean only), and fit_cnns' batched products (`clipped_gradients`).
 
     .venv/bin/python bench/study_cnn.py            # --members 65 --epochs 40 --probes 3
 """
@@ -19,6 +22,7 @@ of the batched n_train 320, batch 10, non-private run goes (torch.profiler, one 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 import warnings
 
@@ -26,7 +30,7 @@ import numpy as np
 import torch
 
 from miaflow.models.heads import HeadRecipe, batch_schedules, batches_per_epoch
-from miaflow.models.study_cnn import cnn_module, fit_cnns
+from miaflow.models.study_cnn import clipped_gradients, cnn_module, fit_cnns, inner_layout
 
 SHAPE, CLASSES = (1, 28, 28), 10
 
@@ -61,6 +65,66 @@ def plain_loop(
         optimizer.step()
 
 
+def forms(members: int, repeats: int = 5) -> None:
+    """Milliseconds per gradient step of `members` CNNs in each vectorised form."""
+    from torch.func import functional_call, grad, vmap
+
+    module = cnn_module(SHAPE, CLASSES)
+    names = [name for name, _ in module.named_parameters()]
+    stacked = [
+        torch.stack(p)
+        for p in zip(*(cnn_module(SHAPE, CLASSES).parameters() for _ in range(members)))
+    ]
+    stacked = [p.detach() for p in stacked]
+    inner = inner_layout(stacked, SHAPE)
+    clip = torch.ones(members)
+
+    def mean_loss(params, x, y):
+        return torch.nn.functional.cross_entropy(functional_call(module, params, (x,)), y)
+
+    def sample_loss(params, x, y):
+        return mean_loss(params, x[None], y[None])
+
+    def func_clipped(params, x, y):
+        grads = vmap(vmap(grad(sample_loss), in_dims=(None, 0, 0)))(params, x, y)
+        norms = torch.sqrt(sum(g.flatten(2).square().sum(2) for g in grads.values()))
+        scale = (1.0 / (norms + 1e-6)).clamp(max=1.0)
+        return {n: torch.einsum("kb,kb...->k...", scale, g) for n, g in grads.items()}
+
+    def grouped(x, y):
+        leaves = [p.clone().requires_grad_() for p in stacked]
+        conv_w, conv_b, dense_w, dense_b = leaves
+        batch = x.shape[1]
+        images = x.transpose(0, 1).reshape(batch, members * SHAPE[0], *SHAPE[1:])
+        weight = conv_w.reshape(-1, *conv_w.shape[2:])
+        h = torch.nn.functional.conv2d(images, weight, conv_b.reshape(-1), groups=members)
+        h = torch.nn.functional.max_pool2d(torch.relu(h), 2).reshape(batch, members, -1)
+        logits = torch.baddbmm(dense_b[:, None], h.transpose(0, 1), dense_w.transpose(1, 2))
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none")
+        return torch.autograd.grad(loss.mean(1).sum(), leaves)
+
+    for batch in (10, 64):
+        x = torch.rand(members, batch, *SHAPE) * 2 - 1
+        y = torch.randint(0, CLASSES, (members, batch))
+        valid = torch.ones(members, batch, dtype=torch.bool)
+        params = dict(zip(names, stacked))
+        cases = {
+            "torch.func mean": lambda: vmap(grad(mean_loss))(params, x, y),
+            "grouped conv2d mean": lambda: grouped(x, y),
+            "batched products mean": lambda: clipped_gradients(
+                inner, x, y, valid, torch.full((members,), math.nan)
+            ),
+            "torch.func per-sample clipped": lambda: func_clipped(params, x, y),
+            "batched products per-sample clipped": lambda: clipped_gradients(
+                inner, x, y, valid, clip
+            ),
+        }
+        for name, case in cases.items():
+            case()
+            seconds = min(timed(case) for _ in range(repeats))
+            print(f"{members} members, batch {batch:>2}, {name}: {seconds * 1e3:.1f} ms per step")
+
+
 def timed(function) -> float:
     start = time.perf_counter()
     function()
@@ -76,8 +140,12 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--forms", action="store_true", help="only the vectorised forms")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.forms:
+        forms(args.members)
+        return
     warnings.filterwarnings("ignore")  # Opacus' notes on secure RNG and hooks
     rng = np.random.default_rng(0)
 

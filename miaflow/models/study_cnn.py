@@ -102,6 +102,7 @@ def fit_cnns(
 
     `images` (n, c, h, w) and `labels` (n,) are the whole pool; `train_sets` index into them.
     Member k starts from torch's default initialisation under `torch.manual_seed(seeds[k])`.
+    Returns the K members' parameters as float32 arrays in cnn_module's shapes.
     """
     size = len(train_sets)
     if not (size == len(recipes) == len(seeds)):
@@ -110,9 +111,10 @@ def fit_cnns(
     y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
     image_shape = tuple(int(s) for s in x_all.shape[1:])
     initial = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        initial.append([p.detach() for p in cnn_module(image_shape, n_classes).parameters()])
+    with torch.random.fork_rng(devices=[]):  # the caller's global generator is left as it was
+        for seed in seeds:
+            torch.manual_seed(seed)
+            initial.append([p.detach() for p in cnn_module(image_shape, n_classes).parameters()])
     params = inner_layout([torch.stack(p).to(device) for p in zip(*initial)], image_shape)
     adam = StackedAdam(params, [r.lr for r in recipes], device)
 
