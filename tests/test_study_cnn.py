@@ -127,3 +127,18 @@ def test_dp_noise_changes_the_weights_and_members_learn(digits):
     assert not np.allclose(clipped, noisy, atol=1e-3)
     accuracy = (stack.logits(x[held_out]).argmax(-1) == y[held_out]).mean(1)
     assert accuracy.min() > 0.5, accuracy  # chance: 0.1; measured 0.82 to 0.92
+
+
+def test_chunks_of_members_and_images_change_nothing(digits, monkeypatch):
+    from miaflow.models import study_cnn
+
+    x, y = digits
+    sets = [np.arange(0, 300, 2), np.arange(1, 300, 2), np.arange(300)]
+    recipes = [HeadRecipe(16, 1e-2), HeadRecipe(16, 1e-2, 1.0, 1.0), HeadRecipe(40, 3e-3, 1.0, 0.5)]
+    whole = fit_cnns(x, y, 10, sets, recipes, epochs=2, seeds=[5, 6, 7])
+    logits = whole.logits(x[:50])
+    monkeypatch.setattr(study_cnn, "ACTIVATIONS", 1)  # one member (or image) per chunk
+    chunked = fit_cnns(x, y, 10, sets, recipes, epochs=2, seeds=[5, 6, 7])
+    for name in NAMES:
+        np.testing.assert_allclose(chunked.params[name], whole.params[name], atol=1e-5)
+    np.testing.assert_allclose(chunked.logits(x[:50]), logits, atol=1e-5)

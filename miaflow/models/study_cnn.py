@@ -78,7 +78,9 @@ class CnnStack:
         )
         x_all = torch.as_tensor(np.asarray(images, dtype=np.float32)).to(device)
         size, (_, height, width) = len(inner[0]), self.image_shape
-        chunk = max(1, ACTIVATIONS // (size * FILTERS * (height - 2) * (width - 2)))
+        chunk = max(
+            1, ACTIVATIONS // (size * FILTERS * (height - KERNEL + 1) * (width - KERNEL + 1))
+        )
         out = []
         with torch.no_grad():
             for start in range(0, len(x_all), chunk):
@@ -128,32 +130,10 @@ def fit_cnns(
     expected = torch.tensor(
         [len(t) / batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)]
     )
-    per_image = FILTERS * (image_shape[1] - 2) * (image_shape[2] - 2)
     for step in range(max(len(s) for s in schedules)):
         members = np.flatnonzero([step < len(s) for s in schedules])
         batches = [schedules[k][step] for k in members]
-        width = max(1, max(len(b) for b in batches))
-        rows = np.zeros((len(members), width), dtype=np.int64)
-        valid = np.zeros((len(members), width), dtype=bool)
-        for position, batch in enumerate(batches):
-            rows[position, : len(batch)], valid[position, : len(batch)] = batch, True
-        rows_t, valid_t = torch.from_numpy(rows).to(device), torch.from_numpy(valid).to(device)
-        index = torch.from_numpy(members).to(device)
-        chunk = max(1, ACTIVATIONS // (width * per_image))
-        parts = []
-        for start in range(0, len(members), chunk):
-            at = index[start : start + chunk]
-            flat = rows_t[start : start + chunk].reshape(-1)
-            parts.append(
-                clipped_gradients(
-                    [p.index_select(0, at) for p in params],
-                    x_all.index_select(0, flat).view(len(at), width, *image_shape),
-                    y_all.index_select(0, flat).view(len(at), width),
-                    valid_t[start : start + chunk],
-                    clip_norms.index_select(0, at),
-                )
-            )
-        grads = [torch.cat(g) for g in zip(*parts)] if len(parts) > 1 else parts[0]
+        grads = _step_gradients(params, x_all, y_all, members, batches, clip_norms)
         noisy = np.flatnonzero(private[members])  # positions among this step's members
         if len(noisy):
             where, of = torch.from_numpy(noisy).to(device), members[noisy]
@@ -167,9 +147,59 @@ def fit_cnns(
                 ),
             ):
                 grad[where] = value
-        adam.step(grads, None if len(members) == size else index)
+        index = None if len(members) == size else torch.from_numpy(members).to(device)
+        adam.step(grads, index)
     outer = module_layout(params, image_shape)
     return CnnStack(image_shape, {n: p.cpu().numpy() for n, p in zip(NAMES, outer)})
+
+
+def _step_gradients(
+    params: Sequence[torch.Tensor],
+    x_all: torch.Tensor,
+    y_all: torch.Tensor,
+    members: np.ndarray,
+    batches: Sequence[np.ndarray],
+    clip_norms: torch.Tensor,
+) -> list[torch.Tensor]:
+    """`clipped_gradients` of one step's members on their batches, in chunks of members sorted by
+    batch length: each chunk pads to its own longest batch (Poisson batches under DP vary: one
+    width for all would pad ~2x at batch size 10) and holds at most ACTIVATIONS outputs."""
+    device, image_shape = x_all.device, x_all.shape[1:]
+    per_image = FILTERS * (image_shape[1] - KERNEL + 1) * (image_shape[2] - KERNEL + 1)
+    lengths = np.array([len(b) for b in batches])
+    grads = [torch.empty(len(members), *p.shape[1:], device=device) for p in params]
+    for positions in _chunks(lengths, per_image):
+        width = max(1, int(lengths[positions].max()))
+        rows = np.zeros((len(positions), width), dtype=np.int64)
+        valid = np.zeros((len(positions), width), dtype=bool)
+        for row, position in enumerate(positions):
+            rows[row, : lengths[position]] = batches[position]
+            valid[row, : lengths[position]] = True
+        at = torch.from_numpy(members[positions]).to(device)
+        flat = torch.from_numpy(rows.ravel()).to(device)
+        part = clipped_gradients(
+            [p.index_select(0, at) for p in params],
+            x_all.index_select(0, flat).view(len(positions), width, *image_shape),
+            y_all.index_select(0, flat).view(len(positions), width),
+            torch.from_numpy(valid).to(device),
+            clip_norms.index_select(0, at),
+        )
+        where = torch.from_numpy(positions).to(device)
+        for grad, value in zip(grads, part):
+            grad.index_copy_(0, where, value)
+    return grads
+
+
+def _chunks(lengths: np.ndarray, per_image: int) -> list[np.ndarray]:
+    """Positions of members in chunks, sorted by batch length, of at most ACTIVATIONS outputs
+    when padded to the chunk's longest batch (one member at least)."""
+    chunks: list[list[int]] = [[]]
+    for position in np.argsort(lengths, kind="stable"):
+        padded = (len(chunks[-1]) + 1) * max(1, lengths[position]) * per_image
+        if chunks[-1] and padded > ACTIVATIONS:
+            chunks.append([])
+        chunks[-1].append(int(position))
+    return [np.array(chunk) for chunk in chunks]
 
 
 def clipped_gradients(
