@@ -112,6 +112,12 @@ def test_a_member_trains_the_same_alone_or_among_others(digits, privacy):
             # Equal up to summation order (batches padded to another width, members chunked
             # otherwise): up to 1e-7 measured here; another member's weights differ by ~0.6.
             np.testing.assert_allclose(together.params[name][k], alone.params[name][0], atol=1e-5)
+    logits = together.logits(x[:100])
+    for k in range(4):  # each member's logits are its own module's
+        model = cnn_module((1, 8, 8), 10)
+        model.load_state_dict({n: torch.from_numpy(together.params[n][k]) for n in NAMES})
+        expected = model(torch.from_numpy(x[:100])).detach().double().numpy()
+        np.testing.assert_allclose(logits[k], expected, atol=1e-4)
 
 
 def test_dp_noise_changes_the_weights_and_members_learn(digits):

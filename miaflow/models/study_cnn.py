@@ -72,21 +72,27 @@ class CnnStack:
 
     def logits(self, images: np.ndarray, device: str = "cpu") -> np.ndarray:
         """Logits (K, n, C) of every member on images (n, c, h, w), in float64 for the signals;
-        evaluated in chunks of images so memory stays bounded."""
-        inner = inner_layout(
+        evaluated in chunks of images so memory stays bounded. The members see the same images,
+        so their convolutions are one matrix product with all K·16 filters."""
+        conv_w, conv_b, dense_w, dense_b = inner_layout(
             [torch.from_numpy(self.params[name]).to(device) for name in NAMES], self.image_shape
         )
+        size, (_, height, width) = len(conv_w), self.image_shape
+        filters = conv_w.transpose(0, 1).reshape(conv_w.shape[1], size * FILTERS)
+        out_h, out_w = height - KERNEL + 1, width - KERNEL + 1
         x_all = torch.as_tensor(np.asarray(images, dtype=np.float32)).to(device)
-        size, (_, height, width) = len(inner[0]), self.image_shape
-        chunk = max(
-            1, ACTIVATIONS // (size * FILTERS * (height - KERNEL + 1) * (width - KERNEL + 1))
-        )
+        chunk = max(1, ACTIVATIONS // (size * FILTERS * out_h * out_w))
         out = []
         with torch.no_grad():
             for start in range(0, len(x_all), chunk):
                 x = x_all[start : start + chunk]
-                stacked = x.unsqueeze(0).expand(size, *x.shape)
-                out.append(_forward(inner, stacked)[0].double().cpu())
+                conv = torch.addmm(conv_b.reshape(-1), _patches(x).flatten(0, 1), filters)
+                grid = conv.view(len(x), out_h, out_w, size * FILTERS).permute(0, 3, 1, 2)
+                pooled = F.relu(F.max_pool2d(grid, POOL)).permute(0, 2, 3, 1)
+                pooled = pooled.reshape(len(x), -1, size, FILTERS).permute(2, 0, 1, 3)
+                features = pooled.reshape(size, len(x), -1)
+                logits = torch.baddbmm(dense_b[:, None, :], features, dense_w.transpose(1, 2))
+                out.append(logits.double().cpu())
         return torch.cat(out, dim=1).numpy()
 
 
@@ -257,13 +263,8 @@ def _forward(
     conv_w, conv_b, dense_w, dense_b = params
     members, batch, channels, height, width = x.shape
     out_h, out_w = height - KERNEL + 1, width - KERNEL + 1
-    patches = (
-        x.reshape(members * batch, channels, height, width)
-        .unfold(2, KERNEL, 1)
-        .unfold(3, KERNEL, 1)  # (M·B, c, out_h, out_w, 3, 3)
-        .permute(0, 2, 3, 1, 4, 5)
-        .reshape(members, batch * out_h * out_w, channels * KERNEL * KERNEL)
-    )
+    patches = _patches(x.reshape(members * batch, channels, height, width))
+    patches = patches.view(members, batch * out_h * out_w, -1)
     conv = torch.baddbmm(conv_b[:, None, :], patches, conv_w)  # channels last
     grid = conv.view(members * batch, out_h, out_w, FILTERS).permute(0, 3, 1, 2)
     # ReLU after pooling: the same values (both monotone), on a quarter of the elements
@@ -271,6 +272,13 @@ def _forward(
     pooled = pooled.permute(0, 2, 3, 1).reshape(members, batch, -1)
     logits = torch.baddbmm(dense_b[:, None, :], pooled, dense_w.transpose(1, 2))
     return logits, conv, patches, pooled
+
+
+def _patches(x: torch.Tensor) -> torch.Tensor:
+    """The 3x3 patches (N, P, c·9) of images x (N, c, h, w) at every output position."""
+    channels = x.shape[1]
+    patches = x.unfold(2, KERNEL, 1).unfold(3, KERNEL, 1)  # (N, c, out_h, out_w, 3, 3)
+    return patches.permute(0, 2, 3, 1, 4, 5).reshape(len(x), -1, channels * KERNEL * KERNEL)
 
 
 def inner_layout(params: Sequence[torch.Tensor], image_shape: Sequence[int]) -> list[torch.Tensor]:
