@@ -138,7 +138,7 @@ def _fit_group(
     # gathered batch in its stored order, several times faster than (K, d, C) on CPU.
     weight = torch.zeros(size, n_classes, x_all.shape[1], device=device)
     bias = torch.zeros(size, n_classes, device=device)
-    adam = _Adam((weight, bias), [r.lr for r in recipes], device)
+    adam = StackedAdam((weight, bias), [r.lr for r in recipes], device)
 
     schedules = batch_schedules(train_sets, recipes, epochs, seeds)
     generators = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
@@ -177,9 +177,8 @@ def _fit_group(
         noisy = np.flatnonzero(private[heads])  # positions in this step's batch of heads
         if len(noisy):
             where, of = torch.from_numpy(noisy).to(device), heads[noisy]
-            grad_w[where], grad_b[where] = _noisy_mean(
-                grad_w[where],
-                grad_b[where],
+            grad_w[where], grad_b[where] = noisy_mean(
+                (grad_w[where], grad_b[where]),
                 [generators[k] for k in of],
                 sigma[of],
                 expected[of],
@@ -188,27 +187,25 @@ def _fit_group(
     return weight.transpose(1, 2).cpu().numpy(), bias.cpu().numpy()
 
 
-def _noisy_mean(
-    grad_w: torch.Tensor,
-    grad_b: torch.Tensor,
+def noisy_mean(
+    grads: Sequence[torch.Tensor],
     generators: Sequence[torch.Generator],
     sigma: torch.Tensor,
     expected_batch: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """DP-Adam's step of P private heads: Gaussian noise of std σ·C on each summed clipped
-    gradient (P, C, d), (P, C), from the head's own generator, divided by the expected batch."""
-    classes, d = grad_w.shape[1:]
-    device = grad_w.device
-    draws = torch.stack(
-        [torch.randn(classes * (d + 1), generator=g, device=device) for g in generators]
-    )
+) -> list[torch.Tensor]:
+    """DP-Adam's step of P private members: Gaussian noise of std σ·C on each summed clipped
+    gradient (P, ...), one draw per member from its own generator over all its parameters in the
+    order given, then division by the expected batch size."""
+    device = grads[0].device
+    sizes = [g[0].numel() for g in grads]
+    draws = torch.stack([torch.randn(sum(sizes), generator=g, device=device) for g in generators])
     sigma, expected_batch = sigma.to(device), expected_batch.to(device)
-    noise_w = draws[:, : classes * d].view(-1, classes, d)
-    noise_b = draws[:, classes * d :]
-    return (
-        (grad_w + sigma[:, None, None] * noise_w) / expected_batch[:, None, None],
-        (grad_b + sigma[:, None] * noise_b) / expected_batch[:, None],
-    )
+    noisy = []
+    for grad, noise in zip(grads, draws.split(sizes, dim=1)):
+        shape = (-1,) + (1,) * (grad.dim() - 1)
+        noise = sigma.view(shape) * noise.view(grad.shape)
+        noisy.append((grad + noise) / expected_batch.view(shape))
+    return noisy
 
 
 def head_gradients(
@@ -246,10 +243,10 @@ def head_logits(features: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> n
     return np.einsum("nd,kdc->knc", x, weight.astype(np.float64)) + bias.astype(np.float64)[:, None]
 
 
-class _Adam:
-    """Adam over stacked heads, each with its own learning rate and step count: torch.optim.Adam's
-    update (defaults, no weight decay, the same in-place operations), applied only to the heads
-    active in a step."""
+class StackedAdam:
+    """Adam over stacked members (heads, CNNs), each with its own learning rate and step count:
+    torch.optim.Adam's update (defaults, no weight decay, the same in-place operations), applied
+    only to the members active in a step."""
 
     def __init__(self, params: Sequence[torch.Tensor], lrs: Sequence[float], device: str) -> None:
         self.params = list(params)
@@ -259,7 +256,7 @@ class _Adam:
         self.steps = torch.zeros(len(lrs), dtype=torch.float32, device=device)
 
     def step(self, grads: Sequence[torch.Tensor], heads: torch.Tensor | None) -> None:
-        """One update of the heads at `heads` (None: all), whose gradients `grads` are."""
+        """One update of the members at `heads` (None: all), whose gradients `grads` are."""
         beta1, beta2 = ADAM_BETAS
         if heads is None:
             self.steps += 1.0
