@@ -85,3 +85,10 @@ def test_real_cpu_profile_plans_from_local_copies(repo, tmp_path, shared_data):
 def test_an_unknown_profile_stops_before_any_job(repo, tmp_path):
     with pytest.raises(AssertionError, match="profile: 'nope' is not a profile"):
         dry_run(repo, tmp_path, "nope")
+
+
+def test_study_scratch_cpu_profile_plans_the_cnn_study(repo, tmp_path, shared_data):
+    counts = planned_from_local_copies(repo, tmp_path, shared_data, "study-scratch-cpu")
+    # one CNN setting on mnist5k's images: ε ∈ {∞, 8}, R = 4, no backbone to embed with
+    assert counts["hparam_run"] == 2 * 4 and counts["hparam_noise"] == 1
+    assert "hparam_features" not in counts

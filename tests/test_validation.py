@@ -622,3 +622,23 @@ def test_snakemake_reports_the_yaml_line_and_the_duplicate_before_any_job(repo, 
     status, output = snakemake_dry_run(repo, tmp_path / "duplicate", duplicate)
     assert status != 0
     assert "experiments[1]: duplicates experiments[0] in effect (ref_arch equals arch" in output
+
+
+def test_a_cnn_setting_trains_on_images_alone(params):
+    cnn = {"dataset": "mnist5k", "shots": 8, "model": "cnn"}
+    params["hparam_study"]["settings"] = [
+        cnn,
+        {"dataset": "breast_cancer", "shots": 8, "model": "cnn"},
+        {**cnn, "shots": 16, "backbone": "efficientnet-lite0", "components": 64},
+    ]
+    message = problems_of(params)
+    assert "settings[0]" not in message
+    assert "hparam_study.settings[1].model: 'cnn' trains on images, but the dataset is tabular" in (
+        message
+    )
+    for key in ("backbone", "components"):
+        assert f"hparam_study.settings[2].{key}: the CNN trains from scratch" in message
+    params["hparam_study"]["settings"] = [{**cnn, "model": "resnet"}]
+    assert "model" in problems_of(params)
+    params["hparam_study"]["settings"] = [cnn]
+    assert plan.hparam_settings(config.validate(params))[0]["name"] == "mnist5k_s8_cnn"

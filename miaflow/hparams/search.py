@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from miaflow.models.heads import HeadRecipe, batches_per_epoch, fit_heads, head_logits
+from miaflow.hparams.models import fit_models
+from miaflow.models.heads import HeadRecipe, batches_per_epoch
 from miaflow.progress import tracked
 from miaflow.seeding import derive_seed
 
@@ -74,9 +75,11 @@ def tune(
     seeds: Sequence[int],
     noise_for: Callable[[int], float] | None = None,
     device: str = "cpu",
+    model: str = "head",
 ) -> pd.DataFrame:
-    """Tune one head per training set; every trial of every split (TRIAL_COLUMNS), `best`
-    marking each split's chosen trial (the first with the highest validation accuracy).
+    """Tune one model (`miaflow.hparams.models`: a head by default) per training set; every
+    trial of every split (TRIAL_COLUMNS), `best` marking each split's chosen trial (the first
+    with the highest validation accuracy).
 
     `space` holds trials, epochs, sampler, val_ratio, batch_size [low, high], lr [low, high] and
     clip_norm [low, high]; `noise_for(batches_per_epoch)` gives σ under DP (None: non-private).
@@ -101,7 +104,8 @@ def tune(
         recipes = [
             _suggest(trial, len(fit), space, noise_for) for trial, (fit, _) in zip(trials, holdouts)
         ]
-        weight, bias = fit_heads(
+        trained = fit_models(
+            model,
             features,
             labels,
             n_classes,
@@ -114,9 +118,7 @@ def tune(
         for split, (study, trial, recipe, (_, val)) in enumerate(
             zip(studies, trials, recipes, holdouts)
         ):
-            logits = head_logits(features[val], weight[split : split + 1], bias[split : split + 1])[
-                0
-            ]
+            logits = trained.logits(features[val], [split])[0]
             accuracy = float(np.mean(logits.argmax(-1) == labels[val])) if len(val) else 0.0
             study.tell(trial, accuracy)
             rows.append(

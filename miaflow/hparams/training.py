@@ -71,17 +71,20 @@ def column_frame(
     epochs,
     device,
     seeds,
+    model="head",
 ) -> pd.DataFrame:
-    """Train one column of heads; their φ on the universe and held-out accuracy on V \\ D_i;
-    for the models that are targets (ED, diagonal) also their top-3 posteriors (ML-Leaks)."""
+    """Train one column of models (heads, or `model`); their φ on the universe and held-out
+    accuracy on V \\ D_i; for the models that are targets (ED, diagonal) also their top-3
+    posteriors (ML-Leaks)."""
     from miaflow.attacks.learning import features_top3
-    from miaflow.models.heads import batches_per_epoch, fit_heads, head_logits
+    from miaflow.hparams.models import fit_models
+    from miaflow.models.heads import batches_per_epoch
     from miaflow.signals import signals_from_logits
 
-    weight, bias = fit_heads(
-        features, labels, n_classes, train_sets, recipes, epochs, seeds, device
+    trained = fit_models(
+        model, features, labels, n_classes, train_sets, recipes, epochs, seeds, device
     )
-    logits = head_logits(features[universe], weight, bias)  # (K, n, C)
+    logits = trained.logits(features[universe])  # (K, n, C)
     signals = signals_from_logits(logits, labels[universe])
     heldout = ~drawn.members["td"]
     return pd.DataFrame(

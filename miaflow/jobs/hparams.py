@@ -40,10 +40,10 @@ RECIPE_COLUMNS = ["batch_size", "lr", "clip_norm", "noise_multiplier", "batches_
 
 
 def _features(
-    data: str | Path, components: int | None = None
+    data: str | Path, components: int | None = None, images: bool = False
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(features flattened to (n, d) float32, on their first `components` principal components
-    if given, labels, classes) of a prepared dataset."""
+    if given, or the images (n, c, h, w) as stored, labels, classes) of a prepared dataset."""
     from miaflow.data import read_dataset
     from miaflow.hparams.features import principal_components
 
@@ -53,7 +53,10 @@ def _features(
             f"{loaded.name}: the study trains linear heads on features; use "
             "representation: embedding"
         )
-    flat = np.asarray(loaded.features, dtype=np.float32).reshape(len(loaded.labels), -1)
+    if images:
+        flat = np.asarray(loaded.features, dtype=np.float32)
+    else:
+        flat = np.asarray(loaded.features, dtype=np.float32).reshape(len(loaded.labels), -1)
     if components:
         flat = principal_components(flat, components)
     return flat, np.asarray(loaded.labels, dtype=np.int64), loaded.n_classes
@@ -152,12 +155,17 @@ class _Side(NamedTuple):
     role: str  # miaflow.hparams.training.ROLES
 
 
+def _model(setting: Mapping[str, Any]) -> str:
+    """The setting's kind of model (`miaflow.hparams.models.MODELS`)."""
+    return setting.get("model") or "head"
+
+
 def _sides(setting: Mapping[str, Any], data: str | Path, shadow_data: Paths) -> list[_Side]:
     """The targets' side, and the black-box attacker's when the setting names one."""
     backbone, shadow = setting_backbones(setting)
     role = "targets" if shadow_data else "both"
-    components = setting.get("components")
-    sides = [_Side(backbone, *_features(data, components), (), role)]
+    components, images = setting.get("components"), _model(setting) == "cnn"
+    sides = [_Side(backbone, *_features(data, components, images), (), role)]
     if shadow_data:
         shadow_features = _features(shadow_data[0], components)
         sides.append(_Side(shadow, *shadow_features, ("shadow", shadow), "attacker"))
@@ -270,6 +278,7 @@ def _hpo(
                 ],
                 _noise_lookup(noise),
                 torch_device(),
+                _model(setting),
             )
         table.insert(0, "family", [keys[k][0] for k in table["split"]])
         table.insert(0, "backbone", side.backbone)
@@ -339,6 +348,7 @@ def _grid(
                         epochs,
                         device,
                         seeds,
+                        _model(setting),
                     ).assign(backbone=side.backbone)
                 )
     table = pd.concat(frames, ignore_index=True)
@@ -410,6 +420,7 @@ def _attacks(
         "shots": setting["shots"],
         "backbone": backbone,
         "shadow_backbone": shadow_backbone,
+        "model": _model(setting),
         "epsilon": float(epsilon),
     }
     plans = [
@@ -477,7 +488,7 @@ def _attacks(
                     top3[hpo],
                     top3["shadow"],
                     members,
-                    features[drawn.universe["td"]],
+                    features[drawn.universe["td"]].reshape(len(drawn.universe["td"]), -1),
                     seed,
                     ("hparams", name, tag, run, hpo),
                 ),

@@ -131,7 +131,8 @@ def _fit_group(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`fit_heads` of one group of heads, all in every step they have."""
     size = len(train_sets)
-    x_all = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32)).to(device)
+    # a copy: stored arrays are read-only, which torch warns about
+    x_all = torch.tensor(np.asarray(features, dtype=np.float32)).to(device)
     y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
     squares_all = x_all.square().sum(1)  # ‖x‖² of every sample, for the per-sample norms
     # (K, C, d), rows per class as in torch.nn.Linear: both products of a step then read the

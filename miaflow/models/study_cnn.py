@@ -122,7 +122,8 @@ def fit_cnns(
     size = len(train_sets)
     if not (size == len(recipes) == len(seeds)):
         raise ValueError("need one recipe and one seed per training set")
-    x_all = torch.as_tensor(np.ascontiguousarray(images, dtype=np.float32)).to(device)
+    # a copy: stored arrays are read-only, which torch warns about
+    x_all = torch.tensor(np.asarray(images, dtype=np.float32)).to(device)
     y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
     image_shape = tuple(int(s) for s in x_all.shape[1:])
     initial = []

@@ -74,6 +74,7 @@ def _setting_problems(config: Mapping[str, Any]) -> list[str]:
                 f"'embedding'"
             )
         problems += _shadow_problems(where, setting, modality)
+        problems += _cnn_problems(where, setting, modality)
         problems += _shot_problems(where, setting["shots"], dataset, config)
     return problems
 
@@ -94,6 +95,20 @@ def _shadow_problems(where: str, setting: Mapping[str, Any], modality: str) -> l
             "the white-box setting"
         ]
     return []
+
+
+def _cnn_problems(where: str, setting: Mapping[str, Any], modality: str) -> list[str]:
+    """The CNN trains from scratch on the images themselves: an image dataset, and no backbone,
+    principal components or shadow backbone."""
+    if setting.get("model") != "cnn":
+        return []
+    if modality != "image":
+        return [f"{where}.model: 'cnn' trains on images, but the dataset is {modality}"]
+    return [
+        f"{where}.{key}: the CNN trains from scratch on the images; leave {key} out"
+        for key in ("backbone", "components", "shadow_backbone")
+        if setting.get(key)
+    ]
 
 
 def _shot_problems(where: str, shots: int, dataset: str, config: Mapping[str, Any]) -> list[str]:

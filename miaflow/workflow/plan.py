@@ -172,7 +172,7 @@ def epsilon_tag(epsilon: float) -> str:
 
 def setting_name(setting: Mapping[str, Any]) -> str:
     """A study setting's name in paths and tables:
-    <dataset>_s<shots>[_<backbone>][_pc<components>][_shadow_<shadow_backbone>]."""
+    <dataset>_s<shots>[_<backbone>][_pc<components>][_cnn][_shadow_<shadow_backbone>]."""
     shadow = setting.get("shadow_backbone")
     suffix = f"_shadow_{shadow}".replace("-", "_") if shadow else ""
     return target_setting_name(setting) + suffix
@@ -183,7 +183,8 @@ def target_setting_name(setting: Mapping[str, Any]) -> str:
     black-box setting attacks the very targets of its white-box twin (the same seeds)."""
     backbone = f"_{setting['backbone']}".replace("-", "_") if setting.get("backbone") else ""
     components = f"_pc{setting['components']}" if setting.get("components") else ""
-    return f"{setting['dataset']}_s{setting['shots']}{backbone}{components}"
+    model = "_cnn" if setting.get("model") == "cnn" else ""
+    return f"{setting['dataset']}_s{setting['shots']}{backbone}{components}{model}"
 
 
 def hparam_settings(config: Mapping[str, Any]) -> list[dict[str, Any]]:
