@@ -259,6 +259,18 @@ def test_blackbox_table_compares_each_attack_with_its_white_box_twin(study: pd.D
     # LiRA's mean TPR is 0 at ε = 8 and 0.1% FPR: its change is undefined, not infinite
     lira = table[(table["epsilon"] == "8") & (table["fpr"] == 0.001) & (table["attack"] == "lira")]
     assert lira["change"].isna().all()
+    # the twin is found by name: another white-box setting on the same backbone is not it, and
+    # a black-box setting without its twin in the run gets NaN
+    blackbox = _with_blackbox(study)
+    other = blackbox[blackbox["setting"] == SETTING].assign(setting=f"{SETTING}_pc4", tpr=1.0)
+    orphan = blackbox[blackbox["setting"] == BLACK_BOX].assign(
+        setting="digits_s16_shadow_pixels", shots=16
+    )
+    table = hbb.blackbox_table(pd.concat([blackbox, other, orphan], ignore_index=True))
+    twinned = table[table["setting"] == BLACK_BOX]
+    assert set(twinned["white_box"]) == {SETTING} and (twinned["tpr_white_box"] < 1.0).all()
+    alone = table[table["setting"] == "digits_s16_shadow_pixels"]
+    assert len(alone) == len(twinned) and alone["tpr_white_box"].isna().all()
     # no black-box setting: an empty table with the same columns
     empty = hbb.blackbox_table(study.assign(backbone="pixels", shadow_backbone="pixels"))
     assert empty.empty and list(empty.columns) == hbb.COLUMNS

@@ -1,11 +1,12 @@
 """The hyperparameter study's Fig. 6: the black-box setting, where the attacker's shadow heads
 train on another backbone's features than the targets (docs/algorithms.md#black-box-setting).
 
-A black-box setting attacks the very targets of its white-box twin (same dataset, shots and
-backbone; the shadows on the targets' own features), so the two settings' TPRs compare target by
-target: the table gives each attack's mean TPR in both, the black-box one relative to the
-white-box one (the paper: about −93% at 0.1% FPR), and KL-LiRA's black-box TPR relative to
-ACC-LiRA's (the paper: +75%). A black-box setting without its twin in the run gets NaN there.
+A black-box setting attacks the very targets of its white-box twin (the same setting without
+`shadow_backbone`, whose name is the black-box one's without its `_shadow_<backbone>` suffix:
+`miaflow.workflow.plan.setting_name`), so the two settings' TPRs compare target by target: the
+table gives each attack's mean TPR in both, the black-box one relative to the white-box one
+(the paper: about −93% at 0.1% FPR), and KL-LiRA's black-box TPR relative to ACC-LiRA's (the
+paper: +75%). A black-box setting without its twin in the run gets NaN there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from miaflow.evaluation.hparam_figures import ATTACK_COLOURS
 from miaflow.evaluation.hparam_tables import FULL_ATTACKS, format_epsilon
 from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
 
-TWIN_KEYS = ["dataset", "shots", "backbone"]
 COLUMNS = [
     "dataset",
     "setting",
@@ -39,8 +39,13 @@ COLUMNS = [
 def _mean_tpr(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean TPR over runs of the full attacks' TD-HPO targets, and the number of runs."""
     rows = rows[(rows["hpo"] == "td") & rows["attack"].isin(FULL_ATTACKS)]
-    keys = [*TWIN_KEYS, "setting", "shadow_backbone", "epsilon", "fpr", "attack"]
+    keys = ["dataset", "setting", "backbone", "shadow_backbone", "epsilon", "fpr", "attack"]
     return rows.groupby(keys, sort=False).agg(tpr=("tpr", "mean"), runs=("run", "nunique"))
+
+
+def twin_name(setting: str, shadow_backbone: str) -> str:
+    """The white-box twin's name of a black-box setting (plan.setting_name's suffix removed)."""
+    return setting.removesuffix(f"_shadow_{shadow_backbone}".replace("-", "_"))
 
 
 def blackbox_table(study: pd.DataFrame) -> pd.DataFrame:
@@ -49,13 +54,16 @@ def blackbox_table(study: pd.DataFrame) -> pd.DataFrame:
     the attacker's (`tpr_black_box`); `change` = black / white − 1; `over_acc_lira` = the
     attack's black-box TPR / ACC-LiRA's − 1. Empty when the run has no black-box setting."""
     means = _mean_tpr(study).reset_index()
-    black = means[means["shadow_backbone"] != means["backbone"]]
+    black = means[means["shadow_backbone"] != means["backbone"]].copy()
     white = means[means["shadow_backbone"] == means["backbone"]]
-    twins = white.rename(columns={"setting": "white_box", "tpr": "tpr_white_box"}).drop(
-        columns=["shadow_backbone", "runs"]
-    )
+    black["white_box"] = [
+        twin_name(s, b) for s, b in zip(black["setting"], black["shadow_backbone"])
+    ]
+    twins = white.rename(columns={"setting": "white_box", "tpr": "tpr_white_box"})
     table = black.rename(columns={"tpr": "tpr_black_box"}).merge(
-        twins, on=[*TWIN_KEYS, "epsilon", "fpr", "attack"], how="left"
+        twins[["white_box", "epsilon", "fpr", "attack", "tpr_white_box"]],
+        on=["white_box", "epsilon", "fpr", "attack"],
+        how="left",
     )
     acc = table[table["attack"] == "acc-lira"].set_index(["setting", "epsilon", "fpr"])
     acc_tpr = table.set_index(["setting", "epsilon", "fpr"]).index.map(acc["tpr_black_box"])
