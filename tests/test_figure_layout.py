@@ -187,7 +187,9 @@ def _figures() -> dict[str, Callable[[Path], None]]:
         "hparam-roc": lambda p: hparam_figures.plot_study_roc(
             _roc(study), _bound(), p, "roc", hparam_figures.lowest_measured_fpr(study)
         ),
-        "hparam-relative-tpr": lambda p: hparam_figures.plot_relative_tpr(study, p, "relative"),
+        "hparam-relative-tpr": lambda p: hparam_figures.plot_relative_tpr(
+            _with_blackbox(study), p, "relative"
+        ),
         "hparam-kl-budget": lambda p: hparam_figures.plot_kl_budget(
             _budget_study().query("hpo == 'td'"), p, "KL-LiRA with reduced budgets"
         ),
@@ -326,3 +328,12 @@ def test_study_roc_starts_at_one_over_the_pooled_non_members(drawn: list[Figure]
     for axes in figure.axes:
         assert axes.get_xlim() == pytest.approx((1 / positives, 1.0))
         assert min(line.get_xdata()[0] for line in axes.get_lines()) >= 1 / positives
+
+
+def test_wrapped_names_break_after_underscores_and_keep_every_character():
+    name = "mnist5k_s32_efficientnet_lite0_pc128_shadow_efficientnet_lite2"
+    lines = plots.wrapped_name(name, 16).split("\n")
+    assert "".join(lines) == name and len(lines) > 3
+    assert all(len(line) <= 16 or "_" not in line[:-1] for line in lines)
+    assert all(line.endswith("_") for line in lines[:-1])
+    assert plots.wrapped_name("digits_s8", 16) == "digits_s8"

@@ -14,7 +14,7 @@ import pandas as pd
 
 from miaflow.evaluation.hparam_figures import ATTACK_COLOURS
 from miaflow.evaluation.hparam_tables import BASELINES, FULL_ATTACKS, format_epsilon
-from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
+from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend, wrapped_name
 
 BASELINE_COLOURS = {"ml-leaks": "tab:red", "attack-p": "tab:purple", "qmia": "tab:brown"}
 
@@ -61,7 +61,7 @@ def plot_baselines(study: pd.DataFrame, path: str | Path, title: str) -> None:
             axes.set(
                 ylim=(0.0, None),
                 ylabel=f"TPR at {level * 100:g}% FPR",
-                title=f"{setting}, ε = {format_epsilon(epsilon)}",
+                title=f"{wrapped_name(setting, 32)}, ε = {format_epsilon(epsilon)}",
             )
             if j == n_cols - 1:
                 small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))

@@ -18,7 +18,7 @@ import pandas as pd
 
 from miaflow.evaluation.hparam_figures import ATTACK_COLOURS
 from miaflow.evaluation.hparam_tables import FULL_ATTACKS, format_epsilon
-from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
+from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend, wrapped_name
 
 COLUMNS = [
     "dataset",
@@ -138,7 +138,7 @@ def plot_blackbox(study: pd.DataFrame, path: str | Path, title: str) -> None:
             axes.set(
                 ylim=(0.0, None),
                 ylabel=f"TPR at {level * 100:g}% FPR",
-                title=f"{setting}\nε = {epsilon}",
+                title=f"{wrapped_name(setting, 32)}, ε = {epsilon}",
             )
             if j == n_cols - 1:
                 small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))

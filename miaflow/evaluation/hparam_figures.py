@@ -33,6 +33,7 @@ from miaflow.evaluation.plots import (
     plot_mean_band,
     save_png,
     small_legend,
+    wrapped_name,
 )
 
 ATTACK_COLOURS = {"lira": "tab:blue", "acc-lira": "tab:orange", "kl-lira": "tab:green"}
@@ -136,10 +137,13 @@ def plot_relative_tpr(study: pd.DataFrame, path: str | Path, title: str) -> None
     table = relative_tpr_table(study)
     levels = sorted(table["fpr"].unique())
     groups = table[["setting", "epsilon"]].drop_duplicates().reset_index(drop=True)
-    labels = [f"{s}\nε = {format_epsilon(e)}" for s, e in zip(groups["setting"], groups["epsilon"])]
+    labels = [
+        f"{wrapped_name(s, 16)}\nε = {format_epsilon(e)}"
+        for s, e in zip(groups["setting"], groups["epsilon"])
+    ]
     width = 0.8 / len(SELECTING_ATTACKS)
     figure = Figure(
-        figsize=(max(PANEL_SIZE[0], 0.9 * len(groups)) + 1.5, PANEL_SIZE[1] * max(1, len(levels)))
+        figsize=(max(PANEL_SIZE[0], 1.1 * len(groups)) + 1.5, PANEL_SIZE[1] * max(1, len(levels)))
     )
     for k, level in enumerate(levels, start=1):
         axes = figure.add_subplot(max(1, len(levels)), 1, k)
@@ -227,7 +231,7 @@ def plot_kl_budget(study: pd.DataFrame, path: str | Path, title: str) -> None:
                 xscale="log",
                 xlabel="Models trained for the attack",
                 ylabel=f"TPR at {level * 100:g}% FPR",
-                title=f"{setting}, ε = {format_epsilon(epsilon)}",
+                title=f"{wrapped_name(setting, 32)}, ε = {format_epsilon(epsilon)}",
             )
             if len(cell):
                 low, high = cell["cost"].min() / 1.5, cell["cost"].max() * 1.5
