@@ -332,8 +332,8 @@ def test_study_roc_starts_at_one_over_the_pooled_non_members(drawn: list[Figure]
 
 def test_wrapped_names_break_after_underscores_and_keep_every_character():
     name = "mnist5k_s32_efficientnet_lite0_pc128_shadow_efficientnet_lite2"
-    lines = plots.wrapped_name(name, 16).split("\n")
+    lines = hparam_tables.wrapped_name(name, 16).split("\n")
     assert "".join(lines) == name and len(lines) > 3
     assert all(len(line) <= 16 or "_" not in line[:-1] for line in lines)
     assert all(line.endswith("_") for line in lines[:-1])
-    assert plots.wrapped_name("digits_s8", 16) == "digits_s8"
+    assert hparam_tables.wrapped_name("digits_s8", 16) == "digits_s8"

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.hparam_figures import ATTACK_COLOURS
-from miaflow.evaluation.hparam_tables import BASELINES, FULL_ATTACKS, format_epsilon
-from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend, wrapped_name
+from miaflow.evaluation.hparam_tables import BASELINES, FULL_ATTACKS, format_epsilon, wrapped_name
+from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
 
 BASELINE_COLOURS = {"ml-leaks": "tab:red", "attack-p": "tab:purple", "qmia": "tab:brown"}
 

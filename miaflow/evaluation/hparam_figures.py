@@ -25,6 +25,7 @@ from miaflow.evaluation.hparam_tables import (
     format_epsilon,
     kl_budget_table,
     relative_tpr_table,
+    wrapped_name,
 )
 from miaflow.evaluation.metrics import clopper_pearson
 from miaflow.evaluation.plots import (
@@ -33,7 +34,6 @@ from miaflow.evaluation.plots import (
     plot_mean_band,
     save_png,
     small_legend,
-    wrapped_name,
 )
 
 ATTACK_COLOURS = {"lira": "tab:blue", "acc-lira": "tab:orange", "kl-lira": "tab:green"}

@@ -25,6 +25,7 @@ Table builders return DataFrames and put their caption in `table.attrs["caption"
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -73,6 +74,19 @@ TEST_COLUMNS = [
 def format_epsilon(epsilon: float) -> str:
     """ "∞" for the non-private setting, else the budget as written ("8", "0.5")."""
     return "∞" if math.isinf(epsilon) else f"{epsilon:g}"
+
+
+def wrapped_name(name: str, width: int) -> str:
+    """A long snake_case name (a study setting's, e.g.
+    mnist5k_s32_efficientnet_lite0_pc128_shadow_efficientnet_lite2) broken after underscores into
+    lines of at most `width` characters, so that titles and tick labels stay apart; a longer
+    part stays whole."""
+    lines = [""]
+    for part in re.split(r"(?<=_)", name):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
 
 
 def tpr_column(fpr: float) -> str:

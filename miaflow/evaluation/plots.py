@@ -9,7 +9,6 @@ no software version, so identical inputs give byte-identical files.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,19 +193,6 @@ def layout_problems(figure: Figure) -> list[str]:
             if box.overlaps(other_box):
                 problems.append(f"{name} overlaps {other}")
     return problems
-
-
-def wrapped_name(name: str, width: int) -> str:
-    """A long snake_case name (a study setting's, e.g.
-    mnist5k_s32_efficientnet_lite0_pc128_shadow_efficientnet_lite2) broken after underscores into
-    lines of at most `width` characters, so that titles and tick labels stay apart; a longer
-    part stays whole."""
-    lines = [""]
-    for part in re.split(r"(?<=_)", name):
-        if lines[-1] and len(lines[-1]) + len(part) > width:
-            lines.append("")
-        lines[-1] += part
-    return "\n".join(lines)
 
 
 def small_legend(axes: Axes, **options: Any) -> None:

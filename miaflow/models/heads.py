@@ -142,16 +142,8 @@ def _fit_group(
     adam = StackedAdam((weight, bias), [r.lr for r in recipes], device)
 
     schedules = batch_schedules(train_sets, recipes, epochs, seeds)
-    generators = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
-    private = np.array([r.private for r in recipes])
-    clip_norms = torch.tensor(
-        [r.clip_norm if r.private else math.nan for r in recipes], device=device
-    )
-    sigma = torch.tensor([r.noise_multiplier * (r.clip_norm or 0.0) for r in recipes])
-    # Opacus divides the noisy sum by the expected batch size q·n = n / batches per epoch.
-    expected = torch.tensor(
-        [len(t) / batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)]
-    )
+    noise = DpNoise.of(train_sets, recipes, seeds, device)
+    clip_norms = noise.clip_norms
     n_steps = max(len(s) for s in schedules)
     for step in range(n_steps):
         # Only heads with steps left compute: heads with large batches finish their epochs first.
@@ -175,20 +167,62 @@ def _fit_group(
             clip_norms if every else clip_norms.index_select(0, index),
             squares_all.index_select(0, flat).view(rows.shape),
         )
-        noisy = np.flatnonzero(private[heads])  # positions in this step's batch of heads
-        if len(noisy):
-            where, of = torch.from_numpy(noisy).to(device), heads[noisy]
-            grad_w[where], grad_b[where] = noisy_mean(
-                (grad_w[where], grad_b[where]),
-                [generators[k] for k in of],
-                sigma[of],
-                expected[of],
-            )
+        noise.add((grad_w, grad_b), heads)
         adam.step((grad_w, grad_b), None if every else index)
     return weight.transpose(1, 2).cpu().numpy(), bias.cpu().numpy()
 
 
-def noisy_mean(
+@dataclass(frozen=True)
+class DpNoise:
+    """The DP side of K members' recipes, shared by the heads and the study's CNNs: each member's
+    noise generator (seed ^ 0x5EED), clipping norm (NaN: non-private), noise std σ·C and
+    expected batch size (Opacus divides the noisy sum by q·n = n / batches per epoch)."""
+
+    generators: list[torch.Generator]
+    private: np.ndarray
+    clip_norms: torch.Tensor
+    sigma: torch.Tensor
+    expected: torch.Tensor
+
+    @classmethod
+    def of(
+        cls,
+        train_sets: Sequence[np.ndarray],
+        recipes: Sequence[HeadRecipe],
+        seeds: Sequence[int],
+        device: str,
+    ) -> DpNoise:
+        return cls(
+            [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds],
+            np.array([r.private for r in recipes]),
+            torch.tensor([r.clip_norm if r.private else math.nan for r in recipes], device=device),
+            torch.tensor([r.noise_multiplier * (r.clip_norm or 0.0) for r in recipes]),
+            torch.tensor(
+                [
+                    len(t) / batches_per_epoch(len(t), r.batch_size)
+                    for t, r in zip(train_sets, recipes)
+                ]
+            ),
+        )
+
+    def add(self, grads: Sequence[torch.Tensor], members: np.ndarray) -> None:
+        """Noise and the expected-batch division, in place, on the gradients (one row per
+        position of `members`, this step's members) of the private members among them."""
+        noisy = np.flatnonzero(self.private[members])  # positions among this step's members
+        if not len(noisy):
+            return
+        where, of = torch.from_numpy(noisy).to(grads[0].device), members[noisy]
+        values = _noisy_mean(
+            [g[where] for g in grads],
+            [self.generators[k] for k in of],
+            self.sigma[of],
+            self.expected[of],
+        )
+        for grad, value in zip(grads, values):
+            grad[where] = value
+
+
+def _noisy_mean(
     grads: Sequence[torch.Tensor],
     generators: Sequence[torch.Generator],
     sigma: torch.Tensor,

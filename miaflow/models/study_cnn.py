@@ -28,7 +28,6 @@ under DP) comes from the kernels above.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,11 +38,10 @@ from torch import nn
 
 from miaflow.models.heads import (
     CLIP_EPS,
+    DpNoise,
     HeadRecipe,
     StackedAdam,
     batch_schedules,
-    batches_per_epoch,
-    noisy_mean,
 )
 
 FILTERS, KERNEL, POOL = 16, 3, 2
@@ -135,32 +133,12 @@ def fit_cnns(
     adam = StackedAdam(params, [r.lr for r in recipes], device)
 
     schedules = batch_schedules(train_sets, recipes, epochs, seeds)
-    generators = [torch.Generator(device=device).manual_seed(seed ^ 0x5EED) for seed in seeds]
-    private = np.array([r.private for r in recipes])
-    clip_norms = torch.tensor(
-        [r.clip_norm if r.private else math.nan for r in recipes], device=device
-    )
-    sigma = torch.tensor([r.noise_multiplier * (r.clip_norm or 0.0) for r in recipes])
-    expected = torch.tensor(
-        [len(t) / batches_per_epoch(len(t), r.batch_size) for t, r in zip(train_sets, recipes)]
-    )
+    noise = DpNoise.of(train_sets, recipes, seeds, device)
     for step in range(max(len(s) for s in schedules)):
         members = np.flatnonzero([step < len(s) for s in schedules])
         batches = [schedules[k][step] for k in members]
-        grads = _step_gradients(params, x_all, y_all, members, batches, clip_norms)
-        noisy = np.flatnonzero(private[members])  # positions among this step's members
-        if len(noisy):
-            where, of = torch.from_numpy(noisy).to(device), members[noisy]
-            for grad, value in zip(
-                grads,
-                noisy_mean(
-                    [g[where] for g in grads],
-                    [generators[k] for k in of],
-                    sigma[of],
-                    expected[of],
-                ),
-            ):
-                grad[where] = value
+        grads = _step_gradients(params, x_all, y_all, members, batches, noise.clip_norms)
+        noise.add(grads, members)
         index = None if len(members) == size else torch.from_numpy(members).to(device)
         adam.step(grads, index)
     outer = module_layout(params, image_shape)
