@@ -19,16 +19,38 @@ LLM_PACKAGED = "results/llm/pretrained/{packaged}"
 LLM_CHECKPOINT = "results/llm/models/{dataset}/{lm}/{model}"
 LLM_HISTORY = "results/llm/models/{dataset}/{lm}/{model}.json"
 LLM_NEIGHBORS = "results/llm/neighbors/{dataset}/{lm}.parquet"
+# Token statistics of a model on a text set: a scored set (eval: the texts attacked; settings:
+# the settings' texts), or its lower-cased copies or neighbours (eval-lowercase, ...).
 LLM_TOKENS = "results/llm/tokens/{dataset}/{lm}/{model}/{text_set}.parquet"
-# ReCaLL's and EM-MIA's statistics of the scored set (text_set eval) or the settings' texts.
-LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}/{text_set}.parquet"
-LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/{text_set}/shard-{shard}.parquet"
+# ReCaLL's and EM-MIA's statistics of a scored set.
+LLM_RECALL = "results/llm/recall/{dataset}/{lm}/target-{repeat}/{scored_set}.parquet"
+LLM_PAIRS = "results/llm/pairs/{dataset}/{lm}/target-{repeat}/{scored_set}/shard-{shard}.parquet"
 LLM_ROC = "results/llm/roc/{dataset}/{lm}.parquet"
 LLM_EMBEDDINGS = "results/llm/embeddings/{dataset}/{lm}.parquet"
 # EM-MIA's benchmark settings: each repeat's evaluation sets by cluster distance, their texts'
 # neighbours (their scores and metrics are in rules/common.smk: the report reads them).
 LLM_SETTINGS = "results/llm/settings/draws/{dataset}/{lm}.parquet"
 LLM_SETTING_NEIGHBORS = "results/llm/settings/neighbors/{dataset}/{lm}.parquet"
+# The variants of a scored set's texts that attacks may read (need -> output name of their
+# token statistics), text sets <scored set>-lowercase and <scored set>-neighbors.
+LLM_VARIANTS = {"lowercase": "lowercase_tokens", "neighbors": "neighbor_tokens"}
+# A target model's outputs of rule llm_statistics: the scored set's token statistics, and those
+# of its variants and ReCaLL's likelihoods where a configured attack reads them.
+llm_target_tokens = lambda text_set: LLM_TOKENS.format(
+    dataset="{dataset}", lm="{lm}", model="target-{repeat}", text_set=text_set
+)
+LLM_TARGET_STATISTICS = {"tokens": llm_target_tokens("{scored_set}")}
+LLM_TARGET_STATISTICS.update(
+    {
+        name: llm_target_tokens(f"{{scored_set}}-{need}")
+        for need, name in LLM_VARIANTS.items()
+        if need in LLM_NEEDS
+    }
+)
+if "recall" in LLM_NEEDS:
+    LLM_TARGET_STATISTICS["recall"] = LLM_RECALL
+if "pairs" in LLM_NEEDS:
+    LLM_TARGET_STATISTICS["pairs"] = LLM_PAIRS.replace("{shard}", "0")
 
 
 llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
@@ -82,31 +104,39 @@ llm_per_repeat = lambda pattern, **fields: lambda w: [
 ]
 # `files` (an input function) when a configured attack needs `need`, else no input.
 llm_if = lambda need, files: files if need in LLM_NEEDS else []
-# The settings table for the jobs on the settings' texts (text sets settings, settings-...).
+# The settings table for the jobs on the settings' texts (scored set settings).
 llm_settings_input = lambda w: (
-    [LLM_SETTINGS.format(dataset=w.dataset, lm=w.lm)] if w.text_set.startswith("settings") else []
+    [LLM_SETTINGS.format(dataset=w.dataset, lm=w.lm)] if w.scored_set == "settings" else []
 )
-# The neighbour texts a neighbors text set scores.
-llm_neighbors_input = lambda w: {
-    "neighbors": [LLM_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)],
-    "settings-neighbors": [LLM_SETTING_NEIGHBORS.format(dataset=w.dataset, lm=w.lm)],
-}.get(w.text_set, [])
-# The scores job's inputs of one text set (eval: the scored sets; settings: the settings').
-llm_scored_inputs = lambda text_set, prefix: dict(
-    target_tokens=llm_per_repeat(LLM_TOKENS, text_set=text_set),
+# The neighbour texts of a scored set, where an attack reads their token statistics.
+llm_neighbors_input = lambda w: llm_if(
+    "neighbors",
+    [
+        (LLM_SETTING_NEIGHBORS if w.scored_set == "settings" else LLM_NEIGHBORS).format(
+            dataset=w.dataset, lm=w.lm
+        )
+    ],
+)
+# The scores job's inputs of one scored set (eval: the texts attacked; settings: the settings').
+llm_scored_inputs = lambda scored_set: dict(
+    target_tokens=llm_per_repeat(LLM_TOKENS, text_set=scored_set),
     reference_tokens=llm_if(
         "reference",
         lambda w: [
-            LLM_TOKENS.format(dataset=w.dataset, lm=w.lm, model="reference", text_set=text_set)
+            LLM_TOKENS.format(dataset=w.dataset, lm=w.lm, model="reference", text_set=scored_set)
         ],
     ),
-    lowercase_tokens=llm_if("lowercase", llm_per_repeat(LLM_TOKENS, text_set=f"{prefix}lowercase")),
-    neighbor_tokens=llm_if("neighbors", llm_per_repeat(LLM_TOKENS, text_set=f"{prefix}neighbors")),
-    recall=llm_if("recall", llm_per_repeat(LLM_RECALL, text_set=text_set)),
+    lowercase_tokens=llm_if(
+        "lowercase", llm_per_repeat(LLM_TOKENS, text_set=f"{scored_set}-lowercase")
+    ),
+    neighbor_tokens=llm_if(
+        "neighbors", llm_per_repeat(LLM_TOKENS, text_set=f"{scored_set}-neighbors")
+    ),
+    recall=llm_if("recall", llm_per_repeat(LLM_RECALL, scored_set=scored_set)),
     pairs=llm_if(
         "pairs",
         lambda w: [
-            LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r, shard=k, text_set=text_set)
+            LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r, shard=k, scored_set=scored_set)
             for r in range(LLM["repeats"])
             for k in range(LLM["pair_shards"])
         ],
@@ -251,8 +281,11 @@ rule llm_embeddings:
         "../scripts/llm_embeddings.py"
 
 
-rule llm_tokens:
-    """Token statistics of one model on one text set (scored texts, lower-cased, neighbours)."""
+rule llm_statistics:
+    """What a target model gives on one scored set (eval, or the settings' texts), from one
+    load of the model: token statistics of the texts, and as the attacks need, of their
+    lower-cased copies and neighbours, and ReCaLL's likelihoods after a prefix of known
+    non-member texts, and the first shard of EM-MIA's pair matrix."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
@@ -261,11 +294,11 @@ rule llm_tokens:
         settings=llm_settings_input,
         code=code("llm"),
     output:
-        tokens=LLM_TOKENS,
+        **LLM_TARGET_STATISTICS,
     log:
-        "records/llm/logs/llm_tokens/{dataset}/{lm}/{model}/{text_set}.log",
+        "records/llm/logs/llm_statistics/{dataset}/{lm}/target-{repeat}/{scored_set}.log",
     benchmark:
-        "records/llm/benchmarks/llm_tokens/{dataset}/{lm}/{model}/{text_set}.tsv"
+        "records/llm/benchmarks/llm_statistics/{dataset}/{lm}/target-{repeat}/{scored_set}.tsv"
     conda:
         SOFTWARE
     threads: config["training"]["threads"]
@@ -274,44 +307,40 @@ rule llm_tokens:
     params:
         **TOKEN_SETTINGS,
         pretrained=llm_pretrained_source,
-        model_id=lambda w: w.model,
-        text_set=lambda w: w.text_set,
+        model_id=llm_model,
+        scored_set=lambda w: w.scored_set,
         stride=LLM["stride"],
+        separator=LLM["separator"],
+        n_shards=LLM["pair_shards"],
     script:
-        "../scripts/llm_tokens.py"
+        "../scripts/llm_statistics.py"
 
 
-rule llm_recall:
-    """ReCaLL: each scored text's likelihood after a prefix of known non-member texts."""
+# The reference model: token statistics of the scored texts only.
+use rule llm_statistics as llm_reference_statistics with:
     input:
         data=DATA,
         splits=LLM_SPLITS,
         model=llm_source_input,
+        neighbors=[],
         settings=llm_settings_input,
         code=code("llm"),
     output:
-        recall=LLM_RECALL,
+        tokens=LLM_TOKENS.format(
+            dataset="{dataset}", lm="{lm}", model="{model}", text_set="{scored_set}"
+        ),
     log:
-        "records/llm/logs/llm_recall/{dataset}/{lm}/target-{repeat}/{text_set}.log",
+        "records/llm/logs/llm_statistics/{dataset}/{lm}/{model}/{scored_set}.log",
     benchmark:
-        "records/llm/benchmarks/llm_recall/{dataset}/{lm}/target-{repeat}/{text_set}.tsv"
-    conda:
-        SOFTWARE
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
-    params:
-        **TOKEN_SETTINGS,
-        pretrained=llm_pretrained_source,
-        repeat=lambda w: int(w.repeat),
-        separator=LLM["separator"],
-    script:
-        "../scripts/llm_recall.py"
+        "records/llm/benchmarks/llm_statistics/{dataset}/{lm}/{model}/{scored_set}.tsv"
+    wildcard_constraints:
+        model="reference",
 
 
 rule llm_pairs:
-    """One shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional likelihoods (of
-    every setting's, for the settings' texts)."""
+    """A further shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional
+    likelihoods (of every setting's, for the settings' texts), when `pair_shards` > 1: shard 0
+    comes with the target's statistics."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
@@ -321,9 +350,11 @@ rule llm_pairs:
     output:
         pairs=LLM_PAIRS,
     log:
-        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/{text_set}/shard-{shard}.log",
+        "records/llm/logs/llm_pairs/{dataset}/{lm}/target-{repeat}/{scored_set}/shard-{shard}.log",
     benchmark:
-        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/{text_set}/shard-{shard}.tsv"
+        "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/{scored_set}/shard-{shard}.tsv"
+    wildcard_constraints:
+        shard=r"[1-9]\d*",
     conda:
         SOFTWARE
     threads: config["training"]["threads"]
@@ -344,7 +375,7 @@ rule llm_scores:
     """Every language-model attack on every target model: scores, metrics, ROC, EM-MIA iterates,
     the share of targets whose ReCaLL prefix lost shots."""
     input:
-        **llm_scored_inputs("eval", ""),
+        **llm_scored_inputs("eval"),
         data=DATA,
         splits=LLM_SPLITS,
         embeddings=llm_if(
@@ -406,7 +437,7 @@ rule llm_settings:
 rule llm_setting_scores:
     """Every language-model attack on every setting of every target model: scores, metrics."""
     input:
-        **llm_scored_inputs("settings", "settings-"),
+        **llm_scored_inputs("settings"),
         data=DATA,
         splits=LLM_SPLITS,
         settings=LLM_SETTINGS,

@@ -40,7 +40,7 @@ def test_paper_profile_plans_downloads_and_every_stage(repo, tmp_path):
         "hparam_features",
         "hparam_run",
         "hparam_report",
-        "llm_tokens",
+        "llm_statistics",
         "llm_pairs",
         "llm_scores",
         "llm_report",
@@ -67,8 +67,10 @@ def test_llm_cpu_profile_plans_the_language_models_from_local_copies(repo, tmp_p
     counts = planned_from_local_copies(repo, tmp_path, shared_data, "llm-cpu")
     # SmolLM2 converted once and fine-tuned per repeat; the scratch GPT-2's reference trained too.
     assert counts["llm_convert"] == 1 and counts["llm_train"] == 3 + 3 + 1
-    # EM-MIA's matrices of the scored set and of the benchmark settings, per repeat and shard.
-    assert counts["llm_pairs"] == 2 * 3 * 4 * 2 and counts["llm_scores"] == 2
+    # Per repeat, the scored set's and the benchmark settings' statistics, each with the first of
+    # EM-MIA's 4 pair-matrix shards; the other shards in jobs of their own.
+    assert counts["llm_statistics"] == 2 * 3 * 2 and counts["llm_reference_statistics"] == 2 * 2
+    assert counts["llm_pairs"] == 2 * 3 * 3 * 2 and counts["llm_scores"] == 2
 
 
 def test_study_cpu_profile_plans_the_study_from_local_copies(repo, tmp_path, shared_data):

@@ -46,10 +46,11 @@ def write_benchmark(records: Path, stage: str, rule: str, job: str, s: str, max_
 
 
 def write_rules(root: Path) -> None:
-    """A workflow's rule file: a GPU rule, a CPU rule and a local target."""
+    """A workflow's rule file: a GPU rule and one derived from it, a CPU rule, a local target."""
     (root / "rules").mkdir(parents=True)
     (root / "rules" / "toy.smk").write_text(
         "rule fit:\n    resources:\n        gpu=lambda w: 1,\n    shell: 'true'\n\n\n"
+        "use rule fit as refit with:\n    threads: 2\n\n\n"
         "rule score:\n    threads: 1\n    shell: 'true'\n\n\n"
         "rule toy:\n    input: 'a'\n    localrule: True\n"
     )
@@ -95,8 +96,8 @@ def test_requests_apply_headroom_rounding_and_floors(records):
 
 def test_workflow_rules_are_read_from_the_rule_files(tmp_path):
     write_rules(tmp_path)
-    assert cluster.gpu_rules(tmp_path) == {"fit"}
-    assert cluster.job_rules(tmp_path) == {"fit", "score"}
+    assert cluster.gpu_rules(tmp_path) == {"fit", "refit"}  # a derived rule keeps its base's GPU
+    assert cluster.job_rules(tmp_path) == {"fit", "refit", "score"}
 
 
 PROFILE = """# my cluster
@@ -136,9 +137,10 @@ def test_profile_update_keeps_the_rest_and_is_stable(records, tmp_path):
     assert yaml.safe_load(again)["set-resources"] == {
         "fit": {"mem_mb": 1024, "runtime": 70, "slurm_partition": "gpu-a", "gpu": 0},
         "gone": {"mem_mb": 7},
+        "refit": {"gpu": 0},  # no records, but a GPU rule: no GPU on a CPU-only cluster either
         "score": {"mem_mb": 512, "runtime": 5},
     }
-    assert "(the values below, if any, else the cluster's defaults): gone." in again
+    assert "(the values below, if any, else the cluster's defaults): gone, refit." in again
     # Rewriting from the same records changes nothing.
     cluster.update_profile(
         profile, [records], Headroom(), "a toy run", "regen", cpu_only=True, root=tmp_path

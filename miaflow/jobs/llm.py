@@ -32,7 +32,6 @@ from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
-SETTINGS_SET = "settings-"  # text sets of the settings' texts: settings, settings-lowercase, ...
 ITERATE_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
 
 
@@ -299,16 +298,22 @@ def llm_embeddings(
     )
 
 
-def llm_tokens(
+def llm_statistics(
     *,
     data: str | Path,
     splits: str | Path,
-    tokens: str | Path,
     model: Paths,
     pretrained: str | None,
     model_id: str,
-    text_set: str,
+    scored_set: str,
     neighbors: Paths,
+    tokens: str | Path,
+    lowercase_tokens: str | Path | None = None,
+    neighbor_tokens: str | Path | None = None,
+    recall: str | Path | None = None,
+    pairs: str | Path | None = None,
+    n_shards: int,
+    separator: str,
     max_length: int,
     stride: int | None,
     dtype: str,
@@ -316,98 +321,131 @@ def llm_tokens(
     threads: int,
     settings: Paths = (),
 ) -> None:
-    """Token statistics of one model (its checkpoint `model` made by the workflow, else the
-    `pretrained` directory or hub name) on one text set: the texts it is attacked on (`eval`),
-    their lower-cased copies, or their neighbours (log-likelihoods only); the `settings-` sets
-    are the same for the texts of EM-MIA's benchmark settings (`settings`, their table)."""
+    """What one model (its checkpoint `model` made by the workflow, else the `pretrained`
+    directory or hub name) gives on one scored set (`eval`: the texts it is attacked on;
+    `settings`: the texts of EM-MIA's benchmark settings, `settings` their table): the token
+    statistics of the texts, and where asked, of their lower-cased copies, of their neighbours
+    (log-likelihoods only), ReCaLL's conditional likelihoods and the first of `n_shards` shards
+    of EM-MIA's pair matrix (`_pair_table`; target models). One job loads the model once for all
+    of them: loading torch and transformers costs more than scoring the default's texts."""
     from miaflow.llm import models
-    from miaflow.llm.tokens import statistics_table, token_statistics
 
     table, texts = io.read_parquet(splits), _texts(data)
     ids, scored = _scored(table, texts, model_id, settings)
-    extra = {}
-    if text_set.removeprefix(SETTINGS_SET) == "neighbors":
-        frame = io.read_parquet(neighbors[0])
-        frame = frame[frame["sample_id"].isin(ids)].sort_values(["sample_id", "neighbor"])
-        ids, inputs, extra = (
-            frame["sample_id"].to_numpy(),
-            list(frame["text"]),
-            {"neighbor": frame["neighbor"].to_numpy()},
-        )
-    else:
-        lower = text_set.removeprefix(SETTINGS_SET) == "lowercase"
-        inputs = [t.lower() if lower else t for t in scored]
     source = str(model[0]) if model else pretrained
-    key = {
-        "model": source,
-        "model_id": model_id,
-        "text_set": text_set,
-        "dtype": dtype,
-        "max_length": max_length,
-        "stride": stride,
-    }
     with torch_session(threads):
         lm, tokenizer = models.load(source, dtype)
-        key["tokenizer"] = type(tokenizer).__name__ + f"/{len(tokenizer)}"
-        statistics = token_statistics(
-            lm,
-            tokenizer,
-            inputs,
-            max_length=max_length,
+        scoring = dict(
+            lm=lm,
+            tokenizer=tokenizer,
+            key={"model": source, "model_id": model_id, "dtype": dtype, "max_length": max_length},
             stride=stride,
-            vocab_stats=text_set in ("eval", "settings"),
             max_tokens=max_tokens,
         )
-    result = statistics_table(ids, statistics, key)
-    for name, values in extra.items():
-        result = result.append_column(name, pa.array(values))
-    io.write_parquet(tokens, result)
-
-
-def llm_recall(
-    *,
-    data: str | Path,
-    splits: str | Path,
-    recall: str | Path,
-    model: Paths,
-    pretrained: str | None,
-    repeat: int,
-    separator: str,
-    max_length: int,
-    dtype: str,
-    max_tokens: int,
-    threads: int,
-    settings: Paths = (),
-) -> None:
-    """LL(x ; P) of each scored text of a repeat (with `settings`, of its settings' texts), P its
-    known non-member shots (ReCaLL), in miaflow's form and in the ReCaLL code's (`compat`; both,
-    so the option needs no rerun), and K, the text's tokens that both cover."""
-    from miaflow.llm import models
-    from miaflow.llm.tokens import prefix_shots, recall_conditional, target_lengths
-
-    table, texts = io.read_parquet(splits), _texts(data)
-    ids, scored = _scored(table, texts, f"target-{repeat}", settings)
-    shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
-    with torch_session(threads):
-        lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        values = {
-            compat: recall_conditional(
+        io.write_parquet(tokens, _token_table(ids, scored, scored_set, vocab=True, **scoring))
+        if lowercase_tokens is not None:
+            lowered = [text.lower() for text in scored]
+            result = _token_table(ids, lowered, f"{scored_set}-lowercase", vocab=False, **scoring)
+            io.write_parquet(lowercase_tokens, result)
+        if neighbor_tokens is not None:
+            frame = io.read_parquet(neighbors[0])
+            frame = frame[frame["sample_id"].isin(ids)].sort_values(["sample_id", "neighbor"])
+            result = _token_table(
+                frame["sample_id"].to_numpy(),
+                list(frame["text"]),
+                f"{scored_set}-neighbors",
+                vocab=False,
+                **scoring,
+            )
+            result = result.append_column("neighbor", pa.array(frame["neighbor"].to_numpy()))
+            io.write_parquet(neighbor_tokens, result)
+        if recall is not None:
+            shots = list(texts[corpus.select(table, _repeat(model_id), "shot")["sample_id"]])
+            io.write_parquet(
+                recall,
+                _recall_table(lm, tokenizer, ids, scored, shots, separator, max_length, max_tokens),
+                metadata={"separator": separator, "n_shots": str(len(shots))},
+            )
+        if pairs is not None:
+            frame = _pair_table(
                 lm,
                 tokenizer,
-                scored,
-                shots,
+                _draws(table, texts, _repeat(model_id), settings),
+                0,
+                n_shards,
                 separator=separator,
-                context=max_length,
-                compat=compat,
+                max_length=max_length,
                 max_tokens=max_tokens,
             )
-            for compat in (False, True)
-        }
-        lengths = target_lengths(tokenizer, scored, max_length)
-        kept = {
-            compat: prefix_shots(tokenizer, scored, shots, separator, max_length, compat=compat)
-            for compat in (False, True)
-        }
+            io.write_parquet(pairs, frame, metadata={"separator": separator})
+
+
+def _token_table(
+    ids: np.ndarray,
+    inputs: list[str],
+    text_set: str,
+    *,
+    vocab: bool,
+    lm: Any,
+    tokenizer: Any,
+    key: dict[str, Any],
+    stride: int | None,
+    max_tokens: int,
+) -> pa.Table:
+    """Token statistics of `inputs` as a table keyed by what they depend on (`key`, the text
+    set and the tokenizer); `vocab`: also the statistics over the vocabulary (Min-K%++), which
+    only the scored texts need."""
+    from miaflow.llm.tokens import statistics_table, token_statistics
+
+    statistics = token_statistics(
+        lm,
+        tokenizer,
+        inputs,
+        max_length=key["max_length"],
+        stride=stride,
+        vocab_stats=vocab,
+        max_tokens=max_tokens,
+    )
+    tokenizer_name = type(tokenizer).__name__ + f"/{len(tokenizer)}"
+    return statistics_table(
+        ids,
+        statistics,
+        {**key, "text_set": text_set, "stride": stride, "tokenizer": tokenizer_name},
+    )
+
+
+def _recall_table(
+    lm: Any,
+    tokenizer: Any,
+    ids: np.ndarray,
+    scored: list[str],
+    shots: list[str],
+    separator: str,
+    max_length: int,
+    max_tokens: int,
+) -> pd.DataFrame:
+    """LL(x ; P) of each scored text, P its repeat's known non-member shots (ReCaLL), in
+    miaflow's form and in the ReCaLL code's (`compat`; both, so the option needs no rerun), and
+    K, the text's tokens that both cover."""
+    from miaflow.llm.tokens import prefix_shots, recall_conditional, target_lengths
+
+    values = {
+        compat: recall_conditional(
+            lm,
+            tokenizer,
+            scored,
+            shots,
+            separator=separator,
+            context=max_length,
+            compat=compat,
+            max_tokens=max_tokens,
+        )
+        for compat in (False, True)
+    }
+    kept = {
+        compat: prefix_shots(tokenizer, scored, shots, separator, max_length, compat=compat)
+        for compat in (False, True)
+    }
     if (kept[False] < len(shots)).any():
         log.warning(
             "ReCaLL: %d of %d targets get fewer than their %d shots in %d tokens",
@@ -416,19 +454,15 @@ def llm_recall(
             len(shots),
             max_length,
         )
-    io.write_parquet(
-        recall,
-        pd.DataFrame(
-            {
-                "sample_id": ids,
-                "ll_conditional": values[False],
-                "ll_conditional_compat": values[True],
-                "target_tokens": lengths,
-                "prefix_shots": kept[False],
-                "prefix_shots_compat": kept[True],
-            }
-        ),
-        metadata={"separator": separator, "n_shots": str(len(shots))},
+    return pd.DataFrame(
+        {
+            "sample_id": ids,
+            "ll_conditional": values[False],
+            "ll_conditional_compat": values[True],
+            "target_tokens": target_lengths(tokenizer, scored, max_length),
+            "prefix_shots": kept[False],
+            "prefix_shots_compat": kept[True],
+        }
     )
 
 
@@ -449,49 +483,75 @@ def llm_pairs(
     threads: int,
     settings: Paths = (),
 ) -> None:
+    """One further shard of EM-MIA's matrix of a repeat's scored set (shard 0 comes with the
+    target's statistics, `llm_statistics`): see `_pair_table`."""
+    from miaflow.llm import models
+
+    table, texts = io.read_parquet(splits), _texts(data)
+    with torch_session(threads):
+        lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
+        frame = _pair_table(
+            lm,
+            tokenizer,
+            _draws(table, texts, repeat, settings),
+            shard,
+            n_shards,
+            separator=separator,
+            max_length=max_length,
+            max_tokens=max_tokens,
+        )
+    io.write_parquet(pairs, frame, metadata={"separator": separator})
+
+
+def _pair_table(
+    lm: Any,
+    tokenizer: Any,
+    scored_sets: list[tuple[str, np.ndarray, np.ndarray, list[str]]],
+    shard: int,
+    n_shards: int,
+    *,
+    separator: str,
+    max_length: int,
+    max_tokens: int,
+) -> pd.DataFrame:
     """One shard of EM-MIA's matrix LL(x ; p) of each scored set of a repeat (`_draws`: its eval
     set, or each of its settings): prefix rows p of this shard (of all sets' rows in turn), every
     text x of the prefix's set."""
     import time
 
-    from miaflow.llm import models
     from miaflow.llm.tokens import pair_rows, target_lengths
 
-    table, texts = io.read_parquet(splits), _texts(data)
-    scored_sets = _draws(table, texts, repeat, settings)
     starts = np.cumsum([0] + [ids.size for _, ids, _, _ in scored_sets])
     mine = np.array_split(np.arange(starts[-1]), n_shards)[shard]
     frames, started = [], time.perf_counter()
-    with torch_session(threads):
-        lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        for (name, ids, _, scored), start in zip(scored_sets, starts):
-            rows = mine[(mine >= start) & (mine < start + ids.size)] - start
-            if not rows.size:
-                continue
-            values = pair_rows(
-                lm,
-                tokenizer,
-                scored,
-                rows,
-                separator=separator,
-                context=max_length,
-                max_tokens=max_tokens,
+    for (name, ids, _, scored), start in zip(scored_sets, starts):
+        rows = mine[(mine >= start) & (mine < start + ids.size)] - start
+        if not rows.size:
+            continue
+        values = pair_rows(
+            lm,
+            tokenizer,
+            scored,
+            rows,
+            separator=separator,
+            context=max_length,
+            max_tokens=max_tokens,
+        )
+        lengths = target_lengths(tokenizer, scored, max_length)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "draw": name,
+                    "prefix_id": np.repeat(ids[rows], ids.size),
+                    "sample_id": np.tile(ids, rows.size),
+                    "ll_conditional": values.ravel(),
+                    "target_tokens": np.tile(lengths, rows.size),
+                }
             )
-            lengths = target_lengths(tokenizer, scored, max_length)
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "draw": name,
-                        "prefix_id": np.repeat(ids[rows], ids.size),
-                        "sample_id": np.tile(ids, rows.size),
-                        "ll_conditional": values.ravel(),
-                        "target_tokens": np.tile(lengths, rows.size),
-                    }
-                )
-            )
+        )
     spent, count = time.perf_counter() - started, sum(len(f) for f in frames)
     log.info("%d pairs in %.1f s: %.1f pairs per second", count, spent, count / spent)
-    io.write_parquet(pairs, pd.concat(frames, ignore_index=True), metadata={"separator": separator})
+    return pd.concat(frames, ignore_index=True)
 
 
 def llm_scores(

@@ -43,7 +43,8 @@ MARKER = (
 # score_attacks' per-attack timings, *.attacks.tsv) are job outputs, not benchmarks.
 BENCHMARK_HEADER = {"s", "max_rss", "cpu_time"}
 MEM_STEP_MB = 256  # requests are rounded up to this, so a similar run gives the same file
-_RULE = re.compile(r"^rule (\w+):", re.M)
+# `rule NAME:`, or `use rule BASE as NAME with:` (a rule derived from another).
+_RULE = re.compile(r"^(?:rule (\w+):|use rule (\w+) as (\w+))", re.M)
 _GPU = re.compile(r"^\s+gpu\s*=", re.M)
 _LOCAL = re.compile(r"^\s+localrule:\s*True", re.M)
 
@@ -77,11 +78,13 @@ class Headroom:
 
 
 def rule_bodies(root: Path = ROOT) -> dict[str, str]:
-    """Each rule of the workflow at `root` (rules/*.smk) and the text of its definition."""
-    bodies = {}
+    """Each rule of the workflow at `root` (rules/*.smk) and the text of its definition (a
+    derived rule's: its base's, then what it changes)."""
+    bodies: dict[str, str] = {}
     for path in sorted((root / "rules").glob("*.smk")):
         parts = _RULE.split(path.read_text())
-        bodies.update(zip(parts[1::2], parts[2::2]))
+        for defined, base, derived, text in zip(*(parts[i + 1 :: 4] for i in range(4))):
+            bodies[defined or derived] = bodies[base] + text if base else text
     return bodies
 
 
