@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -122,3 +123,73 @@ def test_the_cli_predicts_a_finished_run_from_its_own_records(finished_run):
     measured = cost.recorded(finished_run / "records")
     recorded = measured.loc[measured["rule"] == "train_shard", "cpu_time"].sum()
     assert predicted == pytest.approx(recorded, abs=0.1)
+
+
+def test_a_study_run_counts_the_models_it_trains(default_config):
+    """HPO's trials on both families' M+1 splits, the grid's M+1 columns and the ED targets; a
+    black-box run adds the attacker's HPO of its TD splits and trains only the targets' diagonal
+    and ED targets on the targets' side."""
+    study = default_config["hparam_study"]
+    splits, trials = study["shadow_models"] + 1, study["search"]["trials"]
+    setting = plan.hparam_settings(default_config)[0]
+    assert cost.study_models(default_config, setting) == 2 * splits * trials + splits * (splits + 1)
+    black = {**setting, "backbone": "efficientnet-lite0", "shadow_backbone": "efficientnet-lite2"}
+    assert cost.study_models(default_config, black) == 3 * splits * trials + splits * (splits + 2)
+
+
+def test_study_rates_are_per_kind_of_model_and_per_backbone(default_config):
+    """A head run's rate scales to a larger study but does not price a CNN run; features cost
+    per image of their backbone, and a backbone without records is named, not borrowed."""
+    setting = plan.hparam_settings(default_config)[0]
+    per_model, per_image = 0.02, 0.1
+    head_models = cost.study_models(default_config, setting)
+    records = planned(
+        ("hparams", "hparam_run", f"{setting['name']}/eps-inf/run-0"),
+        ("hparams", "hparam_run", f"{setting['name']}/eps-inf/run-1"),
+        ("hparams", "hparam_features", "mnist5k/efficientnet-lite0"),
+    ).assign(cpu_time=[head_models * per_model] * 2 + [5000 * per_image])
+    fitted = cost.rates(cost.sized(records.assign(s=records["cpu_time"]), default_config))
+
+    cnn = {"dataset": "mnist5k", "shots": 8, "model": "cnn"}
+    study = dict(default_config["hparam_study"], shadow_models=32, settings=[setting, cnn])
+    bigger = dict(default_config, hparam_study=study)
+    head, cnn_setting = plan.hparam_settings(bigger)
+    jobs = planned(
+        ("hparams", "hparam_run", f"{head['name']}/eps-8/run-0"),
+        ("hparams", "hparam_run", f"{cnn_setting['name']}/eps-8/run-0"),
+        ("hparams", "hparam_features", "digits/efficientnet-lite0"),
+        ("hparams", "hparam_features", "digits/efficientnet-lite2"),
+    )
+    costs = cost.job_costs(cost.sized(jobs, bigger), fitted)
+    assert cost.study_models(bigger, head) > head_models
+    assert costs["cpu_s"].iloc[0] == pytest.approx(cost.study_models(bigger, head) * per_model)
+    assert costs["used"].iloc[0] == "hparam_run:head:2"
+    images, _ = cost.job_size(bigger, cost.JobKey("hparams", "hparam_features", "digits/x"))
+    assert 0 < images < 5000  # digits' images, from the registry without the data
+    assert costs["cpu_s"].iloc[2] == pytest.approx(images * per_image)
+    assert costs["basis"].iloc[[1, 3]].tolist() == ["no records"] * 2
+    assert costs["cpu_s"].iloc[[1, 3]].isna().all()
+
+
+def test_predictions_are_compared_on_the_jobs_the_run_measured():
+    """Measured seconds count only planned jobs (a stale record of another plan does not), and
+    the stage and total rows only jobs with a prediction."""
+    costs = planned(
+        ("hparams", "hparam_run", "s/eps-inf/run-0"),
+        ("hparams", "hparam_run", "s/eps-inf/run-1"),
+        ("hparams", "hparam_features", "d/b"),
+        ("report", "hparam_report", "all"),
+    ).assign(cpu_s=[10.0, 12.0, np.nan, 1.0])
+    run = planned(
+        ("hparams", "hparam_run", "s/eps-inf/run-0"),
+        ("hparams", "hparam_run", "s/eps-inf/run-1"),
+        ("hparams", "hparam_run", "s/eps-inf/run-9"),
+        ("hparams", "hparam_features", "d/b"),
+    ).assign(cpu_time=[8.0, 12.0, 100.0, 50.0])
+    out = cost.against(costs, run).set_index(["stage", "rule"])
+    assert out.loc[("hparams", "hparam_run"), "measured_cpu_s"] == 20.0
+    assert out.loc[("hparams", "hparam_run"), "error_pct"] == pytest.approx(10.0)
+    assert math.isnan(out.loc[("hparams", "hparam_features"), "cpu_s"])
+    assert out.loc[("hparams", "(stage)"), "jobs"] == 2
+    assert out.loc[("total", "(all)"), "measured_cpu_s"] == 20.0
+    assert ("report", "hparam_report") not in out.index  # not measured by that run
