@@ -24,13 +24,13 @@ $(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# Damaged artifacts are removed once, before `dvc repro`, whose stages then skip that sweep
-# (miaflow.workflow.start). The terminal shows each stage's progress and the summary; the full
-# log is records/make-run.log.
+# The whole workflow as one Snakemake DAG (one parse; a job starts when its own inputs exist),
+# then dvc.lock records every stage as `dvc repro` would (miaflow.workflow.commit). The terminal
+# shows the progress and the summary; the full log is records/make-run.log.
 run: setup
 	@started=$$(date +%s); \
-	python -m miaflow.workflow.start && \
-	MIAFLOW_SWEPT=1 python -m miaflow.workflow.quiet records/make-run.log -- dvc repro && echo && \
+	python -m miaflow.workflow.quiet records/make-run.log -- snakemake --cores all && \
+	python -m miaflow.workflow.commit && echo && \
 	python -m miaflow.workflow.summary --started $$started
 
 # Two pytest-xdist workers, each taking whole modules in tests/conftest.py's order (whole runs

@@ -16,7 +16,6 @@ params.yaml is the config; it is validated here, before any job starts. Logic li
 `miaflow` package; rules stay thin.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
 from miaflow.workflow import profiles
-from miaflow.workflow.start import SWEPT, runs_jobs, start
+from miaflow.workflow.start import runs_jobs, start
 
 
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
@@ -53,11 +52,11 @@ report: "report/workflow.rst"
 # After a crash, the same command resumes: stale locks and temp files of dead runs are removed,
 # by the run's main process only (a cluster job parses this file again, beside the live run).
 # Artifacts that differ from their provenance records (bit rot, a truncated copy) are removed
-# too, so that this run rebuilds them and what was computed from them; unless `make run` did so
-# before `dvc repro` (SWEPT). A command that runs no jobs (-n, --summary, --dag, --report, ...)
-# changes nothing: it only names the damage (miaflow.workflow.start).
+# too, so that this run rebuilds them and what was computed from them. A command that runs no
+# jobs (-n, --summary, --dag, --report, ...) changes nothing: it only names the damage
+# (miaflow.workflow.start).
 if workflow.is_main_process:
-    for said in start(runs_jobs(workflow), sweep=os.environ.get(SWEPT) != "1"):
+    for said in start(runs_jobs(workflow)):
         print(said, file=sys.stderr)
 
 

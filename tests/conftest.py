@@ -123,24 +123,24 @@ def tiny_masked_lm(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> Path:
-    """A project after `dvc repro` of the tiny config with README's audit example
+    """A project after `make run`'s commands on the tiny config with README's audit example
     (tests/test_workflow_e2e.py). Read only:
     a test that changes anything works on `copy_of_finished_run`.
 
     Built once per `make test`: under pytest-xdist the first worker to ask builds it in the
     folder all workers share, holding a lock that a second worker waits on, then reads."""
-    from test_workflow_e2e import run, tiny_project
+    from test_workflow_e2e import make_run, tiny_project
 
     if "PYTEST_XDIST_WORKER" not in os.environ:
         root = tiny_project(tmp_path_factory.mktemp("finished") / "project")
-        run(["dvc", "repro"], root)
+        make_run(root)
         return root
     shared = tmp_path_factory.getbasetemp().parent / "finished"  # this session's, every worker's
     with FileLock(f"{shared}.lock"):
         root, done = shared / "project", shared / "built"
         if not done.exists():
             shutil.rmtree(shared, ignore_errors=True)  # a worker that failed building it
-            run(["dvc", "repro"], tiny_project(root))
+            make_run(tiny_project(root))
             done.touch()
     return root
 

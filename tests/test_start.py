@@ -8,8 +8,6 @@ import ast
 import fcntl
 import inspect
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,8 @@ from test_verify import flip_byte_keeping_size_and_time
 from test_workflow_e2e import run
 
 from miaflow import io
-from miaflow.workflow import resume, verify
-from miaflow.workflow.start import NON_EXECUTING, SWEPT, executes, start
+from miaflow.workflow import commit, resume, verify
+from miaflow.workflow.start import NON_EXECUTING, executes, start
 
 
 def test_every_branch_of_snakemakes_command_line_that_runs_no_jobs_is_known():
@@ -129,11 +127,6 @@ def test_a_run_removes_the_damage_and_what_was_computed_from_it(damaged: Path):
     assert not Path("results/first.bin").exists() and not Path("results/second.bin").exists()
 
 
-def test_a_run_after_make_runs_sweep_leaves_the_sweep_to_it(damaged: Path):
-    assert start(runs=True, sweep=False) == []
-    assert Path("results/first.bin").exists()
-
-
 def tree(root: Path) -> dict[str, tuple[str, int, int]]:
     """sha256, size and modification time of every file of a project but Snakemake's and git's
     own folders."""
@@ -174,21 +167,21 @@ def test_commands_that_run_no_jobs_leave_a_damaged_run_as_it_is_and_a_run_rebuil
     assert {name: io.file_hash(root / name) for name in damaged} == written
 
 
-def test_make_run_sweeps_once_then_tells_the_stage_commands(damaged: Path):
-    """`make run` runs this module, which removes the damage, then `dvc repro` with SWEPT."""
+def test_make_run_is_one_snakemake_command_recorded_in_dvc_lock(tmp_path):
+    """`make run` runs the workflow as one Snakemake command, which sweeps, then records it in
+    dvc.lock (miaflow.workflow.commit; tests/test_resume_e2e.py compares that lock with `dvc
+    repro`'s), after creating the outs that stage commands create when empty."""
     repo = Path(__file__).resolve().parents[1]
     recipe = (repo / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
     command = " ".join(recipe.replace("\\\n", " ").split())  # one line, as the shell reads it
     assert (
-        f"python -m miaflow.workflow.start && {SWEPT}=1 "
-        "python -m miaflow.workflow.quiet records/make-run.log -- dvc repro"
+        "python -m miaflow.workflow.quiet records/make-run.log -- snakemake --cores all && "
+        "python -m miaflow.workflow.commit"
     ) in command
-    result = subprocess.run(
-        [sys.executable, "-m", "miaflow.workflow.start"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=dict(os.environ, PYTHONPATH=str(repo)),
+    created = commit.created_directories(repo / "dvc.yaml")
+    assert {"results/llm", "records/llm", "results/audit", "records/audit"} <= set(created)
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  a:\n    cmd:\n      - snakemake a\n      - mkdir -p out/a 'out/b c'\n"
+        "  b:\n    cmd: snakemake b\n"
     )
-    assert result.stderr.startswith("removed results/first.bin, to be rebuilt")
-    assert not Path("results/first.bin").exists()
+    assert commit.created_directories(tmp_path / "dvc.yaml") == ["out/a", "out/b c"]

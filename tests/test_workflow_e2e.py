@@ -107,6 +107,13 @@ def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedP
     return result
 
 
+def make_run(root: Path) -> None:
+    """What `make run` runs after its set-up (Makefile): the whole workflow as one Snakemake
+    command, then recorded in dvc.lock as `dvc repro` would record it."""
+    run(["snakemake", "--cores", "2"], root)
+    run(["python", "-m", "miaflow.workflow.commit"], root)
+
+
 def make_project(root: Path, params: dict) -> Path:
     root.mkdir(parents=True)
     for name in WORKFLOW_FILES:

@@ -21,11 +21,10 @@ of the command line's dispatch (`snakemake.cli.args_to_api`), taken after the pa
 through Snakemake's Python API, not its command line, counts as running no jobs: it changes
 nothing here, and each job still checks what it reads (miaflow.provenance.check_inputs).
 
-`make run` sweeps once (`python -m miaflow.workflow.start`), before `dvc repro`, then sets SWEPT
-for the stages' commands (one Snakemake command per stage), which then skip the sweep: the
-artifacts are hashed once per run, not once per stage. The sweep before `dvc repro` is also what
-makes `make run` see damage that keeps a file's size and modification time: DVC, which keys its
-hashes by them, would run no stage at all.
+`make run` runs one Snakemake command for the whole workflow, so the artifacts are hashed once
+per run; `dvc repro` runs one per stage that changed, each sweeping. The sweep is also what makes
+a run see damage that keeps a file's size and modification time, which DVC, keying its hashes by
+them, would not see.
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ from typing import Any
 from miaflow.provenance import Damage, RememberedHashes, damaged, remove_damaged
 from miaflow.workflow.resume import claim_working_directory, no_run_alive
 
-# Set (to 1) by `make run` after its sweep: the Snakemake commands of `dvc repro` skip theirs.
-SWEPT = "MIAFLOW_SWEPT"
 # The artifacts' hashes as the last command that runs no jobs found them.
 HASHES = Path(".snakemake/miaflow-hashes.json")
 # The options of `snakemake` that make it do something other than run jobs, as attributes of
@@ -107,13 +104,13 @@ def runs_jobs(workflow: Any) -> bool:
     return args is not None and executes(args)
 
 
-def start(runs: bool, sweep: bool = True, root: Path = Path(".")) -> list[str]:
+def start(runs: bool, root: Path = Path(".")) -> list[str]:
     """Prepare the working directory for a command, and say what was done or found.
 
     A command that runs jobs claims the working directory (None from the claim: another run is
-    alive, and nothing is touched), removes what dead runs left and, if asked to `sweep`, the
-    damaged artifacts. Any other command, if no run is alive, only names the damage (reading
-    again only the artifacts written since the last such command)."""
+    alive, and nothing is touched), removes what dead runs left and the damaged artifacts. Any
+    other command, if no run is alive, only names the damage (reading again only the artifacts
+    written since the last such command)."""
     if not runs:
         if not no_run_alive(root):
             return []  # a live run's records and artifacts are changing under us
@@ -128,19 +125,10 @@ def start(runs: bool, sweep: bool = True, root: Path = Path(".")) -> list[str]:
     leftovers = claim_working_directory(root)
     if leftovers is None:
         return []
-    said = [f"removed what a dead run left: {leftover}" for leftover in leftovers]
-    if sweep:
-        said += [
-            f"removed {found.artifact}, to be rebuilt: {_why(found)}"
-            for found in remove_damaged(root)
-        ]
-    return said
+    return [f"removed what a dead run left: {leftover}" for leftover in leftovers] + [
+        f"removed {found.artifact}, to be rebuilt: {_why(found)}" for found in remove_damaged(root)
+    ]
 
 
 def _why(found: Damage) -> str:
     return f"{found.path} {found.reason}"
-
-
-if __name__ == "__main__":  # `make run`, before `dvc repro`
-    for line in start(runs=True):
-        print(line, file=sys.stderr)
