@@ -158,8 +158,10 @@ def test_benchmarks_of_follows_the_producers_of_inputs_recursively():
 
     rules = [
         rule("prepare", "data", [], "prepare.tsv"),
-        rule("train", "model", ["data"], "train.tsv"),
+        rule("train", "model", ["data", "miaflow/train.py"], "train.tsv"),
         rule("target", "all", ["model", "data"], None),
         rule("cost", "model", ["model"], "cost.tsv"),
+        # the package's files are code inputs, never looked up (no rule makes them)
+        rule("source", "miaflow/train.py", [], "source.tsv"),
     ]
     assert benchmarks_of(rules, ["all"], skip="cost") == ["prepare.tsv", "train.tsv"]

@@ -19,6 +19,7 @@ from miaflow.splits import planned_model_ids
 # the default's small models trains in seconds (docs/speed.md#shard-sizing).
 AUTO_MODELS_PER_JOB = 32
 REFERENCE_SEPARATOR = "_ref_"
+PACKAGE_FILES = "miaflow/"  # where the jobs' code inputs are: the workflow makes none of them
 
 
 class Experiment(NamedTuple):
@@ -383,7 +384,9 @@ def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> di
 def benchmarks_of(rules: Iterable[Any], targets: Iterable[str], skip: str) -> list[str]:
     """Benchmark files of every job the `targets` need among Snakemake's `rules`: each target's
     producer, then the producers of that job's inputs, recursively (the cost table counts
-    intermediate jobs too). `skip`: the rule that asks, whose own inputs are these files."""
+    intermediate jobs too). `skip`: the rule that asks, whose own inputs are these files. The
+    package's own files (every job's `code` input) have no producer and are not followed: they
+    are most of the inputs, and this runs at every parse."""
     found, seen, todo = set(), set(), [str(t) for t in targets]
     while todo:
         target = todo.pop()
@@ -396,5 +399,6 @@ def benchmarks_of(rules: Iterable[Any], targets: Iterable[str], skip: str) -> li
             wildcards = producer.get_wildcards(target)
             if producer.benchmark:
                 found.add(str(producer.benchmark.apply_wildcards(wildcards)))
-            todo.extend(str(path) for path in producer.expand_input(wildcards)[0])
+            inputs = map(str, producer.expand_input(wildcards)[0])
+            todo.extend(path for path in inputs if not path.startswith(PACKAGE_FILES))
     return sorted(found)
