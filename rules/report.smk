@@ -567,12 +567,16 @@ rule llm_report:
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
-        benchmarks=lambda w: plan.benchmarks_of(
-            workflow.rules,
-            stage_targets(
-                "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"
+        benchmarks=lambda w: library.remembered(
+            Path(".snakemake/miaflow-benchmarks.json"),
+            library.workflow_digest(config),
+            lambda: plan.benchmarks_of(
+                workflow.rules,
+                stage_targets(
+                    "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"
+                ),
+                skip="cost_table",
             ),
-            skip="cost_table",
         ),
         code=code("report"),
     output:

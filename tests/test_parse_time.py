@@ -45,7 +45,7 @@ def test_the_cached_job_files_are_the_closures(tmp_path):
         "miaflow.jobs.train": code.files("miaflow.jobs.train", root),
     }
     assert "miaflow/a.py" in found["miaflow.jobs.train"]
-    assert json.loads(cache.read_text())["files"] == found
+    assert json.loads(cache.read_text())["value"] == found
     assert code.job_files(cache, root) == found  # read back
 
 
@@ -67,12 +67,39 @@ def test_the_job_files_cache_is_read_again_after_any_edit(tmp_path):
     (root / "miaflow" / "b.py").unlink()
     assert "miaflow/b.py" not in code.job_files(cache, root)["miaflow.jobs.train"]
     stored = json.loads(cache.read_text())
-    cache.write_text(json.dumps({**stored, "files": {"miaflow.jobs.train": ["stale"]}}))
+    cache.write_text(json.dumps({**stored, "value": {"miaflow.jobs.train": ["stale"]}}))
     assert code.job_files(cache, root)["miaflow.jobs.train"] == ["stale"]  # same key: read
-    cache.write_text(json.dumps({"package": "another", "files": {}}))
+    cache.write_text(json.dumps({"key": "another", "value": {}}))
     assert "miaflow.jobs.train" in code.job_files(cache, root)  # other key: computed
     cache.write_text("{not json")
     assert "miaflow.jobs.train" in code.job_files(cache, root)
+
+
+def test_the_workflow_digest_follows_package_rules_and_config(tmp_path):
+    """The key of parse-time answers derived from the whole workflow (the cost table's jobs)."""
+    root = small_package(tmp_path / "project")
+    (root / "Snakefile").write_text("include: 'rules/a.smk'\n")
+    (root / "rules").mkdir()
+    (root / "rules" / "a.smk").write_text("rule a:\n    output: 'x'\n")
+    first = code.workflow_digest({"seed": 1}, root)
+    assert code.workflow_digest({"seed": 1}, root) == first
+    assert code.workflow_digest({"seed": 2}, root) != first
+    (root / "rules" / "a.smk").write_text("rule a:\n    output: 'y'\n")
+    second = code.workflow_digest({"seed": 1}, root)
+    (root / "miaflow" / "a.py").write_text("x = 2\n")
+    assert len({first, second, code.workflow_digest({"seed": 1}, root)}) == 3
+
+
+def test_remembered_computes_once_per_key(tmp_path):
+    cache, calls = tmp_path / "cache.json", []
+
+    def compute() -> list[str]:
+        calls.append(1)
+        return ["records/a.tsv"]
+
+    assert code.remembered(cache, "k1", compute) == ["records/a.tsv"]
+    assert code.remembered(cache, "k1", compute) == ["records/a.tsv"] and len(calls) == 1
+    assert code.remembered(cache, "k2", compute) == ["records/a.tsv"] and len(calls) == 2
 
 
 def test_remembered_hashes_read_again_only_a_file_that_was_written(tmp_path, monkeypatch):

@@ -8,7 +8,9 @@ deps, so that editing any module a job imports, directly or not, reruns exactly 
 Reading the whole package's code takes seconds, on every parse of the workflow. So the workflow
 reads the jobs modules' files through `job_files`, which keeps them in a cache under .snakemake/
 keyed by the sha256 of every file of the package (`package_digest`, tens of milliseconds): any
-edit, added or removed file gives another key, and the closures are read again.
+edit, added or removed file gives another key, and the closures are read again. Other
+parse-time work that the workflow's code and config determine is kept the same way
+(`remembered` under `workflow_digest`: the jobs whose run records the cost table reads).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "miaflow"
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
@@ -126,21 +129,40 @@ def job_files(cache: Path, root: Path = ROOT) -> dict[str, list[str]]:
     """`files` of every module of the package's `jobs` subpackage, by module name: read from the
     JSON file `cache` if it was computed from the same package (`package_digest`), else computed
     and written there."""
-    key = package_digest(root)
+
+    def compute() -> dict[str, list[str]]:
+        jobs = sorted((root / PACKAGE / "jobs").glob("*.py"))
+        modules = [f"{PACKAGE}.jobs.{path.stem}" for path in jobs if path.stem != "__init__"]
+        reached = closures(modules, root)
+        return {module: _source_files(reached[module], root) for module in modules}
+
+    return remembered(cache, package_digest(root), compute)
+
+
+def workflow_digest(config: Mapping[str, Any], root: Path = ROOT) -> str:
+    """sha256 of all that the workflow's jobs are derived from at parse time: the package
+    (`package_digest`), the Snakefile and rule files, and the effective config."""
+    digest = hashlib.sha256(package_digest(root).encode())
+    for path in [root / "Snakefile", *sorted((root / "rules").glob("*.smk"))]:
+        digest.update(f"{path.name}\0".encode() + path.read_bytes())
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def remembered(cache: Path, key: str, compute: Callable[[], Any]) -> Any:
+    """`compute()`, or what it gave before under the same `key` (kept as JSON in `cache`): for
+    parse-time work that its key fully determines."""
     try:
         stored = json.loads(cache.read_text())
     except (OSError, ValueError):
         stored = {}
-    if isinstance(stored, dict) and stored.get("package") == key:
-        return stored["files"]
-    jobs = sorted((root / PACKAGE / "jobs").glob("*.py"))
-    modules = [f"{PACKAGE}.jobs.{path.stem}" for path in jobs if path.stem != "__init__"]
-    reached = closures(modules, root)
-    found = {module: _source_files(reached[module], root) for module in modules}
-    from miaflow.io import write_json  # pandas and pyarrow: only when the package changed
+    if isinstance(stored, dict) and stored.get("key") == key:
+        return stored["value"]
+    value = compute()
+    from miaflow.io import write_json  # pandas and pyarrow: only when the key changed
 
-    write_json(cache, {"package": key, "files": found})
-    return found
+    write_json(cache, {"key": key, "value": value})
+    return value
 
 
 if __name__ == "__main__":  # print the files of modules, e.g. to update dvc.yaml's deps by hand
