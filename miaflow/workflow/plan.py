@@ -384,18 +384,14 @@ def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> di
 def benchmarks_of(rules: Iterable[Any], targets: Iterable[str], skip: str) -> list[str]:
     """Benchmark files of every job the `targets` need among Snakemake's `rules`: each target's
     producer, then the producers of that job's inputs, recursively (the cost table counts
-    intermediate jobs too). `skip`: the rule that asks, whose own inputs are these files. The
-    package's own files (every job's `code` input) have no producer and are not followed: they
-    are most of the inputs, and this runs at every parse."""
+    intermediate jobs too), but not of the package's files (the jobs' `code` inputs), which no
+    rule makes. `skip`: the rule that asks, whose own inputs are these files."""
     found, seen, todo = set(), set(), [str(t) for t in targets]
     while todo:
-        target = todo.pop()
-        if target in seen:
+        if (target := todo.pop()) in seen:
             continue
         seen.add(target)
-        for producer in rules:
-            if producer.name == skip or not producer.is_producer(target):
-                continue
+        for producer in (rule for rule in rules if rule.name != skip and rule.is_producer(target)):
             wildcards = producer.get_wildcards(target)
             if producer.benchmark:
                 found.add(str(producer.benchmark.apply_wildcards(wildcards)))
