@@ -31,6 +31,7 @@ LLM_EMBEDDINGS = "results/llm/embeddings/{dataset}/{lm}.parquet"
 # neighbours (their scores and metrics are in rules/common.smk: the report reads them).
 LLM_SETTINGS = "results/llm/settings/draws/{dataset}/{lm}.parquet"
 LLM_SETTING_NEIGHBORS = "results/llm/settings/neighbors/{dataset}/{lm}.parquet"
+LLM_SETTING_EMBEDDINGS = "results/llm/settings/embeddings/{dataset}/{lm}.parquet"
 # The variants of a scored set's texts that attacks may read (need -> output name of their
 # token statistics), text sets <scored set>-lowercase and <scored set>-neighbors.
 LLM_VARIANTS = {"lowercase": "lowercase_tokens", "neighbors": "neighbor_tokens"}
@@ -410,7 +411,7 @@ rule llm_scores:
 rule llm_settings:
     """EM-MIA's benchmark settings (random, easy, medium, hard, mix-1, mix-2) of every repeat:
     members and non-members embedded (MiniLM) and clustered, evaluation sets drawn by cluster
-    distance; and their texts' neighbours."""
+    distance; their texts' neighbours, and their embeddings as scored (blind baselines)."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
@@ -418,6 +419,7 @@ rule llm_settings:
     output:
         settings=LLM_SETTINGS,
         neighbors=LLM_SETTING_NEIGHBORS,
+        embeddings=LLM_SETTING_EMBEDDINGS,
     log:
         "records/llm/logs/llm_settings/{dataset}/{lm}.log",
     benchmark:
@@ -441,6 +443,12 @@ rule llm_setting_scores:
         data=DATA,
         splits=LLM_SPLITS,
         settings=LLM_SETTINGS,
+        embeddings=llm_if(
+            "embeddings", lambda w: [LLM_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
+        ),
+        setting_embeddings=llm_if(
+            "embeddings", lambda w: [LLM_SETTING_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
+        ),
         code=code("llm"),
     output:
         scores=LLM_SETTING_SCORES,

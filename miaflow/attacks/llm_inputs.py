@@ -77,12 +77,6 @@ def prefix_fit_row(
     return dataset, label, repeat, n_shots, int(kept.size), shortened, emptied, cut
 
 
-def needs_embeddings(attacks: Sequence[str]) -> bool:
-    from miaflow.attacks.llm import LLM_ATTACKS
-
-    return any("embeddings" in LLM_ATTACKS[attack].reads for attack in attacks)
-
-
 def scored_inputs(
     draw: tuple[str, np.ndarray, np.ndarray, list[str]],
     files: Mapping[str, Any],

@@ -118,6 +118,7 @@ def llm_settings(
     splits: str | Path,
     settings: str | Path,
     neighbors: str | Path,
+    embeddings: str | Path,
     names: Sequence[str],
     lengths: Sequence[int | None],
     n_eval: int,
@@ -128,7 +129,8 @@ def llm_settings(
     threads: int,
 ) -> None:
     """EM-MIA's benchmark settings of every repeat (`miaflow.llm.settings`, MiniLM embeddings of
-    the texts as scored) and the neighbours of their texts (Neighbor attack)."""
+    the texts as scored), the neighbours of their texts (Neighbor attack) and the texts' MiniLM
+    embeddings as scored (blind baselines; the scoring job then loads no model)."""
     from miaflow.llm import settings as benchmark
     from miaflow.llm.neighbors import generate
     from miaflow.pretrained import MINILM_PACKAGE, embed
@@ -156,6 +158,13 @@ def llm_settings(
         )
     io.write_parquet(settings, drawn)
     ids, scored = benchmark.scored_of(drawn, None)
+    with torch_session(threads):
+        vectors = embed(scored, MINILM_PACKAGE)
+    io.write_parquet(
+        embeddings,
+        pd.DataFrame({"sample_id": ids, "embedding": list(vectors.astype(np.float32))}),
+        metadata={"model": MINILM_PACKAGE},
+    )
     unscored = np.setdiff1d(np.arange(len(texts)), np.union1d(ids, corpus.scored_texts(table)))
     with torch_session(threads):  # the masked LM's, if it makes the neighbours
         generated = generate(
@@ -663,6 +672,8 @@ def llm_setting_scores(
     neighbor_tokens: Paths,
     recall: Paths,
     pairs: Paths,
+    embeddings: Paths,
+    setting_embeddings: Paths,
     scores: str | Path,
     metrics: str | Path,
     dataset: str,
@@ -677,18 +688,18 @@ def llm_setting_scores(
     """Every configured attack on every setting of every target model (EM-MIA's benchmark
     settings, `miaflow.llm.settings`): scores and metrics, each setting an experiment of its own
     labelled "<target>/<setting>" (e.g. "gpt2_tiny/easy", "gpt2_small/hard/24w"). The blind
-    baselines' sentence embeddings are of the texts as scored (cut to a setting's length), made
-    here."""
+    baselines' sentence embeddings are of the texts as scored (cut to a setting's length:
+    `setting_embeddings`, from llm_settings) and of the shots (`embeddings`, llm_embeddings')."""
     from miaflow.evaluation.metrics import score_metrics
-    from miaflow.llm.blind import EMBEDDING_MODEL
-    from miaflow.pretrained import embed
 
     table, texts = io.read_parquet(splits), _texts(data)
-    blind = llm_inputs.needs_embeddings(attacks)
+    shots_embedded = llm_inputs.embedding_rows(embeddings)
+    texts_embedded = llm_inputs.embedding_rows(setting_embeddings)
     frames = []
     for repeat in range(len(target_tokens)):
-        shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
-        shot_vectors = embed(shots, EMBEDDING_MODEL) if blind else None
+        shot_ids = corpus.select(table, repeat, "shot")["sample_id"].to_numpy()
+        shots = list(texts[shot_ids])
+        shot_vectors = llm_inputs.embedded_rows(shots_embedded, shot_ids)
         files = llm_inputs.repeat_files(
             repeat,
             target_tokens,
@@ -702,7 +713,11 @@ def llm_setting_scores(
         for draw in _draws(table, texts, repeat, [settings]):
             name, ids = draw[0], draw[1]
             setting_label = f"{label}/{name}"
-            vectors = (embed(draw[3], EMBEDDING_MODEL), shot_vectors) if blind else None
+            vectors = (
+                None
+                if texts_embedded is None
+                else (llm_inputs.embedded_rows(texts_embedded, ids), shot_vectors)
+            )
             attack_inputs = llm_inputs.scored_inputs(
                 draw,
                 files,
