@@ -14,8 +14,8 @@ its input changed is stale).
 
 Who checks what: the job checks what it reads, always (`check_inputs`); a run sweeps every
 artifact once before it starts (`remove_damaged`, called by miaflow.workflow.start for a
-Snakemake command that runs jobs, and by `make run` once before `dvc repro`, whose eight stage
-commands then skip it), so that damage is rebuilt in the same run even where no job reads it and
+Snakemake command that runs jobs: once in `make run`, in each stage command of `dvc repro`),
+so that damage is rebuilt in the same run even where no job reads it and
 where DVC, keying its hashes by size and modification time, sees no change; a command that runs
 no jobs (`snakemake -n`, `--summary`, ...) only names the damage (`damaged`) and changes nothing,
 reading again only the artifacts written since the last such command (`RememberedHashes`).

@@ -2,13 +2,14 @@
 
     python -m miaflow.workflow.quiet LOG -- COMMAND [ARG ...]
 
-`make run` runs `dvc repro` through it. Snakemake prints every job with its whole input list (the
-code closure alone is some fifty files), so the default run printed about 1,900 lines before its
-summary. Here each line goes to LOG as it comes; the terminal gets the lines that say where the run
-is (each DVC stage as it starts or is skipped, and its jobs done at every tenth of the stage's jobs)
-and anything that looks like a failure. When the command fails, the end of the log follows, so the
-error is on screen without opening the file. Snakemake's own log (`.snakemake/log/`) is filtered
-like its terminal output, so LOG is the only complete record of a run.
+`make run` runs its Snakemake command through it (it works for `dvc repro` too). Snakemake prints
+every job with its whole input list (the code closure alone is some fifty files), so the default
+run printed about 1,900 lines before its summary. Here each line goes to LOG as it comes; the
+terminal gets the lines that say where the run is (its jobs done at every tenth of them, and
+under `dvc repro` each stage as it starts or is skipped) and anything that looks like a failure.
+When the command fails, the end of the log follows, so the error is on screen without opening
+the file. Snakemake's own log (`.snakemake/log/`) is filtered like its terminal output, so LOG is
+the only complete record of a run.
 """
 
 from __future__ import annotations
