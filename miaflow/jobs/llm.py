@@ -335,7 +335,7 @@ def llm_statistics(
     `settings`: the texts of EM-MIA's benchmark settings, `settings` their table): the token
     statistics of the texts, and where asked, of their lower-cased copies, of their neighbours
     (log-likelihoods only), ReCaLL's conditional likelihoods and the first of `n_shards` shards
-    of EM-MIA's pair matrix (`_pair_table`; target models). One job loads the model once for all
+    of EM-MIA's pair matrix (`_write_pairs`; target models). One job loads the model once for all
     of them: loading torch and transformers costs more than scoring the default's texts."""
     from miaflow.llm import models
 
@@ -376,17 +376,9 @@ def llm_statistics(
                 metadata={"separator": separator, "n_shots": str(len(shots))},
             )
         if pairs is not None:
-            frame = _pair_table(
-                lm,
-                tokenizer,
-                _draws(table, texts, _repeat(model_id), settings),
-                0,
-                n_shards,
-                separator=separator,
-                max_length=max_length,
-                max_tokens=max_tokens,
-            )
-            io.write_parquet(pairs, frame, metadata={"separator": separator})
+            scored_sets = _draws(table, texts, _repeat(model_id), settings)
+            budget = {"max_length": max_length, "max_tokens": max_tokens}
+            _write_pairs(pairs, lm, tokenizer, scored_sets, 0, n_shards, separator, **budget)
 
 
 def _token_table(
@@ -493,39 +485,32 @@ def llm_pairs(
     settings: Paths = (),
 ) -> None:
     """One further shard of EM-MIA's matrix of a repeat's scored set (shard 0 comes with the
-    target's statistics, `llm_statistics`): see `_pair_table`."""
+    target's statistics, `llm_statistics`): see `_write_pairs`."""
     from miaflow.llm import models
 
     table, texts = io.read_parquet(splits), _texts(data)
     with torch_session(threads):
         lm, tokenizer = models.load(str(model[0]) if model else pretrained, dtype)
-        frame = _pair_table(
-            lm,
-            tokenizer,
-            _draws(table, texts, repeat, settings),
-            shard,
-            n_shards,
-            separator=separator,
-            max_length=max_length,
-            max_tokens=max_tokens,
-        )
-    io.write_parquet(pairs, frame, metadata={"separator": separator})
+        scored_sets = _draws(table, texts, repeat, settings)
+        budget = {"max_length": max_length, "max_tokens": max_tokens}
+        _write_pairs(pairs, lm, tokenizer, scored_sets, shard, n_shards, separator, **budget)
 
 
-def _pair_table(
+def _write_pairs(
+    pairs: str | Path,
     lm: Any,
     tokenizer: Any,
     scored_sets: list[tuple[str, np.ndarray, np.ndarray, list[str]]],
     shard: int,
     n_shards: int,
-    *,
     separator: str,
+    *,
     max_length: int,
     max_tokens: int,
-) -> pd.DataFrame:
+) -> None:
     """One shard of EM-MIA's matrix LL(x ; p) of each scored set of a repeat (`_draws`: its eval
-    set, or each of its settings): prefix rows p of this shard (of all sets' rows in turn), every
-    text x of the prefix's set."""
+    set, or each of its settings), written to `pairs`: prefix rows p of this shard (of all sets'
+    rows in turn), every text x of the prefix's set."""
     import time
 
     from miaflow.llm.tokens import pair_rows, target_lengths
@@ -560,7 +545,8 @@ def _pair_table(
         )
     spent, count = time.perf_counter() - started, sum(len(f) for f in frames)
     log.info("%d pairs in %.1f s: %.1f pairs per second", count, spent, count / spent)
-    return pd.concat(frames, ignore_index=True)
+    frame = pd.concat(frames, ignore_index=True)
+    io.write_parquet(pairs, frame, metadata={"separator": separator})
 
 
 def llm_scores(
