@@ -9,7 +9,9 @@ EM-MIA's iterates and the share of targets whose ReCaLL prefix was cut.
 
 Over 400 lines because it holds one keyword-only function per rule of rules/llm.smk (stage = rule
 file = jobs module), each adapting files to `miaflow.llm` and `miaflow.attacks.llm`, where the
-logic is (the two scoring jobs read their inputs through `miaflow.attacks.llm_inputs`).
+logic is (the two scoring jobs read their inputs through `miaflow.attacks.llm_inputs`), and
+the three table writers (token statistics, ReCaLL, a pair-matrix shard) that `llm_statistics`
+shares with the reference's job and with `llm_pairs` from one loaded model.
 """
 
 from __future__ import annotations
