@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from miaflow.accounting import shared_rdp
 from miaflow.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ def noise_multiplier(
     and PRV at a large ε for over ten seconds), and every model of a shard asks the same."""
     from opacus.accountants.utils import get_noise_multiplier
 
-    with quiet_opacus(accountant):
+    with quiet_opacus(accountant), shared_rdp():
         return float(
             get_noise_multiplier(
                 target_epsilon=epsilon,

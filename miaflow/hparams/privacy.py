@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from miaflow.accounting import shared_rdp
 from miaflow.progress import tracked
 
 NOISE_COLUMNS = [
@@ -33,7 +34,7 @@ def noise_multiplier(epsilon: float, delta: float, batches_per_epoch: int, epoch
     """σ for (ε, δ)-DP after `epochs` epochs of Poisson sampling at rate 1 / batches_per_epoch."""
     from opacus.accountants.utils import get_noise_multiplier
 
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
+    with warnings.catch_warnings(), np.errstate(all="ignore"), shared_rdp():
         warnings.simplefilter("ignore")
         return float(
             get_noise_multiplier(
@@ -71,7 +72,7 @@ def epsilons(noise: float, sample_rate: float, steps: int, deltas: Sequence[floa
 
     accountant = PRVAccountant()
     accountant.history = [(noise, sample_rate, steps)]
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
+    with warnings.catch_warnings(), np.errstate(all="ignore"), shared_rdp():
         warnings.simplefilter("ignore")
         return [float(accountant.get_epsilon(delta)) for delta in deltas]
 
