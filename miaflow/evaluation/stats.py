@@ -386,13 +386,16 @@ def paired_tests(
     tests["mean_diff"] = tests["mean_a"] - tests["mean_b"]
 
     values = tested.set_index([*keys[:3], "repeat", "attack"])["value"].unstack("attack")
+    column = {attack: k for k, attack in enumerate(values.columns)}
+    rows_of = values.groupby(level=[0, 1, 2], sort=False).indices  # (dataset, model, metric)
+    repeats_by_attack = values.to_numpy(np.float64)
     a_rows, b_rows = [], []
     for row in tests.itertuples():
-        pair = values.loc[
-            (row.dataset, row.target_model, row.metric), [row.attack_a, row.attack_b]
-        ].dropna()
-        a_rows.append(pair[row.attack_a].to_numpy(np.float64))
-        b_rows.append(pair[row.attack_b].to_numpy(np.float64))
+        pair = repeats_by_attack[rows_of[(row.dataset, row.target_model, row.metric)]]
+        pair = pair[:, [column[row.attack_a], column[row.attack_b]]]
+        pair = pair[~np.isnan(pair).any(axis=1)]
+        a_rows.append(pair[:, 0])
+        b_rows.append(pair[:, 1])
     tests["n_repeats"] = [len(a) for a in a_rows]
     testable = tests["n_repeats"].to_numpy() >= 2
     tests["t_statistic"], tests["p_ttest"] = np.nan, np.nan
@@ -422,14 +425,12 @@ def _sample_tests(
     """Fill n_samples, p_perm, n_resamples, z_delong and p_delong of `tests` in place. Each pair
     of attacks of an experiment is tested once, for the metrics it has rows for, on the samples
     both attacks scored in each repeat."""
-    for column in ("n_samples", "p_perm", "z_delong", "p_delong"):
-        tests[column] = np.nan
+    filled = {
+        c: np.full(len(tests), np.nan) for c in ("n_samples", "p_perm", "z_delong", "p_delong")
+    }
     tests["n_resamples"] = n_resamples
-    if scores is None or scores.empty:
-        return
-    for (dataset, target_model), experiment in scores.groupby(
-        ["dataset", "target_model"], sort=True
-    ):
+    experiments = [] if scores is None else scores.groupby(["dataset", "target_model"], sort=True)
+    for (dataset, target_model), experiment in experiments:
         mine = tests[(tests["dataset"] == dataset) & (tests["target_model"] == target_model)]
         if mine.empty:
             continue
@@ -463,9 +464,10 @@ def _sample_tests(
                 n_resamples,
                 seed=derive_seed(seed, "paired_tests", dataset, target_model),
             )
-            tests.loc[rows.index, "p_perm"] = rows["metric"].map(dict(zip(metrics, p_perm)))
-            tests.loc[rows.index, "n_samples"] = sum(len(x) for x in a)
-            auroc = rows.index[rows["metric"] == "auroc"]
+            positions = tests.index.get_indexer(rows.index)
+            filled["p_perm"][positions] = rows["metric"].map(dict(zip(metrics, p_perm))).to_numpy()
+            filled["n_samples"][positions] = sum(len(x) for x in a)
+            auroc = positions[(rows["metric"] == "auroc").to_numpy()]
             if len(auroc):
-                z, p = delong_test(a, b, members)
-                tests.loc[auroc, "z_delong"], tests.loc[auroc, "p_delong"] = z, p
+                filled["z_delong"][auroc], filled["p_delong"][auroc] = delong_test(a, b, members)
+    tests[list(filled)] = pd.DataFrame(filled, index=tests.index)
