@@ -33,6 +33,7 @@ import yaml
 from miaflow.evaluation.tables import read_benchmarks
 from miaflow.io import write_text
 from miaflow.workflow.code import ROOT
+from miaflow.workflow.stages import RULE_HEADER
 
 PROFILE_FILE = "config.yaml"
 MARKER = (
@@ -43,8 +44,6 @@ MARKER = (
 # score_attacks' per-attack timings, *.attacks.tsv) are job outputs, not benchmarks.
 BENCHMARK_HEADER = {"s", "max_rss", "cpu_time"}
 MEM_STEP_MB = 256  # requests are rounded up to this, so a similar run gives the same file
-# `rule NAME:`, or `use rule BASE as NAME with:` (a rule derived from another).
-_RULE = re.compile(r"^(?:rule (\w+):|use rule (\w+) as (\w+))", re.M)
 _GPU = re.compile(r"^\s+gpu\s*=", re.M)
 _LOCAL = re.compile(r"^\s+localrule:\s*True", re.M)
 
@@ -82,7 +81,7 @@ def rule_bodies(root: Path = ROOT) -> dict[str, str]:
     derived rule's: its base's, then what it changes)."""
     bodies: dict[str, str] = {}
     for path in sorted((root / "rules").glob("*.smk")):
-        parts = _RULE.split(path.read_text())
+        parts = RULE_HEADER.split(path.read_text())
         for defined, base, derived, text in zip(*(parts[i + 1 :: 4] for i in range(4))):
             bodies[defined or derived] = bodies[base] + text if base else text
     return bodies

@@ -34,7 +34,9 @@ USER_INPUTS = ("audit",)
 # The params that select the effective config (the Snakefile applies the profile): a stage that
 # reads any section depends on them.
 SELECTORS = ("profile", "profiles")
-_RULE = re.compile(r"^(?:rule (\w+):|use rule \w+ as (\w+))", re.M)
+# A rule's header in a rule file: `rule NAME:` or `use rule BASE as NAME` (groups: the defined
+# rule's name, or the base's and the derived rule's).
+RULE_HEADER = re.compile(r"^(?:rule (\w+):|use rule (\w+) as (\w+))", re.M)
 _SCRIPT = re.compile(r'script:\s*"\.\./(scripts/[\w.]+)"')
 _IMPORT = re.compile(r"^[ \t]*(?:from|import) miaflow\b.*$", re.M)
 
@@ -42,10 +44,8 @@ _IMPORT = re.compile(r"^[ \t]*(?:from|import) miaflow\b.*$", re.M)
 def rules(stage: str, root: Path = ROOT) -> list[str]:
     """The rules defined in `rules/<stage>.smk` (`use rule` ones too), in file order (its target
     rule among them)."""
-    return [
-        defined or derived
-        for defined, derived in _RULE.findall((root / "rules" / f"{stage}.smk").read_text())
-    ]
+    headers = RULE_HEADER.findall((root / "rules" / f"{stage}.smk").read_text())
+    return [defined or derived for defined, _, derived in headers]
 
 
 def parse_modules(root: Path = ROOT) -> list[str]:
