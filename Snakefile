@@ -22,6 +22,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
+from miaflow.jobs import forkserver
 from miaflow.workflow import profiles
 from miaflow.workflow.start import runs_jobs, start
 
@@ -87,6 +88,12 @@ wildcard_constraints:
     packaged="[a-z0-9-]+",
     repeat=r"\d+",
     audit="[a-z0-9_]+",
+
+
+# A local run forks its jobs from one process that has imported the libraries once
+# (miaflow.jobs.forkserver); MIAFLOW_FORKSERVER=off gives each job its own interpreter.
+onstart:
+    forkserver.start(workflow)
 
 
 include: "rules/common.smk"

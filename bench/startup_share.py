@@ -17,18 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from miaflow.jobs.adapter import STARTUP_LINE, WHOLE_LINE
-
-
-def pattern(line: str) -> re.Pattern[str]:
-    """A regular expression matching one of the adapter's timing lines, its numbers captured."""
-    escaped = re.escape(line).replace(re.escape("%.3f"), r"([0-9.]+)")
-    return re.compile(escaped.replace(re.escape("%s"), r"(.*)"))
+from miaflow.joblog import STARTUP_LINE, WHOLE_LINE, log_pattern
 
 
 def job_times(run: Path) -> pd.DataFrame:
     """One row per job log that holds both timing lines: stage, rule and the four times."""
-    startup, whole = pattern(STARTUP_LINE), pattern(WHOLE_LINE)
+    startup, whole = re.compile(log_pattern(STARTUP_LINE)), re.compile(log_pattern(WHOLE_LINE))
     rows = []
     for path in sorted((run / "records").glob("*/logs/**/*.log")):
         text = path.read_text(errors="replace")

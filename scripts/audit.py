@@ -1,6 +1,5 @@
 """Snakemake adapter for rule audit."""
 
-from miaflow.jobs import audit
 from miaflow.jobs.adapter import run
 
-run(audit.audit, snakemake)
+run("miaflow.jobs.audit.audit", snakemake)

@@ -1,6 +1,5 @@
 """Snakemake adapter for rule audit_checkpoint."""
 
-from miaflow.jobs import audit
 from miaflow.jobs.adapter import run
 
-run(audit.audit_checkpoint, snakemake)
+run("miaflow.jobs.audit.audit_checkpoint", snakemake)

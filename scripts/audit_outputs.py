@@ -1,6 +1,5 @@
 """Snakemake adapter for rule audit_outputs."""
 
-from miaflow.jobs import audit
 from miaflow.jobs.adapter import run
 
-run(audit.audit_outputs, snakemake)
+run("miaflow.jobs.audit.audit_outputs", snakemake)

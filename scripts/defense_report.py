@@ -1,6 +1,5 @@
 """Snakemake adapter for rule defense_report."""
 
-from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 
-run(report.defense_report, snakemake)
+run("miaflow.jobs.report.defense_report", snakemake)

@@ -1,6 +1,5 @@
 """Snakemake adapter for rule download_dataset."""
 
-from miaflow.jobs import prepare
 from miaflow.jobs.adapter import run
 
-run(prepare.download_dataset, snakemake)
+run("miaflow.jobs.prepare.download_dataset", snakemake)

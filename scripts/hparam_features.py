@@ -1,6 +1,5 @@
 """Snakemake adapter for rule hparam_features."""
 
-from miaflow.jobs import hparams
 from miaflow.jobs.adapter import run
 
-run(hparams.hparam_features, snakemake)
+run("miaflow.jobs.hparams.hparam_features", snakemake)

@@ -1,6 +1,5 @@
 """Snakemake adapter for rule llm_settings."""
 
-from miaflow.jobs import llm
 from miaflow.jobs.adapter import run
 
-run(llm.llm_settings, snakemake)
+run("miaflow.jobs.llm.llm_settings", snakemake)

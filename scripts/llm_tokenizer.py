@@ -1,6 +1,5 @@
 """Snakemake adapter for rule llm_tokenizer."""
 
-from miaflow.jobs import llm
 from miaflow.jobs.adapter import run
 
-run(llm.llm_tokenizer, snakemake)
+run("miaflow.jobs.llm.llm_tokenizer", snakemake)

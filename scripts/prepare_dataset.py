@@ -1,6 +1,5 @@
 """Snakemake adapter for rule prepare_dataset."""
 
-from miaflow.jobs import prepare
 from miaflow.jobs.adapter import run
 
-run(prepare.prepare_dataset, snakemake)
+run("miaflow.jobs.prepare.prepare_dataset", snakemake)

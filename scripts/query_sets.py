@@ -1,6 +1,5 @@
 """Snakemake adapter for rule query_sets."""
 
-from miaflow.jobs import queries
 from miaflow.jobs.adapter import run
 
-run(queries.query_sets, snakemake)
+run("miaflow.jobs.queries.query_sets", snakemake)

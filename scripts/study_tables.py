@@ -1,6 +1,5 @@
 """Snakemake adapter for rule study_tables."""
 
-from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 
-run(report.study_tables, snakemake)
+run("miaflow.jobs.report.study_tables", snakemake)

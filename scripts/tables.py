@@ -1,6 +1,5 @@
 """Snakemake adapter for rule tables."""
 
-from miaflow.jobs import report
 from miaflow.jobs.adapter import run
 
-run(report.tables, snakemake)
+run("miaflow.jobs.report.tables", snakemake)

@@ -45,7 +45,7 @@ def test_adapter_passes_named_fields_and_threads_by_name():
         params={"model_ids": ["m"]},
         threads=3,
     )
-    adapter.run(job, snakemake)
+    adapter.call(job, snakemake)
     assert received == {
         "data": "d.parquet",
         "splits": "s.parquet",
@@ -66,7 +66,7 @@ def test_a_misnamed_key_fails_loudly_with_its_name():
         pass
 
     with pytest.raises(TypeError, match="'split'"):
-        adapter.run(job, fake_snakemake(input={"data": "x"}, output={"split": "y"}))
+        adapter.call(job, fake_snakemake(input={"data": "x"}, output={"split": "y"}))
     with pytest.raises(TypeError, match="'data' is also the key"):
         adapter.arguments(job, fake_snakemake(input={"data": "x"}, output={"data": "y"}))
 

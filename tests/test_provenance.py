@@ -30,7 +30,7 @@ def join_job(*, folder: str, joined: str) -> None:
 
 
 def run_job(job, inputs: dict, outputs: dict, stage: str = "train") -> None:
-    adapter.run(
+    adapter.call(
         job,
         fake_snakemake(
             input={**inputs, "code": ["miaflow/io.py"]},

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from miaflow.jobs import adapter
 from miaflow.workflow import code, stages
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -43,7 +44,7 @@ def test_each_stage_is_one_rule_file_one_jobs_module_one_results_folder_one_reco
         [*stages.STAGES, "common"]
     )
     assert sorted(p.stem for p in (repo / "miaflow/jobs").glob("*.py")) == sorted(
-        [*stages.STAGES, "__init__", "adapter", "common"]
+        [*stages.STAGES, "__init__", "adapter", "common", "forkserver"]
     )
     assert list(dvc_stages(repo)) == list(stages.STAGES)
     for name, stage in dvc_stages(repo).items():
@@ -367,10 +368,10 @@ def test_scripts_only_hand_the_snakemake_object_to_a_job(repo):
         stage = next(s for s in stages.STAGES if rule in stages.rules(s, repo))
         body = [line for line in script.read_text().splitlines()[1:] if line.strip()]
         assert body == [
-            f"from miaflow.jobs import {stage}",
             "from miaflow.jobs.adapter import run",
-            f"run({stage}.{rule}, snakemake)",
+            f'run("miaflow.jobs.{stage}.{rule}", snakemake)',
         ], script
+        assert callable(adapter.job_function(f"miaflow.jobs.{stage}.{rule}")), script
 
 
 def test_snakemake_lint_is_clean(repo):

@@ -97,8 +97,12 @@ def llm_attacks() -> set[str]:
     return set(tiny_params()["llm"]["attacks"])
 
 
-def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+def run(
+    args: list[str], cwd: Path, check: bool = True, environment: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run a command in the test's virtual environment (with `environment` set too)."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env.update(environment or {})
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if check and result.returncode:
         raise AssertionError(

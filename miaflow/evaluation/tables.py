@@ -356,7 +356,13 @@ def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
     Returns one row per benchmark record with columns stage, rule, job (the rest of the path
     without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
     (values Snakemake could not measure) become NaN. max_rss is in MiB, as Snakemake writes it.
+    Where the job's log (`<stage>/logs/<rule>/<job...>.log`) has the job's own CPU seconds, they
+    replace the benchmark's: Snakemake samples a job's processes, every 30 s after its first 15,
+    and a job forked from the run's warm process (miaflow.jobs.forkserver) is not among
+    the processes it samples, so for such a job the log's peak memory replaces max_rss too.
     """
+    from miaflow.joblog import logged_usage
+
     frames = []
     for path in sorted(map(Path, paths)):
         parts = path.with_suffix("").parts
@@ -365,6 +371,12 @@ def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
             raise ValueError(f"{path}: expected <stage>/benchmarks/<rule>/<job>.tsv")
         frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
         frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
+        log = Path(*parts[:at], "logs", *parts[at + 1 : -1], f"{parts[-1]}.log")
+        if log.is_file() and (usage := logged_usage(log.read_text(errors="replace"))):
+            cpu, peak = usage
+            frame["cpu_time"] = cpu
+            if peak is not None:
+                frame["max_rss"] = peak
         frame.insert(0, "stage", parts[at - 1])
         frame.insert(1, "rule", parts[at + 1])
         frame.insert(2, "job", "/".join(parts[at + 2 :]))
@@ -407,7 +419,8 @@ def cost_table(benchmarks: pd.DataFrame) -> pd.DataFrame:
         2
     )  # benchmark files have centiseconds; sums add float noise
     table.attrs["caption"] = (
-        "Compute cost per workflow stage and rule, from Snakemake benchmark files: wall-clock "
-        "seconds, peak resident memory (MiB) and CPU seconds; GPU time and memory are not included."
+        "Compute cost per workflow stage and rule, from Snakemake benchmark files and job logs: "
+        "wall-clock seconds, peak resident memory (MiB) and CPU seconds; GPU time and memory are "
+        "not included."
     )
     return table

@@ -1,36 +1,46 @@
 """From Snakemake's `snakemake` object to a job call: the one place that knows both.
 
-Every file in `scripts/` is `adapter.run(<job>, snakemake)`. The rule's named input, output and
-params fields become the job's keyword arguments under the same names (and `threads` when the job
-takes it), so a key that is misnamed on either side fails loudly with the name in the message.
-Inputs named `code` are the library files the job runs, listed only so that editing one reruns
-the job; they are not passed. Around the call, every input is checked against its provenance
-record and every output under results/ gets one (`miaflow.provenance`). The job's log records
-its start-up (process start to the job's first line) and its whole time, wall and CPU, so that
-`bench/startup_share.py` can say what share of job time start-up costs.
+Every file in `scripts/` is `adapter.run("miaflow.jobs.<stage>.<job>", snakemake)`. The rule's
+named input, output and params fields become the job's keyword arguments under the same names
+(and `threads` when the job takes it), so a key that is misnamed on either side fails loudly with
+the name in the message. Inputs named `code` are the library files the job runs, listed only so
+that editing one reruns the job; they are not passed. Around the call, every input is checked
+against its provenance record and every output under results/ gets one (`miaflow.provenance`).
+The job's log records its start-up (process start to the job's first line), its whole time, wall
+and CPU, and its peak memory, so that `bench/startup_share.py` can say what share of job time
+start-up costs and the cost table can count a forked job's own CPU and memory.
+
+In a local run the job is forked from the run's warm process (`miaflow.jobs.forkserver`,
+whose address is in `FORKSERVER`), which has imported the libraries once: this script then only
+hands over its `snakemake` object, working directory, environment and standard streams, forwards
+signals and exits with the job's code. Without a reachable server (none started, a cluster
+node) the script runs the job itself. This module imports only the standard library at the top,
+so that a forked job's script starts in a tenth of a second.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
 import logging
 import os
+import pickle
+import signal
+import socket
+import struct
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from miaflow import provenance
-from miaflow.jobs.common import job_log
+from miaflow.joblog import FORKED, PEAK_LINE, STARTUP_LINE, WHOLE_LINE, peak_memory_mib
 
 log = logging.getLogger(__name__)
 CODE_INPUT = "code"
-# The log lines bench/startup_share.py reads.
-STARTUP_LINE = "start-up: %.3f s wall, %.3f s CPU before the job's first line"
-WHOLE_LINE = "job: %.3f s wall, %.3f s CPU from process start to its end; imported: %s"
+# The environment variable that holds the warm process's socket address, set for a local run.
+FORKSERVER = "MIAFLOW_FORKSERVER"
 # Libraries that take a second or more to import: a job module imports them only inside the job
 # functions that use them (tests/test_jobs.py), and each job's log names those it imported.
 HEAVY_MODULES = (
@@ -43,6 +53,8 @@ HEAVY_MODULES = (
     "opacus",
     "matplotlib",
 )
+LENGTH = struct.Struct("!Q")  # a message's length, sent before the message
+PID = struct.Struct("!q")  # the forked job's pid, the server's first answer
 
 
 def arguments(job: Callable[..., None], snakemake: Any) -> dict[str, Any]:
@@ -79,26 +91,113 @@ def stage_of(snakemake: Any) -> str | None:
     if not snakemake.log:
         return None
     parts = Path(snakemake.log[0]).parts
-    return parts[1] if parts[0] == provenance.RECORDS.name and len(parts) > 2 else None
+    return parts[1] if parts[0] == "records" and len(parts) > 2 else None
 
 
-def process_times() -> tuple[float, float]:
-    """Wall seconds since this process started, and its CPU seconds so far (children included)."""
+def process_start() -> tuple[float, float]:
+    """When this process started (epoch seconds), and its CPU seconds so far."""
+    import psutil
+
     cpu = os.times()
-    return (
-        time.time() - psutil.Process().create_time(),
-        cpu.user + cpu.system + cpu.children_user + cpu.children_system,
-    )
+    return psutil.Process().create_time(), cpu.user + cpu.system
 
 
-def run(job: Callable[..., None], snakemake: Any) -> None:
-    """Run `job` on the Snakemake job's named fields, logging to the rule's log file; inputs are
-    checked against their provenance records first, and the outputs recorded after."""
+def job_function(job: str) -> Callable[..., None]:
+    """The function a dotted name (`miaflow.jobs.<stage>.<job>`) names."""
+    module, name = job.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def run(job: str, snakemake: Any) -> None:
+    """Run `job` (`miaflow.jobs.<stage>.<job>`) for this Snakemake job: forked from the run's
+    warm process when one is reachable, else here (`call`); exits with the job's code if it
+    failed."""
+    code = forked(job, snakemake)
+    if code is None:
+        call(job_function(job), snakemake)
+    elif code != 0:
+        sys.exit(code)
+
+
+def call(
+    job: Callable[..., None], snakemake: Any, started: tuple[float, float] | None = None
+) -> None:
+    """Run `job` on the Snakemake job's named fields in this process, logging to the rule's log
+    file; inputs are checked against their provenance records first, and the outputs recorded
+    after. `started`: when the job's script started and the CPU seconds it spent before handing
+    the job over (a forked job), else this process's start."""
+    from miaflow import provenance
+    from miaflow.jobs.common import job_log
+
+    since, cpu_before = started or process_start()
+
+    def times() -> tuple[float, float]:
+        cpu = os.times()
+        spent = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+        return time.time() - since, cpu_before + spent
+
     with job_log(snakemake.log[0] if snakemake.log else None):
         inputs = provenance.check_inputs(named_files(snakemake.input, leave_out=CODE_INPUT))
-        log.info(STARTUP_LINE, *process_times())
+        log.info(STARTUP_LINE, *times())
         job(**arguments(job, snakemake))
         if (stage := stage_of(snakemake)) is not None:
             provenance.write_records(named_files(snakemake.output), inputs, stage, snakemake.rule)
         imported = [name for name in HEAVY_MODULES if name in sys.modules]
-        log.info(WHOLE_LINE, *process_times(), ", ".join(imported) or "none of the heavy ones")
+        log.info(WHOLE_LINE, *times(), ", ".join(imported) or "none of the heavy ones")
+        log.info(PEAK_LINE, peak_memory_mib(), FORKED if started else "own process")
+
+
+# --- the script's side of a forked job (the server's side: miaflow.jobs.forkserver) ---------
+
+
+def send_message(connection: socket.socket, payload: bytes, fds: list[int] | None = None) -> None:
+    """`payload` with its length first; `fds` (open files) travel with the length."""
+    header = LENGTH.pack(len(payload))
+    if fds:
+        socket.send_fds(connection, [header], fds)
+    else:
+        connection.sendall(header)
+    connection.sendall(payload)
+
+
+def receive_exactly(connection: socket.socket, size: int) -> bytes:
+    """`size` bytes, or fewer if the other side closed the connection first."""
+    chunks, left = [], size
+    while left and (chunk := connection.recv(left)):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def forked(job: str, snakemake: Any) -> int | None:
+    """Have the run's warm process fork `job` with this script's streams, directory and
+    environment, and wait for its exit code; None when no server is reachable."""
+    address = os.environ.get(FORKSERVER)
+    if not address:
+        return None
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(address)
+    except OSError:  # not listening yet, gone, or on another machine
+        connection.close()
+        return None
+    request = {
+        "job": job,
+        "snakemake": snakemake,
+        "directory": os.getcwd(),
+        "environment": dict(os.environ),
+        "started": process_start(),
+    }
+    send_message(connection, pickle.dumps(request), fds=[0, 1, 2])
+    child = receive_exactly(connection, PID.size)
+    if len(child) < PID.size:
+        print(f"miaflow: the warm process did not start job {job}", file=sys.stderr)
+        return 1
+    (pid,) = PID.unpack(child)
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, lambda number, _frame: os.kill(pid, number))
+    length = receive_exactly(connection, LENGTH.size)
+    if len(length) < LENGTH.size:  # killed (a signal, out of memory) before it could answer
+        print(f"miaflow: forked job {job} (pid {pid}) ended without a result", file=sys.stderr)
+        return 1
+    return int(json.loads(receive_exactly(connection, LENGTH.unpack(length)[0]))["code"])

@@ -1,0 +1,201 @@
+"""A local run's warm process: the libraries imported once per run, each job forked from it.
+
+A job of the embedded default is a short Python process, and about half of the default's job
+time went to each job's interpreter importing torch, transformers, scikit-learn, ... again
+(docs/speed.md). So a local run (the Snakefile's `onstart`) starts this server. It listens on a
+Unix socket in a private temporary directory and, while no job is waiting, imports the modules
+that the run's jobs modules can run and every library they import, even inside functions. A
+job's script (`miaflow.jobs.adapter.run`) connects and hands over its `snakemake` object, working
+directory, environment and standard streams; the server forks a child that takes them on, tells
+the script its pid (the script forwards SIGTERM, SIGINT and SIGHUP to it), runs the job as the
+script would have (`adapter.call`), importing what the server has not yet, and sends back its
+exit code. A child whose script is gone (killed) kills itself. The server does nothing else: it
+never runs a torch operation or starts a thread, so that forking stays safe, and it exits when
+the run that started it does.
+
+Where the server cannot be reached (a cluster job on another machine, `--no-hooks`), scripts run
+their jobs themselves, as they always could. Snakemake's benchmark file of a forked job measures
+only its script, so each job's log has the job's own CPU seconds and peak memory, which the cost
+table reads (miaflow.evaluation.tables.read_benchmarks).
+
+    python -m miaflow.jobs.forkserver ADDRESS PARENT_PID STAGE...    (started by `start`)
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from miaflow.jobs import adapter
+from miaflow.workflow import code
+
+POLL_SECONDS = 0.5  # how often the server looks for ended children and a gone parent
+MIN_JOBS = 3  # fewer script jobs than this run in their own interpreters
+
+
+def preload_names(
+    run_stages: list[str], root: Path = code.ROOT
+) -> list[tuple[str, tuple[str, ...]]]:
+    """What the jobs of `run_stages` can import: (module, names taken from it) for every import
+    statement of every module of their jobs modules' closure, and those modules themselves."""
+    jobs_modules = [f"miaflow.jobs.{stage}" for stage in run_stages]
+    closures = code.closures(jobs_modules, root).values()
+    ours = sorted({module for closure in closures for module in closure})
+    found: dict[str, tuple[str, ...]] = {}
+    for module in ours:
+        tree = ast.parse((root / code.module_file(module, root)).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update({alias.name: () for alias in node.names if alias.name not in found})
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = (*found.get(node.module, ()), *(alias.name for alias in node.names))
+                found[node.module] = tuple(dict.fromkeys(names))
+    found.update({module: () for module in ours})
+    return sorted(found.items())
+
+
+def preload(module: str, taken: tuple[str, ...]) -> None:
+    """Import `module` and touch the names taken from it (lazy modules load them then); what
+    cannot be imported here (an optional library) is left to the job."""
+    try:
+        loaded = importlib.import_module(module)
+        for name in taken:
+            getattr(loaded, name, None)
+    except Exception:  # noqa: BLE001 - an optional library absent here fails in its job
+        pass
+
+
+def serve(address: str, parent: int, run_stages: list[str]) -> None:
+    """Fork one child per connection until `parent` (the run) is gone; while no script is
+    waiting, import the next module that the jobs of `run_stages` may need (the package's own
+    first), so that the server is of use from the run's first jobs on."""
+    pending = sorted(preload_names(run_stages), key=lambda item: not item[0].startswith("miaflow"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(64)
+    while os.getppid() == parent:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        waiting, _, _ = select.select([listener], [], [], 0 if pending else POLL_SECONDS)
+        if not waiting:
+            if pending:
+                module, taken = pending.pop(0)
+                preload(module, taken)
+                if threading.active_count() > 1:  # forking a threaded process can deadlock
+                    print(f"miaflow: {module} started a thread; jobs run unforked", file=sys.stderr)
+                    return
+            continue
+        connection, _ = listener.accept()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            listener.close()
+            os._exit(child(connection))
+        connection.close()
+
+
+def child(connection: socket.socket) -> int:
+    """Take on the script's request and run its job; the exit code, also sent to the script."""
+    header, fds, _, _ = socket.recv_fds(connection, adapter.LENGTH.size, 3)
+    (size,) = adapter.LENGTH.unpack(header)
+    request: dict[str, Any] = pickle.loads(adapter.receive_exactly(connection, size))
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["directory"])
+    take_on_environment(request["environment"])
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    connection.sendall(adapter.PID.pack(os.getpid()))
+    threading.Thread(target=_die_with_script, args=(connection,), daemon=True).start()
+    try:
+        adapter.call(adapter.job_function(request["job"]), request["snakemake"], request["started"])
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the script's process would print it and exit 1
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        adapter.send_message(connection, json.dumps({"code": status}).encode())
+    return status
+
+
+def take_on_environment(environment: dict[str, str]) -> None:
+    """The script's environment, also where libraries read it only once, when they were loaded:
+    the job's thread count for BLAS and OpenMP (Snakemake sets OMP_NUM_THREADS, ... per job; the
+    number of BLAS threads changes a float's last bits) and the temporary folder."""
+    os.environ.clear()
+    os.environ.update(environment)
+    tempfile.tempdir = None
+    if threads := environment.get("OMP_NUM_THREADS"):
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(threads))
+
+
+def _die_with_script(connection: socket.socket) -> None:
+    """The script closes its end only when it dies: then so does its job."""
+    with contextlib.suppress(OSError):
+        while connection.recv(1):
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def start(workflow: Any) -> None:
+    """For a local run's main process: start the server and give its address to the jobs.
+
+    A no-op elsewhere: cluster jobs, `MIAFLOW_FORKSERVER=off`, and runs of fewer than
+    `MIN_JOBS` script jobs, for which importing every library the stage may need costs more than
+    it saves."""
+    if (
+        os.environ.get(adapter.FORKSERVER) == "off"
+        or not workflow.is_main_process
+        or not workflow.local_exec
+    ):
+        return
+    jobs = [job for job in workflow.dag.needrun_jobs() if job.rule.script]
+    run_stages = sorted({stage for job in jobs if (stage := adapter.stage_of(job))})
+    if len(jobs) < MIN_JOBS:
+        return
+    folder = tempfile.mkdtemp(prefix="miaflow-forkserver-")  # private: mode 0700
+    address = os.path.join(folder, "socket")
+    server = subprocess.Popen(
+        [sys.executable, "-m", __name__, address, str(os.getpid()), *run_stages],
+        stdin=subprocess.DEVNULL,
+    )
+    os.environ[adapter.FORKSERVER] = address
+
+    def stop() -> None:
+        server.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=5)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address)
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+    atexit.register(stop)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:])

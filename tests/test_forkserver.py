@@ -1,0 +1,170 @@
+"""Jobs forked from the run's warm process (miaflow.jobs.forkserver): a script hands over its
+job, streams, directory and environment and exits with the job's code; a killed script takes its
+job with it, a signal reaches the job, and without a server the script runs the job itself.
+That a forked run's artifacts equal those of jobs in their own interpreters is checked end to end
+(tests/test_resume_e2e.py finishes its run with the server off, against the shared run's bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from miaflow import joblog
+from miaflow.jobs import adapter, forkserver
+
+# Jobs for the server to fork, importable by it from the test's folder; `Job` stands in for
+# Snakemake's `snakemake` object (the adapter reads its named fields, log, rule and threads).
+JOBS = """
+import os, signal, sys, time
+from pathlib import Path
+
+
+class Fields(dict):
+    pass
+
+
+class Job:
+    def __init__(self, output, params, log):
+        self.input, self.output, self.params = Fields(), Fields(output), Fields(params)
+        self.log, self.rule, self.threads = [log], "a_rule", 1
+
+
+def describe(*, out, word):
+    print(f"stdout of {word}")
+    print(f"stderr of {word}", file=sys.stderr)
+    Path(out).write_text(f"{word}|{os.getcwd()}|{os.environ.get('JOB_SETTING')}|{os.getpid()}")
+
+
+def fail(*, out):
+    raise ValueError("this job fails")
+
+
+def wait(*, out):
+    def terminated(*_):
+        Path(out + ".terminated").write_text("by SIGTERM")
+        os._exit(3)
+
+    signal.signal(signal.SIGTERM, terminated)
+    Path(out).write_text(str(os.getpid()))
+    time.sleep(60)
+"""
+
+SCRIPT = """
+import sys
+from jobs_for_test import Job
+from miaflow.jobs.adapter import run
+
+params = dict(zip(sys.argv[3::2], sys.argv[4::2]))
+run("jobs_for_test." + sys.argv[1], Job({"out": sys.argv[2]}, params, "job.log"))
+"""
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    """A fork server preloading nothing (no stages), and the environment that points to it."""
+    (tmp_path / "jobs_for_test.py").write_text(JOBS)
+    (tmp_path / "script.py").write_text(SCRIPT)
+    address = str(tmp_path / "socket")
+    environment = dict(os.environ, PYTHONPATH=str(tmp_path), JOB_SETTING="from the script")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "miaflow.jobs.forkserver", address, str(os.getpid())],
+        env=dict(environment, JOB_SETTING="from the server"),
+        cwd="/",
+    )
+    deadline = time.monotonic() + 30
+    while not Path(address).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield dict(environment, **{adapter.FORKSERVER: address})
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def script(tmp_path: Path, environment: dict, *arguments: str, **options) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "script.py", *arguments],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
+
+
+def test_a_forked_job_runs_in_the_scripts_directory_environment_and_streams(tmp_path, server):
+    ended = script(tmp_path, server, "describe", "out.txt", "word", "hello")
+    stdout, stderr = ended.communicate(timeout=60)
+    assert ended.returncode == 0, stderr
+    word, directory, setting, pid = (tmp_path / "out.txt").read_text().split("|")
+    assert (word, directory, setting) == ("hello", str(tmp_path), "from the script")
+    assert int(pid) != ended.pid  # the server's child, not the script, ran it
+    assert stdout == "stdout of hello\n" and "stderr of hello" in stderr
+    log = (tmp_path / "job.log").read_text()
+    assert joblog.logged_usage(log) is not None and "(forked)" in log
+
+
+def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):
+    for unreachable in ({adapter.FORKSERVER: str(tmp_path / "absent")}, {}):
+        environment = {k: v for k, v in server.items() if k != adapter.FORKSERVER}
+        environment.update(unreachable)
+        ended = script(tmp_path, environment, "describe", "own.txt", "word", "x")
+        assert ended.wait(timeout=60) == 0
+        assert int((tmp_path / "own.txt").read_text().split("|")[3]) == ended.pid
+        assert "(own process)" in (tmp_path / "job.log").read_text()
+
+
+def test_a_failing_forked_job_fails_its_script_with_the_traceback(tmp_path, server):
+    ended = script(tmp_path, server, "fail", "out.txt")
+    _, stderr = ended.communicate(timeout=60)
+    assert ended.returncode == 1
+    assert "ValueError: this job fails" in stderr
+
+
+def _started_job(tmp_path: Path, environment: dict) -> tuple[subprocess.Popen, int]:
+    """A script whose forked job waits, and the job's pid once it runs."""
+    waiting = script(tmp_path, environment, "wait", "pid.txt", start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return waiting, int((tmp_path / "pid.txt").read_text())
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_killed_script_takes_its_forked_job_with_it(tmp_path, server):
+    waiting, job = _started_job(tmp_path, server)
+    assert job != waiting.pid
+    waiting.kill()
+    waiting.wait()
+    assert _gone(job)
+
+
+def test_a_signal_to_the_script_reaches_its_forked_job(tmp_path, server):
+    waiting, job = _started_job(tmp_path, server)
+    waiting.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout=30) == 1
+    assert _gone(job)
+    assert (tmp_path / "pid.txt.terminated").read_text() == "by SIGTERM"  # not killed: told
+
+
+def test_the_server_preloads_what_the_stages_jobs_import_and_only_that():
+    names = dict(forkserver.preload_names(["report"]))
+    assert "miaflow.jobs.report" in names and "miaflow.jobs.llm" not in names
+    assert "Figure" in names["matplotlib.figure"]  # imported inside a function
+    assert "transformers" in dict(forkserver.preload_names(["llm"]))
