@@ -167,4 +167,8 @@ def test_the_server_preloads_what_the_stages_jobs_import_and_only_that():
     names = dict(forkserver.preload_names(["report"]))
     assert "miaflow.jobs.report" in names and "miaflow.jobs.llm" not in names
     assert "Figure" in names["matplotlib.figure"]  # imported inside a function
-    assert "transformers" in dict(forkserver.preload_names(["llm"]))
+    order = [module for module, _ in forkserver.preload_names(["hparams", "llm"])]
+    assert "transformers" in order
+    first_library = next(k for k, module in enumerate(order) if not module.startswith("miaflow"))
+    assert all(module.startswith("miaflow") for module in order[:first_library])
+    assert order.index("torch") < order.index("efficientnet_lite_pytorch")  # common ones first

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +53,29 @@ def preload_names(
     run_stages: list[str], root: Path = code.ROOT
 ) -> list[tuple[str, tuple[str, ...]]]:
     """What the jobs of `run_stages` can import: (module, names taken from it) for every import
-    statement of every module of their jobs modules' closure, and those modules themselves."""
+    statement of every module of their jobs modules' closure, and those modules themselves; the
+    package's own first, then the libraries that most of those modules import (a short run ends
+    before the server has imported what only one rarely used module needs)."""
     jobs_modules = [f"miaflow.jobs.{stage}" for stage in run_stages]
     closures = code.closures(jobs_modules, root).values()
     ours = sorted({module for closure in closures for module in closure})
     found: dict[str, tuple[str, ...]] = {}
+    importers: Counter[str] = Counter()
     for module in ours:
         tree = ast.parse((root / code.module_file(module, root)).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 found.update({alias.name: () for alias in node.names if alias.name not in found})
+                importers.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = (*found.get(node.module, ()), *(alias.name for alias in node.names))
                 found[node.module] = tuple(dict.fromkeys(names))
+                importers[node.module.split(".")[0]] += 1
     found.update({module: () for module in ours})
-    return sorted(found.items())
+    return sorted(
+        found.items(),
+        key=lambda item: (item[0] not in ours, -importers[item[0].split(".")[0]], item[0]),
+    )
 
 
 def preload(module: str, taken: tuple[str, ...]) -> None:
@@ -82,9 +91,9 @@ def preload(module: str, taken: tuple[str, ...]) -> None:
 
 def serve(address: str, parent: int, run_stages: list[str]) -> None:
     """Fork one child per connection until `parent` (the run) is gone; while no script is
-    waiting, import the next module that the jobs of `run_stages` may need (the package's own
-    first), so that the server is of use from the run's first jobs on."""
-    pending = sorted(preload_names(run_stages), key=lambda item: not item[0].startswith("miaflow"))
+    waiting, import the next module that the jobs of `run_stages` may need (`preload_names`'
+    order), so that the server is of use from the run's first jobs on."""
+    pending = preload_names(run_stages)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
