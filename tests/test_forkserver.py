@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -120,6 +122,21 @@ def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):
         assert "(own process)" in (tmp_path / "job.log").read_text()
 
 
+def test_a_server_that_closes_before_answering_leaves_the_job_to_the_script(tmp_path, server):
+    """A server that stops forking (miaflow.jobs.forkserver.unsafe_to_fork) may close a
+    connection it had not yet taken: the job then runs in the script's own process."""
+    address = str(tmp_path / "closing")
+    closing = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    closing.bind(address)
+    closing.listen(1)
+    environment = dict(server, **{adapter.FORKSERVER: address})
+    ended = script(tmp_path, environment, "describe", "own.txt", "word", "x")
+    closing.accept()[0].close()
+    assert ended.wait(timeout=60) == 0
+    assert int((tmp_path / "own.txt").read_text().split("|")[3]) == ended.pid
+    closing.close()
+
+
 def test_a_failing_forked_job_fails_its_script_with_the_traceback(tmp_path, server):
     ended = script(tmp_path, server, "fail", "out.txt")
     _, stderr = ended.communicate(timeout=60)
@@ -172,3 +189,15 @@ def test_the_server_preloads_what_the_stages_jobs_import_and_only_that():
     first_library = next(k for k, module in enumerate(order) if not module.startswith("miaflow"))
     assert all(module.startswith("miaflow") for module in order[:first_library])
     assert order.index("torch") < order.index("efficientnet_lite_pytorch")  # common ones first
+
+
+def test_a_process_with_a_second_thread_is_unsafe_to_fork():
+    assert forkserver.unsafe_to_fork() is None
+    release = threading.Event()
+    waiting = threading.Thread(target=release.wait)
+    waiting.start()
+    try:
+        assert forkserver.unsafe_to_fork() == "started a thread"
+    finally:
+        release.set()
+        waiting.join()

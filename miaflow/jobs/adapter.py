@@ -188,11 +188,14 @@ def forked(job: str, snakemake: Any) -> int | None:
         "environment": dict(os.environ),
         "started": process_start(),
     }
-    send_message(connection, pickle.dumps(request), fds=[0, 1, 2])
-    child = receive_exactly(connection, PID.size)
-    if len(child) < PID.size:
-        print(f"miaflow: the warm process did not start job {job}", file=sys.stderr)
-        return 1
+    try:
+        send_message(connection, pickle.dumps(request), fds=[0, 1, 2])
+        child = receive_exactly(connection, PID.size)
+    except OSError:  # the server closed the connection while it was being sent
+        child = b""
+    if len(child) < PID.size:  # the server stopped (or its child failed) before the job began
+        connection.close()
+        return None
     (pid,) = PID.unpack(child)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda number, _frame: os.kill(pid, number))

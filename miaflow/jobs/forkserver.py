@@ -9,9 +9,9 @@ job's script (`miaflow.jobs.adapter.run`) connects and hands over its `snakemake
 directory, environment and standard streams; the server forks a child that takes them on, tells
 the script its pid (the script forwards SIGTERM, SIGINT and SIGHUP to it), runs the job as the
 script would have (`adapter.call`), importing what the server has not yet, and sends back its
-exit code. A child whose script is gone (killed) kills itself. The server does nothing else: it
-never runs a torch operation or starts a thread, so that forking stays safe, and it exits when
-the run that started it does.
+exit code. A child whose script is gone (killed) kills itself. The server never runs a torch
+operation, and it stops forking (jobs then run unforked) if an import starts a thread or the
+CUDA driver, neither of which survives a fork; it exits when the run that started it does.
 
 Where the server cannot be reached (a cluster job on another machine, `--no-hooks`), scripts run
 their jobs themselves, as they always could. Snakemake's benchmark file of a forked job measures
@@ -94,6 +94,7 @@ def serve(address: str, parent: int, run_stages: list[str]) -> None:
     waiting, import the next module that the jobs of `run_stages` may need (`preload_names`'
     order), so that the server is of use from the run's first jobs on."""
     pending = preload_names(run_stages)
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA check at import leaves CUDA unused
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
@@ -106,8 +107,8 @@ def serve(address: str, parent: int, run_stages: list[str]) -> None:
             if pending:
                 module, taken = pending.pop(0)
                 preload(module, taken)
-                if threading.active_count() > 1:  # forking a threaded process can deadlock
-                    print(f"miaflow: {module} started a thread; jobs run unforked", file=sys.stderr)
+                if why := unsafe_to_fork():
+                    print(f"miaflow: importing {module} {why}; jobs run unforked", file=sys.stderr)
                     return
             continue
         connection, _ = listener.accept()
@@ -117,6 +118,18 @@ def serve(address: str, parent: int, run_stages: list[str]) -> None:
             listener.close()
             os._exit(child(connection))
         connection.close()
+
+
+def unsafe_to_fork() -> str | None:
+    """Why forking this process would be unsafe now, if it would: a Python thread (it may hold a
+    lock the child then waits for forever), or the CUDA driver in use (CUDA does not survive a
+    fork: GPU jobs would fail). None if it is safe."""
+    if threading.active_count() > 1:
+        return "started a thread"
+    with contextlib.suppress(OSError), open("/proc/self/maps") as mapped:
+        if "libcuda.so" in mapped.read():
+            return "loaded the CUDA driver"
+    return None
 
 
 def child(connection: socket.socket) -> int:
