@@ -10,6 +10,7 @@ forked job's peak memory, which Snakemake's benchmark file cannot see.
 from __future__ import annotations
 
 import re
+import resource
 
 STARTUP_LINE = "start-up: %.3f s wall, %.3f s CPU before the job's first line"
 WHOLE_LINE = "job: %.3f s wall, %.3f s CPU from process start to its end; imported: %s"
@@ -19,8 +20,6 @@ FORKED = "forked"  # PEAK_LINE's last value for a forked job ("own process" othe
 
 def peak_memory_mib() -> float:
     """This process's peak resident memory (MiB), or that of a child it waited for if larger."""
-    import resource
-
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, children) / 1024

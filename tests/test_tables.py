@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from miaflow import joblog
 from miaflow.evaluation import plots, tables
 from miaflow.evaluation.plots import plot_roc_loglog
 from miaflow.evaluation.tables import (
@@ -214,6 +215,26 @@ def test_read_benchmarks_and_cost_table(tmp_path: Path):
         20.25,
         1024.0,
     )
+
+
+def test_read_benchmarks_takes_a_jobs_cpu_and_a_forked_jobs_memory_from_its_log(tmp_path: Path):
+    """Snakemake samples a job's processes (the last sample, every 30 s after the first 15) and
+    cannot see a job forked from the run's warm process: the job's log has its own numbers."""
+    record = "40.0\t0:00:40\t30.00\t900.00\t25.00\t26.00\t1.00\t2.00\t95.00\t0.40"
+    records = tmp_path / "records" / "train" / "benchmarks" / "train_shard"
+    forked, own, unlogged = (
+        _write_benchmark(records / "toy" / f"{name}.tsv", record)
+        for name in ("mlp-0.5", "lr", "cnn")
+    )
+    logs = tmp_path / "records" / "train" / "logs" / "train_shard" / "toy"
+    logs.mkdir(parents=True)
+    for name, how in [("mlp-0.5", joblog.FORKED), ("lr", "own process")]:
+        lines = [joblog.WHOLE_LINE % (40.0, 38.5, "torch"), joblog.PEAK_LINE % (512.5, how)]
+        (logs / f"{name}.log").write_text("".join(f"... INFO adapter: {line}\n" for line in lines))
+    runs = read_benchmarks([forked, own, unlogged]).set_index("job")
+    assert runs.loc["toy/mlp-0.5", ["cpu_time", "max_rss"]].tolist() == [38.5, 512.5]
+    assert runs.loc["toy/lr", ["cpu_time", "max_rss"]].tolist() == [38.5, 30.0]
+    assert runs.loc["toy/cnn", ["cpu_time", "max_rss"]].tolist() == [0.4, 30.0]
 
 
 def _roc(dataset: str = "toy") -> pd.DataFrame:
