@@ -95,6 +95,7 @@ def serve(address: str, parent: int, run_stages: list[str]) -> None:
     order), so that the server is of use from the run's first jobs on."""
     pending = preload_names(run_stages)
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA check at import leaves CUDA unused
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it stops us
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
