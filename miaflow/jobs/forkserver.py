@@ -115,9 +115,15 @@ def serve(address: str, parent: int, run_stages: list[str]) -> None:
         connection, _ = listener.accept()
         sys.stdout.flush()
         sys.stderr.flush()
-        if os.fork() == 0:
-            listener.close()
-            os._exit(child(connection))
+        if os.fork() == 0:  # the child leaves only through os._exit, never into this loop
+            status = 1
+            try:
+                listener.close()
+                status = child(connection)
+            except BaseException:  # noqa: BLE001 - taking the request on failed
+                traceback.print_exc()
+            finally:
+                os._exit(status)
         connection.close()
 
 
