@@ -12,7 +12,7 @@ start-up costs and the cost table can count a forked job's own CPU and memory.
 
 In a local run the job is forked from the run's warm process (`miaflow.jobs.forkserver`,
 whose address is in `FORKSERVER`), which has imported the libraries once: this script then only
-hands over its `snakemake` object, working directory, environment and standard streams, forwards
+hands over its job's named fields, working directory, environment and standard streams, forwards
 signals and exits with the job's code. Without a reachable server (none started, a cluster
 node) the script runs the job itself. This module imports only the standard library at the top,
 so that a forked job's script starts in a tenth of a second.
@@ -25,7 +25,6 @@ import inspect
 import json
 import logging
 import os
-import pickle
 import signal
 import socket
 import struct
@@ -150,6 +149,17 @@ def call(
 # --- the script's side of a forked job (the server's side: miaflow.jobs.forkserver) ---------
 
 
+def job_fields(snakemake: Any) -> dict[str, Any]:
+    """What `call` reads of a Snakemake job, as plain data: the forked job gets these, not the
+    `snakemake` object (nothing is unpickled)."""
+    return {
+        "rule": snakemake.rule,
+        "threads": snakemake.threads,
+        "log": list(snakemake.log),
+        **{name: dict(getattr(snakemake, name).items()) for name in ("input", "output", "params")},
+    }
+
+
 def send_message(connection: socket.socket, payload: bytes, fds: list[int] | None = None) -> None:
     """`payload` with its length first; `fds` (open files) travel with the length."""
     header = LENGTH.pack(len(payload))
@@ -183,13 +193,17 @@ def forked(job: str, snakemake: Any) -> int | None:
         return None
     request = {
         "job": job,
-        "snakemake": snakemake,
+        "fields": job_fields(snakemake),
         "directory": os.getcwd(),
         "environment": dict(os.environ),
-        "started": process_start(),
+        "started": list(process_start()),
     }
+    payload = json.dumps(request)
+    if json.loads(payload) != request:  # not plain data (a tuple, a path): no copy, run it here
+        connection.close()
+        return None
     try:
-        send_message(connection, pickle.dumps(request), fds=[0, 1, 2])
+        send_message(connection, payload.encode(), fds=[0, 1, 2])
         child = receive_exactly(connection, PID.size)
     except OSError:  # the server closed the connection while it was being sent
         child = b""

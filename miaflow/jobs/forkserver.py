@@ -5,13 +5,14 @@ time went to each job's interpreter importing torch, transformers, scikit-learn,
 (docs/speed.md). So a local run (the Snakefile's `onstart`) starts this server. It listens on a
 Unix socket in a private temporary directory and, while no job is waiting, imports the modules
 that the run's jobs modules can run and every library they import, even inside functions. A
-job's script (`miaflow.jobs.adapter.run`) connects and hands over its `snakemake` object, working
-directory, environment and standard streams; the server forks a child that takes them on, tells
-the script its pid (the script forwards SIGTERM, SIGINT and SIGHUP to it), runs the job as the
-script would have (`adapter.call`), importing what the server has not yet, and sends back its
-exit code. A child whose script is gone (killed) kills itself. The server never runs a torch
-operation, and it stops forking (jobs then run unforked) if an import starts a thread or the
-CUDA driver, neither of which survives a fork; it exits when the run that started it does.
+job's script (`miaflow.jobs.adapter.run`) connects and hands over its job's named fields (as
+JSON: nothing is unpickled), working directory, environment and standard streams; the server
+forks a child that takes them on, tells the script its pid (the script forwards SIGTERM, SIGINT
+and SIGHUP to it), runs the job as the script would have (`adapter.call`), importing what the
+server has not yet, and sends back its exit code. A child whose script is gone (killed) kills
+itself. The server never runs a torch operation, and it stops forking (jobs then run unforked)
+if an import starts a thread or the CUDA driver, neither of which survives a fork; it exits when
+the run that started it does.
 
 Where the server cannot be reached (a cluster job on another machine, `--no-hooks`), scripts run
 their jobs themselves, as they always could. Snakemake's benchmark file of a forked job measures
@@ -29,7 +30,6 @@ import contextlib
 import importlib
 import json
 import os
-import pickle
 import select
 import signal
 import socket
@@ -40,6 +40,7 @@ import threading
 import traceback
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from miaflow.jobs import adapter
@@ -143,7 +144,7 @@ def child(connection: socket.socket) -> int:
     """Take on the script's request and run its job; the exit code, also sent to the script."""
     header, fds, _, _ = socket.recv_fds(connection, adapter.LENGTH.size, 3)
     (size,) = adapter.LENGTH.unpack(header)
-    request: dict[str, Any] = pickle.loads(adapter.receive_exactly(connection, size))
+    request: dict[str, Any] = json.loads(adapter.receive_exactly(connection, size))
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -155,7 +156,8 @@ def child(connection: socket.socket) -> int:
     connection.sendall(adapter.PID.pack(os.getpid()))
     threading.Thread(target=_die_with_script, args=(connection,), daemon=True).start()
     try:
-        adapter.call(adapter.job_function(request["job"]), request["snakemake"], request["started"])
+        job = SimpleNamespace(**request["fields"])
+        adapter.call(adapter.job_function(request["job"]), job, tuple(request["started"]))
         status = 0
     except SystemExit as exit_:
         status = exit_.code if isinstance(exit_.code, int) else 1
