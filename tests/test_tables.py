@@ -231,7 +231,12 @@ def test_read_benchmarks_takes_a_jobs_cpu_and_a_forked_jobs_memory_from_its_log(
     for name, how in [("mlp-0.5", joblog.FORKED), ("lr", "own process")]:
         lines = [joblog.WHOLE_LINE % (40.0, 38.5, "torch"), joblog.PEAK_LINE % (512.5, how)]
         (logs / f"{name}.log").write_text("".join(f"... INFO adapter: {line}\n" for line in lines))
-    runs = read_benchmarks([forked, own, unlogged]).set_index("job")
+    # A rule without wildcards: benchmarks/<rule>/all.tsv, logs/<rule>.log.
+    single = _write_benchmark(records.parent / "collect" / "all.tsv", record)
+    lines = [joblog.WHOLE_LINE % (3.0, 2.5, "none"), joblog.PEAK_LINE % (99.0, joblog.FORKED)]
+    (logs.parent.parent / "collect.log").write_text("".join(f"x: {line}\n" for line in lines))
+    runs = read_benchmarks([forked, own, unlogged, single]).set_index("job")
+    assert runs.loc["all", ["cpu_time", "max_rss"]].tolist() == [2.5, 99.0]
     assert runs.loc["toy/mlp-0.5", ["cpu_time", "max_rss"]].tolist() == [38.5, 512.5]
     assert runs.loc["toy/lr", ["cpu_time", "max_rss"]].tolist() == [38.5, 30.0]
     assert runs.loc["toy/cnn", ["cpu_time", "max_rss"]].tolist() == [0.4, 30.0]

@@ -356,7 +356,8 @@ def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
     Returns one row per benchmark record with columns stage, rule, job (the rest of the path
     without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
     (values Snakemake could not measure) become NaN. max_rss is in MiB, as Snakemake writes it.
-    Where the job's log (`<stage>/logs/<rule>/<job...>.log`) has the job's own CPU seconds, they
+    Where the job's log (`<stage>/logs/<rule>/<job...>.log`, or `<stage>/logs/<rule>.log` for a
+    rule without wildcards, whose benchmark is `all.tsv`) has the job's own CPU seconds, they
     replace the benchmark's: Snakemake samples a job's processes, every 30 s after its first 15,
     and a job forked from the run's warm process (miaflow.jobs.forkserver) is not among
     the processes it samples, so for such a job the log's peak memory replaces max_rss too.
@@ -372,6 +373,8 @@ def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
         frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
         frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
         log = Path(*parts[:at], "logs", *parts[at + 1 : -1], f"{parts[-1]}.log")
+        if parts[at + 2 :] == ("all",):  # a rule without wildcards logs to logs/<rule>.log
+            log = log.parent.with_suffix(".log")
         if log.is_file() and (usage := logged_usage(log.read_text(errors="replace"))):
             cpu, peak = usage
             frame["cpu_time"] = cpu
