@@ -7,6 +7,7 @@ That a forked run's artifacts equal those of jobs in their own interpreters is c
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -43,6 +44,11 @@ def describe(*, out, word):
     Path(out).write_text(f"{word}|{os.getcwd()}|{os.environ.get('JOB_SETTING')}|{os.getpid()}")
 
 
+def typed(*, out, experiment):
+    kinds = type(experiment).__name__, type(experiment.exclude_attacks).__name__
+    Path(out).write_text(f"{kinds}|{experiment.label}|{os.getpid()}")
+
+
 def fail(*, out):
     raise ValueError("this job fails")
 
@@ -63,6 +69,10 @@ from jobs_for_test import Job
 from miaflow.jobs.adapter import run
 
 params = dict(zip(sys.argv[3::2], sys.argv[4::2]))
+if "experiment" in params:  # a named tuple parameter, as the evaluate stage's rules pass
+    from miaflow.workflow.plan import Experiment
+
+    params["experiment"] = Experiment("breast_cancer", params["experiment"], "lr", ("model-fpr",))
 run("jobs_for_test." + sys.argv[1], Job({"out": sys.argv[2]}, params, "job.log"))
 """
 
@@ -109,6 +119,27 @@ def test_a_forked_job_runs_in_the_scripts_directory_environment_and_streams(tmp_
     assert stdout == "stdout of hello\n" and "stderr of hello" in stderr
     log = (tmp_path / "job.log").read_text()
     assert joblog.logged_usage(log) is not None and "(forked)" in log
+
+
+def test_a_named_tuple_parameter_reaches_the_forked_job_as_itself(tmp_path, server):
+    ended = script(tmp_path, server, "typed", "typed.txt", "experiment", "catboost")
+    assert ended.wait(timeout=60) == 0
+    kinds, label, pid = (tmp_path / "typed.txt").read_text().split("|")
+    assert (kinds, label) == ("('Experiment', 'tuple')", "catboost_ref_lr")
+    assert int(pid) != ended.pid
+
+
+def test_only_the_packages_tuple_classes_come_back_from_a_request():
+    from miaflow.workflow.plan import Experiment
+
+    fields = {"params": {"experiment": Experiment("d", "a", "a", ("x",)), "pair": (1, [2])}}
+    back = adapter.from_plain(json.loads(json.dumps(adapter.to_plain(fields))))
+    assert back == fields
+    assert type(back["params"]["experiment"]) is Experiment
+    assert type(back["params"]["pair"]) is tuple
+    foreign = {adapter.TUPLE: ["os.terminal_size", [[80, 24]]]}
+    with pytest.raises(ValueError, match="os.terminal_size"):
+        adapter.from_plain(foreign)
 
 
 def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):

@@ -54,6 +54,7 @@ HEAVY_MODULES = (
 )
 LENGTH = struct.Struct("!Q")  # a message's length, sent before the message
 PID = struct.Struct("!q")  # the forked job's pid, the server's first answer
+TUPLE = "__tuple__"  # how a job's fields carry a tuple through JSON (`to_plain`)
 
 
 def arguments(job: Callable[..., None], snakemake: Any) -> dict[str, Any]:
@@ -160,6 +161,39 @@ def job_fields(snakemake: Any) -> dict[str, Any]:
     }
 
 
+def to_plain(value: Any) -> Any:
+    """`value` with each tuple as `{"__tuple__": [its class, its items]}`, so that JSON keeps it
+    a tuple: a named tuple of the package (`plan.Experiment`) by its class's dotted name, a plain
+    tuple by null."""
+    if isinstance(value, tuple):
+        kind = type(value)
+        name = None if kind is tuple else f"{kind.__module__}.{kind.__qualname__}"
+        return {TUPLE: [name, [to_plain(item) for item in value]]}
+    if isinstance(value, list):
+        return [to_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_plain(item) for key, item in value.items()}
+    return value
+
+
+def from_plain(value: Any) -> Any:
+    """The inverse of `to_plain`; a tuple class is looked up only in the package."""
+    if isinstance(value, list):
+        return [from_plain(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if value.keys() != {TUPLE}:
+        return {key: from_plain(item) for key, item in value.items()}
+    name, items = value[TUPLE]
+    items = [from_plain(item) for item in items]
+    if name is None:
+        return tuple(items)
+    kind = job_function(name) if name.startswith("miaflow.") else None
+    if not (isinstance(kind, type) and issubclass(kind, tuple)):
+        raise ValueError(f"not a tuple class of the package: {name}")
+    return kind(*items)
+
+
 def send_message(connection: socket.socket, payload: bytes, fds: list[int] | None = None) -> None:
     """`payload` with its length first; `fds` (open files) travel with the length."""
     header = LENGTH.pack(len(payload))
@@ -185,21 +219,21 @@ def forked(job: str, snakemake: Any) -> int | None:
     address = os.environ.get(FORKSERVER)
     if not address:
         return None
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        connection.connect(address)
-    except OSError:  # not listening yet, gone, or on another machine
-        connection.close()
-        return None
+    fields = job_fields(snakemake)
     request = {
         "job": job,
-        "fields": job_fields(snakemake),
+        "fields": to_plain(fields),
         "directory": os.getcwd(),
         "environment": dict(os.environ),
         "started": list(process_start()),
     }
     payload = json.dumps(request)
-    if json.loads(payload) != request:  # not plain data (a tuple, a path): no copy, run it here
+    if from_plain(json.loads(payload)["fields"]) != fields:  # not plain data: run it here
+        return None
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(address)
+    except OSError:  # not listening yet, gone, or on another machine
         connection.close()
         return None
     try:

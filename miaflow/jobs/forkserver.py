@@ -143,6 +143,8 @@ def unsafe_to_fork() -> str | None:
 def child(connection: socket.socket) -> int:
     """Take on the script's request and run its job; the exit code, also sent to the script."""
     header, fds, _, _ = socket.recv_fds(connection, adapter.LENGTH.size, 3)
+    if len(header) < adapter.LENGTH.size:  # the script gave up before sending its job
+        return 1
     (size,) = adapter.LENGTH.unpack(header)
     request: dict[str, Any] = json.loads(adapter.receive_exactly(connection, size))
     for target, fd in enumerate(fds):
@@ -156,7 +158,7 @@ def child(connection: socket.socket) -> int:
     connection.sendall(adapter.PID.pack(os.getpid()))
     threading.Thread(target=_die_with_script, args=(connection,), daemon=True).start()
     try:
-        job = SimpleNamespace(**request["fields"])
+        job = SimpleNamespace(**adapter.from_plain(request["fields"]))
         adapter.call(adapter.job_function(request["job"]), job, tuple(request["started"]))
         status = 0
     except SystemExit as exit_:
