@@ -24,7 +24,7 @@ from miaflow.jobs import adapter, forkserver
 # Jobs for the server to fork, importable by it from the test's folder; `Job` stands in for
 # Snakemake's `snakemake` object (the adapter reads its named fields, log, rule and threads).
 JOBS = """
-import os, signal, sys, time
+import logging, os, signal, sys, time
 from pathlib import Path
 
 
@@ -47,6 +47,11 @@ def describe(*, out, word):
 def typed(*, out, experiment):
     kinds = type(experiment).__name__, type(experiment.exclude_attacks).__name__
     Path(out).write_text(f"{kinds}|{experiment.label}|{os.getpid()}")
+
+
+def warn(*, out):
+    logging.getLogger("a_job").warning("a warning of the job")
+    Path(out).write_text(str(os.getpid()))
 
 
 def fail(*, out):
@@ -140,6 +145,23 @@ def test_only_the_packages_tuple_classes_come_back_from_a_request():
     foreign = {adapter.TUPLE: ["os.terminal_size", [[80, 24]]]}
     with pytest.raises(ValueError, match="os.terminal_size"):
         adapter.from_plain(foreign)
+
+
+@pytest.fixture
+def server_that_configured_logging(tmp_path: Path) -> None:
+    """The server's imports set up logging, as Opacus' do (`logging.basicConfig` on stderr)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import logging, sys\nlogging.basicConfig(stream=sys.stderr)\n"
+    )
+
+
+def test_a_forked_job_logs_to_its_log_only(server_that_configured_logging, tmp_path, server):
+    ended = script(tmp_path, server, "warn", "warn.txt")
+    _, stderr = ended.communicate(timeout=60)
+    assert ended.returncode == 0, stderr
+    assert int((tmp_path / "warn.txt").read_text()) != ended.pid
+    assert "a warning of the job" in (tmp_path / "job.log").read_text()
+    assert "a warning of the job" not in stderr
 
 
 def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):

@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import importlib
 import json
+import logging
 import os
 import select
 import signal
@@ -155,6 +156,9 @@ def child(connection: socket.socket) -> int:
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A library may configure logging when imported (Opacus: a root handler on stderr); in a job's
+    # own process it would import after the job's log handler, and leave logging alone.
+    logging.root.handlers.clear()
     connection.sendall(adapter.PID.pack(os.getpid()))
     threading.Thread(target=_die_with_script, args=(connection,), daemon=True).start()
     try:
