@@ -9,7 +9,7 @@ Flan-T5, ...), which needs the checkpoint in the local Hugging Face cache or a n
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,22 @@ def _normalises(path: str) -> bool:
     if not modules.is_file():
         return False
     return any(m["type"].endswith(".Normalize") for m in json.loads(modules.read_text()))
+
+
+def embedder(model_name: str) -> Callable[[Sequence[str]], np.ndarray]:
+    """`embed` with `model_name`, computing each distinct text once however often it is asked
+    for: a job that embeds the same texts for two purposes loads and runs the model once."""
+    known: dict[str, np.ndarray] = {}
+
+    def embed_texts(texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return embed([], model_name)
+        new = [text for text in dict.fromkeys(texts) if text not in known]
+        if new:
+            known.update(zip(new, embed(new, model_name)))
+        return np.stack([known[text] for text in texts])
+
+    return embed_texts
 
 
 def embed(

@@ -80,6 +80,23 @@ def test_embed_shape_determinism_and_similarity():
     assert pretrained.embed([], MODEL).shape == (0, 384)
 
 
+def test_embedder_embeds_each_distinct_text_once(monkeypatch):
+    asked: list[list[str]] = []
+
+    def embed(texts, model_name):
+        asked.append(list(texts))
+        return np.array([[len(text), ord(text[0])] for text in texts], np.float32).reshape(-1, 2)
+
+    monkeypatch.setattr(pretrained, "embed", embed)
+    embed_texts = pretrained.embedder(MODEL)
+    first = embed_texts(["ab", "c", "ab"])
+    again = embed_texts(["c", "dd", "ab"])
+    assert asked == [["ab", "c"], ["dd"]]
+    assert first.tolist() == [[2, 97], [1, 99], [2, 97]]
+    assert again.tolist() == [[1, 99], [2, 100], [2, 97]]
+    assert embed_texts([]).shape == (0, 2)
+
+
 TEXTS = np.array(POSITIVE + NEGATIVE, dtype=object)
 LABELS = np.array([1] * len(POSITIVE) + [0] * len(NEGATIVE), dtype=np.int64)
 

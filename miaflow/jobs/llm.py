@@ -135,9 +135,10 @@ def llm_settings(
     embeddings as scored (blind baselines; the scoring job then loads no model)."""
     from miaflow.llm import settings as benchmark
     from miaflow.llm.neighbors import generate
-    from miaflow.pretrained import MINILM_PACKAGE, embed
+    from miaflow.pretrained import MINILM_PACKAGE, embedder
 
     table, texts = io.read_parquet(splits), _texts(data)
+    embed = embedder(MINILM_PACKAGE)  # whole texts are scored as they were clustered
     with torch_session(threads):
         drawn = benchmark.settings_table(
             table,
@@ -148,7 +149,7 @@ def llm_settings(
             n_eval=n_eval,
             clusters=clusters,
             seed=seed,
-            embed=lambda batch: embed(batch, MINILM_PACKAGE),
+            embed=embed,
         )
     for (length, name), rows in drawn.groupby(["length", "setting"], sort=True):
         log.info(
@@ -161,7 +162,7 @@ def llm_settings(
     io.write_parquet(settings, drawn)
     ids, scored = benchmark.scored_of(drawn, None)
     with torch_session(threads):
-        vectors = embed(scored, MINILM_PACKAGE)
+        vectors = embed(scored)
     io.write_parquet(
         embeddings,
         pd.DataFrame({"sample_id": ids, "embedding": list(vectors.astype(np.float32))}),
