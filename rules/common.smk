@@ -58,6 +58,9 @@ AUDIT_ROC = "results/audit/roc/{dataset}/{audit}.parquet"
 # The software every job runs: the pinned packages of `make setup`, as a conda environment for
 # `snakemake --sdm conda` (relative to the stage files).
 SOFTWARE = "../envs/miaflow.yaml"
+# Priority of the jobs that start the run's longest chains (the language models' training, the
+# study's noise table, the models' training): started first, they do not end the run alone.
+LONG_CHAIN = 1
 
 
 # The import closure of every jobs module, cached under .snakemake/ by the package's sources.

@@ -105,6 +105,7 @@ rule hparam_noise:
         "records/hparams/logs/hparam_noise/{setting}/eps-{epsilon}.log",
     benchmark:
         "records/hparams/benchmarks/hparam_noise/{setting}/eps-{epsilon}.tsv"
+    priority: LONG_CHAIN
     conda:
         SOFTWARE
     params:

@@ -156,6 +156,7 @@ rule llm_splits:
         "records/llm/logs/llm_splits/{dataset}/{lm}.log",
     benchmark:
         "records/llm/benchmarks/llm_splits/{dataset}/{lm}.tsv"
+    priority: LONG_CHAIN
     conda:
         SOFTWARE
     params:
@@ -181,6 +182,7 @@ rule llm_tokenizer:
         "records/llm/logs/llm_tokenizer/{dataset}/{recipe}.log",
     benchmark:
         "records/llm/benchmarks/llm_tokenizer/{dataset}/{recipe}.tsv"
+    priority: LONG_CHAIN
     conda:
         SOFTWARE
     params:
@@ -223,6 +225,7 @@ rule llm_train:
         "records/llm/logs/llm_train/{dataset}/{lm}/{model}.log",
     benchmark:
         "records/llm/benchmarks/llm_train/{dataset}/{lm}/{model}.tsv"
+    priority: LONG_CHAIN
     conda:
         SOFTWARE
     threads: config["training"]["threads"]

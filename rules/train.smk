@@ -17,6 +17,7 @@ rule train_shard:
         "records/train/logs/train_shard/{dataset}/{arch}/shard-{shard}.log",
     benchmark:
         "records/train/benchmarks/train_shard/{dataset}/{arch}/shard-{shard}.tsv"
+    priority: LONG_CHAIN
     conda:
         SOFTWARE
     threads: config["training"]["threads"]
