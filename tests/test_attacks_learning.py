@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -230,3 +232,25 @@ def test_rmia_offline_corrects_out_means_on_both_sides():
 def test_model_fpr_and_rmia_offline_detect_members(toy, name):
     inputs, is_member = toy
     assert roc_auc_score(is_member, run_attack(name, inputs)) > 0.9
+
+
+READ_ONLY_FEATURES = """
+import numpy as np
+from miaflow.attacks.learning import train_attack_classifier
+
+rng = np.random.default_rng(0)
+features, is_member = rng.normal(size=(64, 3)).astype(np.float32), rng.integers(0, 2, 64)
+features.flags.writeable = False  # as read from Parquet
+train_attack_classifier(features, is_member, seed=0)
+"""
+
+
+def test_stored_read_only_features_train_without_torchs_warning():
+    """torch warns (once per process, into the job's log) about a tensor over a read-only
+    array; a fresh interpreter, so that an earlier test's warning cannot hide it."""
+    ran = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", READ_ONLY_FEATURES],
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0, ran.stderr

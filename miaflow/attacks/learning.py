@@ -117,7 +117,7 @@ def train_attack_classifier(features: np.ndarray, is_member: np.ndarray, seed: i
     n = len(features)
     validation = np.zeros(n, dtype=bool)
     validation[rng.choice(n, size=max(1, int(VALIDATION_FRACTION * n)), replace=False)] = True
-    x = torch.as_tensor(features, dtype=torch.float32)
+    x = torch.tensor(np.asarray(features, dtype=np.float32))  # a copy: stored arrays are read-only
     y = torch.as_tensor(np.asarray(is_member, dtype=np.int64))
     held_out = torch.as_tensor(validation)
     x_train, y_train, x_val, y_val = x[~held_out], y[~held_out], x[held_out], y[held_out]

@@ -133,7 +133,7 @@ def _fit_group(
     size = len(train_sets)
     # a copy: stored arrays are read-only, which torch warns about
     x_all = torch.tensor(np.asarray(features, dtype=np.float32)).to(device)
-    y_all = torch.as_tensor(np.asarray(labels, dtype=np.int64)).to(device)
+    y_all = torch.tensor(np.asarray(labels, dtype=np.int64)).to(device)
     squares_all = x_all.square().sum(1)  # ‖x‖² of every sample, for the per-sample norms
     # (K, C, d), rows per class as in torch.nn.Linear: both products of a step then read the
     # gathered batch in its stored order, several times faster than (K, d, C) on CPU.
