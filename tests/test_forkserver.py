@@ -49,6 +49,10 @@ def typed(*, out, experiment):
     Path(out).write_text(f"{kinds}|{experiment.label}|{os.getpid()}")
 
 
+def sized(*, out, size):
+    Path(out).write_text(f"{(type(size[0]).__name__, type(size[1]).__name__)}|{os.getpid()}")
+
+
 def warn(*, out):
     logging.getLogger("a_job").warning("a warning of the job")
     Path(out).write_text(str(os.getpid()))
@@ -69,7 +73,8 @@ def wait(*, out):
 """
 
 SCRIPT = """
-import sys
+import os, sys
+from pathlib import Path
 from jobs_for_test import Job
 from miaflow.jobs.adapter import run
 
@@ -78,6 +83,8 @@ if "experiment" in params:  # a named tuple parameter, as the evaluate stage's r
     from miaflow.workflow.plan import Experiment
 
     params["experiment"] = Experiment("breast_cancer", params["experiment"], "lr", ("model-fpr",))
+if "size" in params:  # a library's named tuple, and a path: nothing JSON carries as they are
+    params["size"] = (os.terminal_size((80, 24)), Path(params["size"]))
 run("jobs_for_test." + sys.argv[1], Job({"out": sys.argv[2]}, params, "job.log"))
 """
 
@@ -132,6 +139,13 @@ def test_a_named_tuple_parameter_reaches_the_forked_job_as_itself(tmp_path, serv
     kinds, label, pid = (tmp_path / "typed.txt").read_text().split("|")
     assert (kinds, label) == ("('Experiment', 'tuple')", "catboost_ref_lr")
     assert int(pid) != ended.pid
+
+
+def test_a_job_whose_fields_json_cannot_carry_runs_in_its_script(tmp_path, server):
+    ended = script(tmp_path, server, "sized", "sized.txt", "size", "a/path")
+    assert ended.wait(timeout=60) == 0
+    kinds, pid = (tmp_path / "sized.txt").read_text().split("|")
+    assert kinds == "('terminal_size', 'PosixPath')" and int(pid) == ended.pid
 
 
 def test_only_the_packages_tuple_classes_come_back_from_a_request():

@@ -227,8 +227,12 @@ def forked(job: str, snakemake: Any) -> int | None:
         "environment": dict(os.environ),
         "started": list(process_start()),
     }
-    payload = json.dumps(request)
-    if from_plain(json.loads(payload)["fields"]) != fields:  # not plain data: run it here
+    try:
+        payload = json.dumps(request)
+        same = from_plain(json.loads(payload)["fields"]) == fields
+    except (TypeError, ValueError, ImportError, AttributeError):  # an object JSON cannot carry
+        same = False
+    if not same:  # not plain data (a path, a library's tuple): run it here
         return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
