@@ -102,8 +102,7 @@ rule collect_models:
 
 rule paired_tests:
     """One-sided tests of each experiment's best attack against the others and of the attack
-    families' bests: over target models (t-test) and over samples (permutation, DeLong); their
-    headline table."""
+    families' bests: over target models (t-test) and over samples (permutation, DeLong)."""
     input:
         metrics=METRICS,
         scores=(
@@ -115,13 +114,6 @@ rule paired_tests:
         code=code("report"),
     output:
         tests=TESTS,
-        tests_table=REPORT_TABLE(
-            "results/tables/tests",
-            "tests",
-            "Headline",
-            "Paired tests",
-            "Attack comparisons by question: the best attack and the families' bests (BY per family)",
-        ),
     log:
         "records/report/logs/paired_tests.log",
     benchmark:
@@ -138,10 +130,10 @@ rule paired_tests:
 
 
 rule tables:
-    """Headline tables (csv, md, tex) and log-log ROC figures; they need no tests, so they are
-    drawn while the tests run, at the end of a run."""
+    """Headline tables (csv, md, tex) and log-log ROC figures."""
     input:
         metrics=METRICS,
+        tests=TESTS,
         models=MODEL_RECORDS,
         roc=per_experiment(ROC) + per_audit(AUDIT_ROC),
         code=code("report"),
@@ -159,6 +151,13 @@ rule tables:
             "Headline",
             "Target models",
             "Train and test accuracy of the models",
+        ),
+        tests_table=REPORT_TABLE(
+            "results/tables/tests",
+            "tests",
+            "Headline",
+            "Paired tests",
+            "Attack comparisons by question: the best attack and the families' bests (BY per family)",
         ),
         roc_figures=REPORT_PER_EXPERIMENT(
             "roc", ".png", "results/figures", "roc", "ROC curves of every attack (log-log)"

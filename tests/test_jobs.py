@@ -149,7 +149,6 @@ def test_paired_tests_read_the_scores_and_the_metrics_of_the_evaluate_stage(tmp_
         metrics=out["metrics"],
         scores=[out["scores"]],
         tests=tmp_path / "tests.parquet",
-        tests_table=[tmp_path / f"tests{suffix}" for suffix in (".csv", ".md", ".tex")],
         tested_metrics=["auroc"],
         alpha=0.05,
         n_resamples=19,
@@ -161,7 +160,6 @@ def test_paired_tests_read_the_scores_and_the_metrics_of_the_evaluate_stage(tmp_
     assert {"attack_a", "attack_b", "p_ttest_by", "p_perm_by"} <= set(tests.columns)
     assert tests["p_perm"].between(1 / 20, 1).all() and tests["p_delong"].notna().all()
     assert (tests["n_samples"] > 0).all()
-    assert "lira-offline" in (tmp_path / "tests.md").read_text()  # and its headline table
 
 
 def test_score_attacks_names_an_artifact_the_rule_does_not_give(tmp_path):

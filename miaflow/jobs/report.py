@@ -94,40 +94,40 @@ def paired_tests(
     metrics: str | Path,
     scores: Paths,
     tests: str | Path,
-    tests_table: Paths,
     tested_metrics: Sequence[str],
     alpha: float,
     n_resamples: int,
     seed: int,
 ) -> None:
     """Each experiment's best attack against the others and the attack families' bests against
-    each other, tested over target models and over samples (miaflow.evaluation.stats), and
-    their headline table (csv, md, tex)."""
+    each other, tested over target models and over samples (miaflow.evaluation.stats)."""
     from miaflow.attacks import ATTACKS
-    from miaflow.evaluation import tables as build
     from miaflow.evaluation.stats import paired_tests as run_tests
 
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
-    results = run_tests(
-        io.read_parquet(metrics),
-        _concat(scores),
-        family_of,
-        tuple(tested_metrics),
-        alpha,
-        n_resamples,
-        seed,
+    io.write_parquet(
+        tests,
+        run_tests(
+            io.read_parquet(metrics),
+            _concat(scores),
+            family_of,
+            tuple(tested_metrics),
+            alpha,
+            n_resamples,
+            seed,
+        ),
     )
-    io.write_parquet(tests, results)
-    build.write_tests_table(results, _stem(tests_table))
 
 
 def tables(
     *,
     metrics: str | Path,
+    tests: str | Path,
     models: str | Path,
     roc: Paths,
     auroc_table: Paths,
     accuracy_table: Paths,
+    tests_table: Paths,
     roc_figures: Paths,
     experiments: Sequence[Experiment],
 ) -> None:
@@ -140,6 +140,7 @@ def tables(
     means = summary(_classifier_metrics(metrics))
     _write(build.auroc_table(means), auroc_table)
     _write(build.accuracy_table(io.read_parquet(models)), accuracy_table)
+    build.write_tests_table(io.read_parquet(tests), _stem(tests_table))
     curves = _concat(roc)
     auroc = means[means["metric"] == "auroc"]
     for experiment in experiments:
