@@ -324,8 +324,10 @@ def slurm_run(slurm_cluster, tmp_path_factory) -> dict:
             stdout=output,
             stderr=subprocess.STDOUT,
         )
-        result = run(
-            ["snakemake", "--workflow-profile", "profiles/slurm-cpu", *FAST_POLLING], remote
+        result = run(  # a job that can never start (asks more than the node has) stays pending
+            ["snakemake", "--workflow-profile", "profiles/slurm-cpu", *FAST_POLLING],
+            remote,
+            timeout=900,
         )
         wall = time.monotonic() - started
         assert local_run.wait(timeout=600) == 0, log.read_text()
@@ -402,6 +404,7 @@ def test_gpu_profile_asks_slurm_for_a_gpu_for_torch_jobs_only(slurm_run):
             "train_shard",
         ],
         remote,
+        timeout=600,
     )
     jobs = slurm_jobs(result.stdout + result.stderr).set_index("comment")
     assert len(jobs) == 2 and (jobs["state"] == "COMPLETED").all(), jobs

@@ -98,12 +98,17 @@ def llm_attacks() -> set[str]:
 
 
 def run(
-    args: list[str], cwd: Path, check: bool = True, environment: dict[str, str] | None = None
+    args: list[str],
+    cwd: Path,
+    check: bool = True,
+    environment: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run a command in the test's virtual environment (with `environment` set too)."""
+    """Run a command in the test's virtual environment (with `environment` set too); a command
+    that may wait forever (on a cluster) gets a `timeout`."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     env.update(environment or {})
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode:
         raise AssertionError(
             f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
