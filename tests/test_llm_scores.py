@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -143,6 +144,21 @@ def test_prefix_scores_kendall_equals_scipy():
     f = rng.integers(0, 4, size=12).astype(float)
     expected = [kendalltau(row, f).statistic for row in R]
     np.testing.assert_allclose(S.prefix_scores(R, f, "kendall"), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 7, S.PAIRWISE_KENDALL_MAX, S.PAIRWISE_KENDALL_MAX + 1])
+def test_row_kendall_is_scipys_statistic_bit_for_bit(n, monkeypatch):
+    """All pairs at once (in chunks of rows) up to PAIRWISE_KENDALL_MAX scores, scipy's own
+    beyond: ties, a constant row, a row with a NaN and a constant f as scipy has them."""
+    monkeypatch.setattr(S, "PAIRWISE_ELEMENTS", 3 * n)  # several chunks
+    rng = np.random.default_rng(n)
+    R = np.vstack([rng.normal(size=(4, n)), rng.integers(0, 3, size=(4, n)), np.ones((1, n))])
+    R[2, -1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns of a constant input
+        for f in (rng.normal(size=n), rng.integers(0, 3, size=n).astype(float), np.ones(n)):
+            expected = np.array([kendalltau(row, f).statistic for row in R])
+            np.testing.assert_array_equal(S.row_kendall(R, f), expected)
 
 
 def test_prefix_scores_rankdist_by_hand():
