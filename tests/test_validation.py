@@ -346,22 +346,22 @@ def test_a_black_box_setting_needs_a_backbone_an_image_dataset_and_another_shado
 def test_language_model_corpora_must_hold_what_an_experiment_draws(params):
     subset = changed(params, lambda p: p["llm"]["experiments"][0].update(n_texts=5000))
     assert (
-        "llm.experiments[0].n_texts: 5000 is more than the 1000 texts of 'synthetic_text' "
+        "llm.experiments[0].n_texts: 5000 is more than the 600 texts of 'synthetic_text' "
         "(datasets.synthetic_text.n_samples)"
-    ) in problems_of(subset)  # was silently all 1000
-    # 1000 texts: 250 train the reference model, 375 members and 375 non-members remain
-    assert config.validate(changed(params, lambda p: p["llm"].update(n_eval=734)))  # 367 + 375
-    shots = changed(params, lambda p: p["llm"].update(n_eval=736))  # 368 + 8 shots > 375
+    ) in problems_of(subset)  # was silently all 600
+    # 600 texts: 150 train the reference model, 225 members and 225 non-members remain
+    assert config.validate(changed(params, lambda p: p["llm"].update(n_eval=434)))  # 217 + 225
+    shots = changed(params, lambda p: p["llm"].update(n_eval=436))  # 218 + 8 shots > 225
     assert (
-        "llm.n_eval: 736 scored texts (half members) and llm.n_shots 8 need 368 members and "
-        "376 non-members per repeat, but the 1000 texts of 'synthetic_text' "
-        "(datasets.synthetic_text.n_samples) leave 375 and 375"
+        "llm.n_eval: 436 scored texts (half members) and llm.n_shots 8 need 218 members and "
+        "226 non-members per repeat, but the 600 texts of 'synthetic_text' "
+        "(datasets.synthetic_text.n_samples) leave 225 and 225"
     ) in problems_of(shots)
     own = changed(params, lambda p: p["llm"]["experiments"][0].update(n_eval=752))
     assert "llm.experiments[0].n_eval: 752 scored texts" in problems_of(own)
     reference = changed(params, lambda p: p["llm"].update(reference_ratio=0.0001))
     assert (
-        "llm.reference_ratio: 0.0001 leaves none of the 1000 texts of 'synthetic_text' "
+        "llm.reference_ratio: 0.0001 leaves none of the 600 texts of 'synthetic_text' "
         "(datasets.synthetic_text.n_samples) to train the reference model of llm.experiments[0]"
     ) in problems_of(reference)
 
@@ -380,12 +380,12 @@ def test_benchmark_settings_name_the_key_of_what_they_cannot_draw(params):
         in problems_of(mixed)
     )
     assert config.validate(changed(params, lambda p: p["llm"]["settings"].update(lengths=[8, 12])))
-    # 1000 texts: 375 members and 375 - 8 shots = 367 non-members per repeat
-    assert config.validate(changed(params, lambda p: p["llm"]["settings"].update(n_eval=734)))
-    large = changed(params, lambda p: p["llm"]["settings"].update(n_eval=736))
+    # 600 texts: 225 members and 225 - 8 shots = 217 non-members per repeat
+    assert config.validate(changed(params, lambda p: p["llm"]["settings"].update(n_eval=434)))
+    large = changed(params, lambda p: p["llm"]["settings"].update(n_eval=436))
     assert (
-        "llm.settings: n_eval 736 and clusters 4 need 368 members and as many non-members per "
-        "repeat, but llm.experiments[0] has 375 and 367"
+        "llm.settings: n_eval 436 and clusters 4 need 218 members and as many non-members per "
+        "repeat, but llm.experiments[0] has 225 and 217"
     ) in problems_of(large)
     shards = changed(params, lambda p: p["llm"].update(pair_shards=40))
     assert "llm.pair_shards: 40 is more than llm.settings.n_eval 32" in problems_of(shards)
