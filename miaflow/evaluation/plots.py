@@ -130,13 +130,11 @@ def decade_ticks(axes: Axes, low: float) -> None:
     the measured curves start) unless a power of ten lies within 0.4 decades of it; no minor
     ticks (they halved the drawing time of a log-log figure and mark nothing one reads).
     Labels that stay apart, also in the corner where the two axes meet."""
-    from matplotlib.ticker import NullLocator
-
     decades = 10.0 ** np.arange(np.ceil(np.log10(low)), 1)
     ticks = [*([low] if np.log10(decades[0] / low) >= 0.4 else []), *decades]
     for axis in (axes.xaxis, axes.yaxis):
         axis.set_ticks(ticks, labels=[f"{tick:.2g}" for tick in ticks])
-        axis.set_minor_locator(NullLocator())
+    axes.minorticks_off()
 
 
 def save_png(figure: Figure, path: str | Path) -> None:
