@@ -275,8 +275,12 @@ def test_publish_to_s3_and_review_from_a_clone(copy_of_finished_run, s3, tmp_pat
             clone,
             env,
         )
+        # One attempt: botocore's retries of a refused connection took 8 of this pull's 10 s.
         unreachable = run(
-            ["dvc", "pull", "--remote", "unreachable"], clone, keys_in_env, check=False
+            ["dvc", "pull", "--remote", "unreachable"],
+            clone,
+            {**keys_in_env, "AWS_MAX_ATTEMPTS": "1"},
+            check=False,
         )
     assert unreachable.returncode != 0
     assert f'Could not connect to the endpoint URL: "http://127.0.0.1:{port}/' in unreachable.stderr
