@@ -37,10 +37,15 @@ NOISE_COLUMNS = [
 
 
 EPSILON_TOLERANCE = 0.01  # Opacus' default for its σ search
+FIRST_GUESS = 2.0  # where a search without a neighbouring σ starts
 
 
 def noise_multiplier(
-    epsilon: float, delta: float, batches_per_epoch: int, epochs: int, guess: float = 2.0
+    epsilon: float,
+    delta: float,
+    batches_per_epoch: int,
+    epochs: int,
+    guess: float = FIRST_GUESS,
 ) -> float:
     """σ for (ε, δ)-DP after `epochs` epochs of Poisson sampling at rate 1 / batches_per_epoch:
     ε(σ) in (epsilon - EPSILON_TOLERANCE, epsilon], searched from `guess`.
@@ -99,7 +104,7 @@ def noise_multiplier(
 def noise_table(epsilon: float, delta: float, epochs: int, max_batches: int) -> pd.DataFrame:
     """σ for every batch count 1..max_batches (NOISE_COLUMNS), each search started from the σ
     of the batch count before (close: σ changes slowly with the batch count)."""
-    rows, sigma = [], 2.0
+    rows, sigma = [], FIRST_GUESS
     for nb in tracked(
         range(1, max_batches + 1), f"noise multipliers at epsilon {epsilon:g}", "batch counts"
     ):

@@ -221,6 +221,8 @@ def row_kendall(R: np.ndarray, f: np.ndarray) -> np.ndarray:
     R = np.atleast_2d(np.asarray(R, dtype=np.float64))
     f = np.asarray(f, dtype=np.float64)
     n = f.size
+    if np.isnan(f).any():
+        return np.full(R.shape[0], np.nan)
     if n > PAIRWISE_KENDALL_MAX:
         from scipy.stats import kendalltau
 
@@ -243,7 +245,7 @@ def row_kendall(R: np.ndarray, f: np.ndarray) -> np.ndarray:
         tau = np.clip(tau, -1.0, 1.0)
         tau[(untied == 0) | (f_untied == 0) | np.isnan(rows).any(axis=1)] = np.nan
         result[start : start + step] = tau
-    return result if not np.isnan(f).any() else np.full(R.shape[0], np.nan)
+    return result
 
 
 def prefix_scores(R: np.ndarray, f: np.ndarray, scoring: str) -> np.ndarray:
