@@ -15,7 +15,8 @@ import resource
 STARTUP_LINE = "start-up: %.3f s wall, %.3f s CPU before the job's first line"
 WHOLE_LINE = "job: %.3f s wall, %.3f s CPU from process start to its end; imported: %s"
 PEAK_LINE = "peak memory: %.1f MiB resident (%s)"
-FORKED = "forked"  # PEAK_LINE's last value for a forked job ("own process" otherwise)
+FORKED = "forked"  # PEAK_LINE's last value for a forked job
+OWN_PROCESS = "own process"  # PEAK_LINE's last value for a job in its own interpreter
 
 
 def peak_memory_mib() -> float:

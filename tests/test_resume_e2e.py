@@ -1,10 +1,10 @@
 """Crash anywhere, rerun the same command: `kill -9` of a real `dvc repro` at three points, each
 followed by the same command with no manual step, gives the artifacts and dvc.lock of the shared
 finished run byte for byte (same seeds, same bytes: this second run is the suite's determinism
-check too, and of jobs forked from the run's warm process against jobs in their own
-interpreters), no temp file and no stale lock (miaflow.workflow.resume). Corrupt or missing
-intermediates are found against their provenance records (miaflow.provenance) and rebuilt by the
-next run."""
+check too), no temp file and no stale lock (miaflow.workflow.resume); one job of every stage, run
+again in its own interpreter, gives the bytes of the jobs forked from the run's warm process.
+Corrupt or missing intermediates are found against their provenance records (miaflow.provenance)
+and rebuilt by the next run."""
 
 from __future__ import annotations
 
@@ -20,14 +20,32 @@ from conftest import copy_project
 from test_verify import flip_byte_keeping_size_and_time
 from test_workflow_e2e import digests, locked_artifacts, run, tiny_project
 
+from miaflow import joblog
 from miaflow.jobs import adapter
-from miaflow.workflow import resume, verify
+from miaflow.workflow import resume, stages, verify
 
 pytestmark = pytest.mark.e2e
 
 COMMAND = ["dvc", "repro"]
 # Where the run is when it is killed: the first file of each stage's artifacts to appear.
 KILL_POINTS = ["results/prepare/splits", "results/train/models", "results/evaluate/scores"]
+# An output of one job of every stage (each stage has its own jobs module), that job run again in
+# its own interpreter: torch training, Opacus, transformers, CatBoost, the attacks, the audit, and
+# the report's tables and matplotlib figures. Forced round by round, downstream ones first: a
+# forced job's output then never makes a later target's inputs newer (which would rerun the jobs
+# in between).
+OWN_INTERPRETER_ROUNDS = (
+    {"report": "results/tables/auroc.csv"},
+    {
+        "train": "results/train/models/digits/cnn/shard-0.safetensors",
+        "queries": "results/queries/sets/digits.parquet",
+        "evaluate": "results/evaluate/scores/breast_cancer/lr_ref_catboost.parquet",
+        "hparams": "results/hparams/grid/digits_s3/eps-8/run-0.parquet",
+        "llm": "results/llm/models/synthetic_text/gpt2_tiny/target-0.json",
+        "audit": "results/audit/scores/sklearn_digits/forest.parquet",
+    },
+    {"prepare": "results/prepare/data/breast_cancer.parquet"},
+)
 
 
 def kill_when_present(root: Path, folder: str, timeout: float = 600.0) -> None:
@@ -64,10 +82,8 @@ def test_same_seeds_give_identical_artifacts_and_dvc_lock_after_kill_9_at_three_
         # what a kill in the middle of an atomic write leaves behind
         (crashed / folder / ".half-written.parquet.x1y2.tmp").write_bytes(b"PAR1")
     assert stale_locks, "no kill left Snakemake's lock behind: the test did not test resuming"
-    # The same command: no --unlock, no --rerun-incomplete by hand. Its jobs run in their own
-    # interpreters, those before the kills were forked (miaflow.jobs.forkserver): the bytes
-    # compared below are those of both ways of running a job.
-    run(COMMAND, crashed, environment={adapter.FORKSERVER: "off"})
+    # The same command: no --unlock, no --rerun-incomplete by hand.
+    run(COMMAND, crashed)
     assert resume.stale_leftovers(crashed) == []
     assert "up to date" in run(["dvc", "status"], crashed).stdout
     # Asked for only now: under xdist another worker builds it while this one ran the above.
@@ -79,6 +95,21 @@ def test_same_seeds_give_identical_artifacts_and_dvc_lock_after_kill_9_at_three_
     first_lock, second_lock = locked_artifacts(finished), locked_artifacts(crashed)
     assert {"results/evaluate", "results/tables", "results/llm"} <= first_lock.keys()
     assert first_lock == second_lock
+    # Most jobs above were forked from a stage's warm process (miaflow.jobs.forkserver; those
+    # that started before it listened were not). One job of each stage again, each in its own
+    # interpreter, writes the same bytes.
+    assert {stage for targets in OWN_INTERPRETER_ROUNDS for stage in targets} == set(stages.STAGES)
+    before = time.time()
+    for targets in OWN_INTERPRETER_ROUNDS:
+        run(
+            ["snakemake", "--cores", "2", "--force", *targets.values()],
+            crashed,
+            environment={adapter.FORKSERVER: "off"},
+        )
+    logs = [log for log in (crashed / "records").rglob("*.log") if log.stat().st_mtime > before]
+    assert len(logs) == len(stages.STAGES), logs  # the forced jobs, no other
+    assert all(f"({joblog.OWN_PROCESS})" in log.read_text() for log in logs)
+    assert digests(crashed) == first_digests
 
 
 CLAIM = (

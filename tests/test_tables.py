@@ -228,7 +228,7 @@ def test_read_benchmarks_takes_a_jobs_cpu_and_a_forked_jobs_memory_from_its_log(
     )
     logs = tmp_path / "records" / "train" / "logs" / "train_shard" / "toy"
     logs.mkdir(parents=True)
-    for name, how in [("mlp-0.5", joblog.FORKED), ("lr", "own process")]:
+    for name, how in [("mlp-0.5", joblog.FORKED), ("lr", joblog.OWN_PROCESS)]:
         lines = [joblog.WHOLE_LINE % (40.0, 38.5, "torch"), joblog.PEAK_LINE % (512.5, how)]
         (logs / f"{name}.log").write_text("".join(f"... INFO adapter: {line}\n" for line in lines))
     # A rule without wildcards: benchmarks/<rule>/all.tsv, logs/<rule>.log.

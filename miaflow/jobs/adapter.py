@@ -34,7 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from miaflow.joblog import FORKED, PEAK_LINE, STARTUP_LINE, WHOLE_LINE, peak_memory_mib
+from miaflow.joblog import (
+    FORKED,
+    OWN_PROCESS,
+    PEAK_LINE,
+    STARTUP_LINE,
+    WHOLE_LINE,
+    peak_memory_mib,
+)
 
 log = logging.getLogger(__name__)
 CODE_INPUT = "code"
@@ -144,7 +151,7 @@ def call(
             provenance.write_records(named_files(snakemake.output), inputs, stage, snakemake.rule)
         imported = [name for name in HEAVY_MODULES if name in sys.modules]
         log.info(WHOLE_LINE, *times(), ", ".join(imported) or "none of the heavy ones")
-        log.info(PEAK_LINE, peak_memory_mib(), FORKED if started else "own process")
+        log.info(PEAK_LINE, peak_memory_mib(), FORKED if started else OWN_PROCESS)
 
 
 # --- the script's side of a forked job (the server's side: miaflow.jobs.forkserver) ---------
