@@ -2,7 +2,8 @@
 job, streams, directory and environment and exits with the job's code; a killed script takes its
 job with it, a signal reaches the job, and without a server the script runs the job itself.
 That a forked run's artifacts equal those of jobs in their own interpreters is checked end to end
-(tests/test_resume_e2e.py finishes its run with the server off, against the shared run's bytes).
+(tests/test_resume_e2e.py runs one job of every stage again with the server off, against the
+shared run's bytes).
 """
 
 from __future__ import annotations
@@ -96,14 +97,14 @@ def server(tmp_path: Path):
     (tmp_path / "script.py").write_text(SCRIPT)
     address = str(tmp_path / "socket")
     environment = dict(os.environ, PYTHONPATH=str(tmp_path), JOB_SETTING="from the script")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "miaflow.jobs.forkserver", address, str(os.getpid())],
-        env=dict(environment, JOB_SETTING="from the server"),
-        cwd="/",
-    )
-    deadline = time.monotonic() + 30
-    while not Path(address).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with forkserver.listening_socket(address) as listener:  # as `forkserver.start` does
+        descriptor = listener.fileno()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "miaflow.jobs.forkserver", str(descriptor), str(os.getpid())],
+            env=dict(environment, JOB_SETTING="from the server"),
+            cwd="/",
+            pass_fds=[descriptor],
+        )
     yield dict(environment, **{adapter.FORKSERVER: address})
     process.terminate()
     process.wait(timeout=10)
@@ -186,6 +187,38 @@ def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):
         assert ended.wait(timeout=60) == 0
         assert int((tmp_path / "own.txt").read_text().split("|")[3]) == ended.pid
         assert "(own process)" in (tmp_path / "job.log").read_text()
+
+
+def test_a_script_before_the_server_waits_for_it_and_one_left_waiting_runs_its_job(
+    tmp_path, server
+):
+    """The run binds the socket before it starts the server (`forkserver.start`): a job whose
+    script connects first waits for the server and is forked; a script still waiting when the
+    socket closes (the server ended without taking it) runs its job itself."""
+    environment = dict(server, **{adapter.FORKSERVER: str(tmp_path / "early")})
+    with forkserver.listening_socket(environment[adapter.FORKSERVER]) as listener:
+        early = script(tmp_path, environment, "describe", "early.txt", "word", "x")
+        time.sleep(1)
+        assert early.poll() is None and not (tmp_path / "early.txt").exists()  # waiting
+        descriptor = listener.fileno()
+        late_server = subprocess.Popen(
+            [sys.executable, "-m", "miaflow.jobs.forkserver", str(descriptor), str(os.getpid())],
+            env=environment,
+            pass_fds=[descriptor],
+        )
+    try:
+        assert early.wait(timeout=60) == 0
+        assert int((tmp_path / "early.txt").read_text().split("|")[3]) != early.pid
+    finally:
+        late_server.terminate()
+        late_server.wait(timeout=10)
+    environment[adapter.FORKSERVER] = str(tmp_path / "never")
+    with forkserver.listening_socket(environment[adapter.FORKSERVER]):
+        left = script(tmp_path, environment, "describe", "left.txt", "word", "x")
+        time.sleep(1)
+        assert left.poll() is None and not (tmp_path / "left.txt").exists()
+    assert left.wait(timeout=60) == 0
+    assert int((tmp_path / "left.txt").read_text().split("|")[3]) == left.pid
 
 
 def test_a_server_that_closes_before_answering_leaves_the_job_to_the_script(tmp_path, server):

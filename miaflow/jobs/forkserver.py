@@ -2,9 +2,10 @@
 
 A job of the embedded default is a short Python process, and about half of the default's job
 time went to each job's interpreter importing torch, transformers, scikit-learn, ... again
-(docs/speed.md). So a local run (the Snakefile's `onstart`) starts this server. It listens on a
-Unix socket in a private temporary directory and, while no job is waiting, imports the modules
-that the run's jobs modules can run and every library they import, even inside functions. A
+(docs/speed.md). So a local run (the Snakefile's `onstart`) starts this server, on a Unix socket
+that the run bound in a private temporary directory beforehand (a job that starts first waits
+for the server instead of running unforked). While no job is waiting, the server imports the
+modules that the run's jobs modules can run and every library they import, even inside them. A
 job's script (`miaflow.jobs.adapter.run`) connects and hands over its job's named fields (as
 JSON: nothing is unpickled), working directory, environment and standard streams; the server
 forks a child that takes them on, tells the script its pid (the script forwards SIGTERM, SIGINT
@@ -19,7 +20,7 @@ their jobs themselves, as they always could. Snakemake's benchmark file of a for
 only its script, so each job's log has the job's own CPU seconds and peak memory, which the cost
 table reads (miaflow.evaluation.tables.read_benchmarks).
 
-    python -m miaflow.jobs.forkserver ADDRESS PARENT_PID STAGE...    (started by `start`)
+    python -m miaflow.jobs.forkserver LISTENER_FD PARENT_PID STAGE...    (started by `start`)
 """
 
 from __future__ import annotations
@@ -91,16 +92,24 @@ def preload(module: str, taken: tuple[str, ...]) -> None:
         pass
 
 
-def serve(address: str, parent: int, run_stages: list[str]) -> None:
-    """Fork one child per connection until `parent` (the run) is gone; while no script is
-    waiting, import the next module that the jobs of `run_stages` may need (`preload_names`'
-    order), so that the server is of use from the run's first jobs on."""
-    pending = preload_names(run_stages)
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA check at import leaves CUDA unused
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it stops us
+def listening_socket(address: str) -> socket.socket:
+    """A Unix socket listening at `address`. The run binds it before it starts the server, which
+    inherits it: a script that connects while the server is still starting waits in its backlog
+    for a fork instead of running its job unforked; once the server has ended, the socket is
+    closed and waiting scripts run their jobs themselves."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
+    return listener
+
+
+def serve(listener: socket.socket, parent: int, run_stages: list[str]) -> None:
+    """Fork one child per connection on `listener` until `parent` (the run) is gone; while no
+    script is waiting, import the next module that the jobs of `run_stages` may need
+    (`preload_names`' order), so that the server is of use from the run's first jobs on."""
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA check at import leaves CUDA unused
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it stops us
+    pending = preload_names(run_stages)
     while os.getppid() == parent:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
@@ -216,10 +225,13 @@ def start(workflow: Any) -> None:
         return
     folder = tempfile.mkdtemp(prefix="miaflow-forkserver-")  # private: mode 0700
     address = os.path.join(folder, "socket")
-    server = subprocess.Popen(
-        [sys.executable, "-m", __name__, address, str(os.getpid()), *run_stages],
-        stdin=subprocess.DEVNULL,
-    )
+    with listening_socket(address) as listener:  # closed here; the server's copy stays open
+        descriptor = listener.fileno()
+        server = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(descriptor), str(os.getpid()), *run_stages],
+            stdin=subprocess.DEVNULL,
+            pass_fds=[descriptor],
+        )
     os.environ[adapter.FORKSERVER] = address
 
     def stop() -> None:
@@ -235,4 +247,4 @@ def start(workflow: Any) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
+    serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]), sys.argv[3:])
