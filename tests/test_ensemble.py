@@ -276,7 +276,8 @@ def test_sgd_momentum_and_step_schedule_reach_both_trainers():
 def test_compiled_training_matches_eager():
     pytest.importorskip("torch._inductor")
     dataset = toy_dataset(image=False)
-    arch = dict(ARCHS["mlp"], epochs=2)
+    # One batch per epoch: one shape to compile (a last, partial batch would compile it again).
+    arch = dict(ARCHS["mlp"], epochs=2, batch_size=128)
     eager, _ = train_models(dataset, toy_splits(), SHARD[:2], "mlp", arch, seed=3)
     compiled, _ = train_models(
         dataset, toy_splits(), SHARD[:2], "mlp", dict(arch, compile=True), seed=3

@@ -191,7 +191,8 @@ def test_compiled_per_model_training_matches_eager(one_torch_thread):
     pytest.importorskip("torch._inductor")
     dataset = toy_dataset(image=False)
     splits = make_splits(240, seed=1, dataset="toy", repeats=1, n_reference=0, n_population=0)
-    arch = dict(ARCHS["mlp"], epochs=2, batched=False)
+    # One batch per epoch: one shape to compile (a last, partial batch would compile it again).
+    arch = dict(ARCHS["mlp"], epochs=2, batched=False, batch_size=256)
     eager, _ = train_models(dataset, splits, ["target-0"], "mlp", arch, seed=3)
     compiled, _ = train_models(
         dataset, splits, ["target-0"], "mlp", dict(arch, compile=True), seed=3
