@@ -152,7 +152,7 @@ def test_only_the_holder_of_the_run_lock_clears_leftovers(tmp_path):
 
 
 def test_corrupt_truncated_and_deleted_intermediates_are_rebuilt(finished_run, tmp_path):
-    """Damage in three stages: a flipped byte in the prepared data with size and modification
+    """Damage in two stages: a flipped byte in the prepared data with size and modification
     time kept (bit rot, which Snakemake cannot see), a flipped byte in a model shard's weights, a
     truncated signals file and a deleted signals shard. The same command, run once, finds the
     damaged files against their provenance records at its start, removes them with what was
@@ -160,7 +160,8 @@ def test_corrupt_truncated_and_deleted_intermediates_are_rebuilt(finished_run, t
     damaged = copy_project(finished_run, tmp_path / "damaged")
     data = damaged / "results/prepare/data/breast_cancer.parquet"
     flip_byte_keeping_size_and_time(data, offset=data.stat().st_size // 2)
-    signals = sorted((damaged / "results/train/signals/digits/cnn").glob("*.parquet"))
+    # all in breast_cancer's experiments, so that the rebuild is theirs only
+    signals = sorted((damaged / "results/train/signals/breast_cancer/catboost").glob("*.parquet"))
     models = sorted((damaged / "results/train/models/breast_cancer/lr").glob("*.safetensors"))
     signals[0].write_bytes(signals[0].read_bytes()[:-100])
     weights = bytearray(models[0].read_bytes())
