@@ -98,12 +98,8 @@ def server(tmp_path: Path):
     address = str(tmp_path / "socket")
     environment = dict(os.environ, PYTHONPATH=str(tmp_path), JOB_SETTING="from the script")
     with forkserver.listening_socket(address) as listener:  # as `forkserver.start` does
-        descriptor = listener.fileno()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "miaflow.jobs.forkserver", str(descriptor), str(os.getpid())],
-            env=dict(environment, JOB_SETTING="from the server"),
-            cwd="/",
-            pass_fds=[descriptor],
+        process = forkserver.spawn(
+            listener, [], env=dict(environment, JOB_SETTING="from the server"), cwd="/"
         )
     yield dict(environment, **{adapter.FORKSERVER: address})
     process.terminate()
@@ -200,12 +196,7 @@ def test_a_script_before_the_server_waits_for_it_and_one_left_waiting_runs_its_j
         early = script(tmp_path, environment, "describe", "early.txt", "word", "x")
         time.sleep(1)
         assert early.poll() is None and not (tmp_path / "early.txt").exists()  # waiting
-        descriptor = listener.fileno()
-        late_server = subprocess.Popen(
-            [sys.executable, "-m", "miaflow.jobs.forkserver", str(descriptor), str(os.getpid())],
-            env=environment,
-            pass_fds=[descriptor],
-        )
+        late_server = forkserver.spawn(listener, [], env=environment)
     try:
         assert early.wait(timeout=60) == 0
         assert int((tmp_path / "early.txt").read_text().split("|")[3]) != early.pid

@@ -97,9 +97,9 @@ def test_same_seeds_give_identical_artifacts_and_dvc_lock_after_kill_9_at_three_
     first_lock, second_lock = locked_artifacts(finished), locked_artifacts(crashed)
     assert {"results/evaluate", "results/tables", "results/llm"} <= first_lock.keys()
     assert first_lock == second_lock
-    # Most jobs above were forked from a stage's warm process (miaflow.jobs.forkserver; those
-    # that started before it listened were not). One job of each stage again, each in its own
-    # interpreter, writes the same bytes.
+    # The jobs above were forked from their stage's warm process (miaflow.jobs.forkserver; a
+    # stage with fewer than its MIN_JOBS jobs to run runs them unforked). One job of each stage
+    # again, each in its own interpreter, writes the same bytes.
     assert {stage for targets in OWN_INTERPRETER_ROUNDS for stage in targets} == set(stages.STAGES)
     before = time.time()
     for targets in OWN_INTERPRETER_ROUNDS:

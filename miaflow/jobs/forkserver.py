@@ -207,6 +207,17 @@ def _die_with_script(connection: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def spawn(listener: socket.socket, run_stages: list[str], **options: Any) -> subprocess.Popen:
+    """The server's process, serving this process's run on `listener`, which it inherits;
+    `options` go to `subprocess.Popen`."""
+    descriptor = listener.fileno()
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, str(descriptor), str(os.getpid()), *run_stages],
+        pass_fds=[descriptor],
+        **options,
+    )
+
+
 def start(workflow: Any) -> None:
     """For a local run's main process: start the server and give its address to the jobs.
 
@@ -226,12 +237,7 @@ def start(workflow: Any) -> None:
     folder = tempfile.mkdtemp(prefix="miaflow-forkserver-")  # private: mode 0700
     address = os.path.join(folder, "socket")
     with listening_socket(address) as listener:  # closed here; the server's copy stays open
-        descriptor = listener.fileno()
-        server = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(descriptor), str(os.getpid()), *run_stages],
-            stdin=subprocess.DEVNULL,
-            pass_fds=[descriptor],
-        )
+        server = spawn(listener, run_stages, stdin=subprocess.DEVNULL)
     os.environ[adapter.FORKSERVER] = address
 
     def stop() -> None:
