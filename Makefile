@@ -25,13 +25,13 @@ $(STAMP): envs/requirements.txt envs/requirements-nodeps.txt envs/torch-$(DEVICE
 	touch $@
 
 # The whole workflow as one Snakemake DAG (one parse; a job starts when its own inputs exist),
-# then dvc.lock records every stage as `dvc repro` would (miaflow.workflow.commit). The terminal
+# then dvc.lock records every stage as `dvc repro` would (miaflow.runtime.commit). The terminal
 # shows the progress and the summary; the full log is records/make-run.log.
 run: setup
 	@started=$$(date +%s); \
-	python -m miaflow.workflow.quiet records/make-run.log -- snakemake --cores all && \
-	python -m miaflow.workflow.commit && echo && \
-	python -m miaflow.workflow.summary --started $$started
+	python -m miaflow.runtime.quiet records/make-run.log -- snakemake --cores all && \
+	python -m miaflow.runtime.commit && echo && \
+	python -m miaflow.tools.summary --started $$started
 
 # Two pytest-xdist workers, each taking whole modules in tests/conftest.py's order (whole runs
 # first; the shared run is built once); the 10 slowest tests and pytest's line with the total.
@@ -56,7 +56,7 @@ report: setup
 	snakemake --report report.html --report-stylesheet report/style.css
 
 verify: setup
-	python -m miaflow.workflow.verify
+	python -m miaflow.runtime.verify
 
 clean:
 	rm -rf results records .snakemake

@@ -22,9 +22,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
-from miaflow.jobs import forkserver
-from miaflow.workflow import profiles
-from miaflow.workflow.start import runs_jobs, start
+from miaflow.runtime import forkserver, profiles
+from miaflow.runtime.start import runs_jobs, start
 
 
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
@@ -32,7 +31,7 @@ configfile: checked_yaml("params.yaml")  # names the line of a YAML error
 
 # A profile chosen on the command line (`--config profile=NAME`, not the one params.yaml selects)
 # runs in runs/NAME/, beside the selected profile's results/ and records/, which it leaves as they
-# are (miaflow.workflow.profiles), unless `--directory` names the working directory.
+# are (miaflow.runtime.profiles), unless `--directory` names the working directory.
 PROJECT = Path(workflow.main_snakefile).resolve().parent
 if (
     workflow.overwrite_workdir is None
@@ -55,7 +54,7 @@ report: "report/workflow.rst"
 # Artifacts that differ from their provenance records (bit rot, a truncated copy) are removed
 # too, so that this run rebuilds them and what was computed from them. A command that runs no
 # jobs (-n, --summary, --dag, --report, ...) changes nothing: it only names the damage
-# (miaflow.workflow.start).
+# (miaflow.runtime.start).
 if workflow.is_main_process:
     for said in start(runs_jobs(workflow)):
         print(said, file=sys.stderr)
@@ -91,7 +90,7 @@ wildcard_constraints:
 
 
 # A local run forks its jobs from one process that has imported the libraries once
-# (miaflow.jobs.forkserver); MIAFLOW_FORKSERVER=off gives each job its own interpreter.
+# (miaflow.runtime.forkserver); MIAFLOW_FORKSERVER=off gives each job its own interpreter.
 onstart:
     forkserver.start(workflow)
 

@@ -1,6 +1,6 @@
 """Benchmark: what share of job time a finished run's jobs spent on start-up.
 
-Every script job logs two lines through `miaflow.jobs.adapter`: its start-up (process start to
+Every script job logs two lines through `miaflow.runtime.adapter`: its start-up (process start to
 the job's first line: interpreter, Snakemake's script preamble, the imports of the adapter and the
 stage's jobs module, the provenance check of its inputs) and its whole time, each as wall and CPU
 seconds. This script reads them from `records/<stage>/logs/` of a run (after `make run`) and prints
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from miaflow.joblog import STARTUP_LINE, WHOLE_LINE, log_pattern
+from miaflow.runtime.joblog import STARTUP_LINE, WHOLE_LINE, log_pattern
 
 
 def job_times(run: Path) -> pd.DataFrame:

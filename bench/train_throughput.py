@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmark this checkout's package, not an installed one
 
 from miaflow.models import ensemble, recipe, training  # noqa: E402
+from miaflow.plan import experiments  # noqa: E402
 from miaflow.splits import make_splits  # noqa: E402
-from miaflow.workflow.plan import experiments  # noqa: E402
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 TDDBENCH_MLP = {

@@ -15,7 +15,7 @@ with the library function that draws them (e.g. `miaflow.splits.pool_sizes`). Th
 package rather than beside that library code because some of it is a single module (splits.py,
 audit.py), and because one package keeps the import rule simple: validation imports the library,
 library code never imports `miaflow.validation`, so no job's code closure (its rule's code
-inputs, miaflow.workflow.code) grows with validation. Everything imported here runs when the
+inputs, miaflow.plan.code) grows with validation. Everything imported here runs when the
 Snakefile is parsed: heavy libraries are imported inside the checks, never at module top level.
 """
 
@@ -167,7 +167,7 @@ def _validation_key(params: Any) -> str:
     """What a validation that reads no file depends on: the params, every file of the package
     (code, schema), the Python version and the installed libraries (the modification time of
     the folder they are installed in, which any install or removal changes)."""
-    from miaflow.workflow.code import package_digest
+    from miaflow.plan.code import package_digest
 
     libraries = Path(importlib.util.find_spec("jsonschema").origin).parents[1]
     parts = [repr(params), package_digest(), sys.version, str(libraries.stat().st_mtime_ns)]

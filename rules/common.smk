@@ -6,9 +6,9 @@
 from pathlib import Path
 
 from miaflow.models.kinds import QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES
-from miaflow.workflow import code as library
-from miaflow.workflow.code import ADAPTER
-from miaflow.workflow import plan
+from miaflow.plan import code as library
+from miaflow.plan.code import ADAPTER
+from miaflow import plan
 
 EXPERIMENTS = plan.experiments(config)  # what is attacked and reported
 TRAINED = plan.trained(config)  # (dataset, arch): whose models are trained

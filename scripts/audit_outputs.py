@@ -1,5 +1,5 @@
 """Snakemake adapter for rule audit_outputs."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.audit.audit_outputs", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule collect_metrics."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.collect_metrics", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule collect_models."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.collect_models", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule defense_report."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.defense_report", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule hparam_noise."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.hparams.hparam_noise", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule hparam_report."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.hparam_report", snakemake)

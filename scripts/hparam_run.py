@@ -1,5 +1,5 @@
 """Snakemake adapter for rule hparam_run."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.hparams.hparam_run", snakemake)

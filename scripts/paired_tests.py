@@ -1,5 +1,5 @@
 """Snakemake adapter for rule paired_tests."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.paired_tests", snakemake)

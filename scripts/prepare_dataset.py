@@ -1,5 +1,5 @@
 """Snakemake adapter for rule prepare_dataset."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.prepare.prepare_dataset", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule risk_score_report."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.risk_score_report", snakemake)

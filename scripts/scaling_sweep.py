@@ -1,5 +1,5 @@
 """Snakemake adapter for rule scaling_sweep."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.evaluate.scaling_sweep", snakemake)

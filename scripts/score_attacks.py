@@ -1,5 +1,5 @@
 """Snakemake adapter for rule score_attacks."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.evaluate.score_attacks", snakemake)

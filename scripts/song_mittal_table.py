@@ -1,5 +1,5 @@
 """Snakemake adapter for rule song_mittal_table."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.song_mittal_table", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule study_tables."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.study_tables", snakemake)

@@ -1,5 +1,5 @@
 """Snakemake adapter for rule tables."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.report.tables", snakemake)

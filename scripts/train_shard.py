@@ -1,5 +1,5 @@
 """Snakemake adapter for rule train_shard."""
 
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 run("miaflow.jobs.train.train_shard", snakemake)

@@ -16,8 +16,8 @@ from miaflow import io
 from miaflow.audit import AuditInputError, applicable, read_members, read_membership, read_outputs
 from miaflow.data import write_dataset
 from miaflow.jobs import audit as jobs
+from miaflow.plan import Experiment
 from miaflow.splits import make_splits
-from miaflow.workflow.plan import Experiment
 
 pytestmark = pytest.mark.audit
 
@@ -477,8 +477,7 @@ def test_audits_are_validated_before_any_job(repo, tmp_path, monkeypatch, audit,
 def test_a_valid_audit_passes_validation(repo, tmp_path, monkeypatch):
     import yaml
 
-    from miaflow import config
-    from miaflow.workflow import plan
+    from miaflow import config, plan
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
     monkeypatch.chdir(repo)
@@ -511,8 +510,8 @@ def test_a_file_in_audit_that_no_audit_names_is_rejected_by_name(repo, tmp_path,
     import yaml
 
     from miaflow import config
+    from miaflow.plan.stages import USER_INPUTS
     from miaflow.validation.audits import FOLDER
-    from miaflow.workflow.stages import USER_INPUTS
 
     assert USER_INPUTS == (str(FOLDER),)  # the folder validation checks is the stage's dep
     params = yaml.safe_load((repo / "params.yaml").read_text())

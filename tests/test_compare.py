@@ -1,4 +1,4 @@
-"""Two runs' headlines side by side (miaflow.workflow.compare) on synthetic metrics."""
+"""Two runs' headlines side by side (miaflow.tools.compare) on synthetic metrics."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 from test_summary import metric_rows
 
 from miaflow import io
-from miaflow.workflow.compare import comparison, main
+from miaflow.tools.compare import comparison, main
 
 
 def run_at(root: Path, rows: list[dict]) -> Path:

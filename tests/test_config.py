@@ -232,7 +232,7 @@ def test_language_model_settings_are_checked_before_any_job(params):
 def test_only_the_config_imports_validation(repo):
     """Validation imports the library, never the reverse: a library module that imported
     miaflow.validation would put every check into its jobs' code inputs."""
-    from miaflow.workflow.code import imported_modules
+    from miaflow.plan.code import imported_modules
 
     modules = [
         ".".join(path.relative_to(repo).with_suffix("").parts).removesuffix(".__init__")

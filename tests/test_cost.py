@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from miaflow.workflow import cost, needs, plan
+from miaflow import plan
+from miaflow.tools import cost, needs
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -111,7 +112,7 @@ def test_the_cli_predicts_a_finished_run_from_its_own_records(finished_run):
     """On a finished tiny run every planned rule has records, and its training, predicted from
     its own records (same sizes), costs the CPU seconds recorded."""
     result = subprocess.run(
-        [sys.executable, "-m", "miaflow.workflow.cost", "--rules"],
+        [sys.executable, "-m", "miaflow.tools.cost", "--rules"],
         cwd=finished_run,
         capture_output=True,
         text=True,

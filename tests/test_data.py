@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from miaflow import config
+from miaflow import plan as workflow
 from miaflow.data import (
     DATASETS,
     RAW_DIR,
@@ -36,7 +37,6 @@ from miaflow.data import (
 )
 from miaflow.data.tabular import standardise
 from miaflow.io import file_hash, read_parquet_metadata
-from miaflow.workflow import plan as workflow
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -13,13 +13,13 @@ import yaml
 from sklearn.metrics import roc_auc_score
 
 from miaflow import io
+from miaflow import plan as workflow
 from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
 from miaflow.models import architectures as models
 from miaflow.models import ensemble, recipe
 from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
 from miaflow.splits import make_splits
-from miaflow.workflow import plan as workflow
 from tests.test_training import ARCHS, toy_dataset
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

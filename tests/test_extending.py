@@ -15,16 +15,15 @@ from conftest import problems_of
 from test_attacks import _write_toy_store
 
 import miaflow.attacks
-from miaflow import config, io
+from miaflow import config, io, plan
 from miaflow.attacks import ATTACKS, AttackInputs, register
 from miaflow.attacks import registry as attack_registry
 from miaflow.data import DATASETS, Dataset, DatasetSize, DatasetSpec, load_dataset, read_dataset
 from miaflow.evaluation.metrics import summary
 from miaflow.evaluation.tables import auroc_table, family_table
 from miaflow.jobs import evaluate, prepare
+from miaflow.plan import Experiment
 from miaflow.seeding import rng
-from miaflow.workflow import plan
-from miaflow.workflow.plan import Experiment
 
 ATTACK, FAMILY, DATASET = "toy-out-mean", "toy", "toy_blobs"
 
@@ -262,7 +261,7 @@ def test_validation_checks_the_options_needs_and_size(
 
 
 def test_the_rules_plan_both_without_edits(toy_attack, toy_dataset, toy_schema, params):
-    """rules/prepare.smk and rules/evaluate.smk ask miaflow.workflow.plan what to build."""
+    """rules/prepare.smk and rules/evaluate.smk ask miaflow.plan what to build."""
     effective = config.validate(params)
     experiment = Experiment(DATASET, "mlp", "mlp")
     assert experiment in plan.experiments(effective) and DATASET in plan.datasets(effective)

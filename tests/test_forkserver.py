@@ -1,4 +1,4 @@
-"""Jobs forked from the run's warm process (miaflow.jobs.forkserver): a script hands over its
+"""Jobs forked from the run's warm process (miaflow.runtime.forkserver): a script hands over its
 job, streams, directory and environment and exits with the job's code; a killed script takes its
 job with it, a signal reaches the job, and without a server the script runs the job itself.
 That a forked run's artifacts equal those of jobs in their own interpreters is checked end to end
@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from miaflow import joblog
-from miaflow.jobs import adapter, forkserver
+from miaflow.runtime import adapter, forkclient, forkserver, joblog, wire
 
 # Jobs for the server to fork, importable by it from the test's folder; `Job` stands in for
 # Snakemake's `snakemake` object (the adapter reads its named fields, log, rule and threads).
@@ -77,11 +76,11 @@ SCRIPT = """
 import os, sys
 from pathlib import Path
 from jobs_for_test import Job
-from miaflow.jobs.adapter import run
+from miaflow.runtime.adapter import run
 
 params = dict(zip(sys.argv[3::2], sys.argv[4::2]))
 if "experiment" in params:  # a named tuple parameter, as the evaluate stage's rules pass
-    from miaflow.workflow.plan import Experiment
+    from miaflow.plan import Experiment
 
     params["experiment"] = Experiment("breast_cancer", params["experiment"], "lr", ("model-fpr",))
 if "size" in params:  # a library's named tuple, and a path: nothing JSON carries as they are
@@ -101,7 +100,7 @@ def server(tmp_path: Path):
         process = forkserver.spawn(
             listener, [], env=dict(environment, JOB_SETTING="from the server"), cwd="/"
         )
-    yield dict(environment, **{adapter.FORKSERVER: address})
+    yield dict(environment, **{forkclient.FORKSERVER: address})
     process.terminate()
     process.wait(timeout=10)
 
@@ -146,16 +145,16 @@ def test_a_job_whose_fields_json_cannot_carry_runs_in_its_script(tmp_path, serve
 
 
 def test_only_the_packages_tuple_classes_come_back_from_a_request():
-    from miaflow.workflow.plan import Experiment
+    from miaflow.plan import Experiment
 
     fields = {"params": {"experiment": Experiment("d", "a", "a", ("x",)), "pair": (1, [2])}}
-    back = adapter.from_plain(json.loads(json.dumps(adapter.to_plain(fields))))
+    back = wire.from_plain(json.loads(json.dumps(wire.to_plain(fields))))
     assert back == fields
     assert type(back["params"]["experiment"]) is Experiment
     assert type(back["params"]["pair"]) is tuple
-    foreign = {adapter.TUPLE: ["os.terminal_size", [[80, 24]]]}
+    foreign = {wire.TUPLE: ["os.terminal_size", [[80, 24]]]}
     with pytest.raises(ValueError, match="os.terminal_size"):
-        adapter.from_plain(foreign)
+        wire.from_plain(foreign)
 
 
 @pytest.fixture
@@ -176,8 +175,8 @@ def test_a_forked_job_logs_to_its_log_only(server_that_configured_logging, tmp_p
 
 
 def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):
-    for unreachable in ({adapter.FORKSERVER: str(tmp_path / "absent")}, {}):
-        environment = {k: v for k, v in server.items() if k != adapter.FORKSERVER}
+    for unreachable in ({forkclient.FORKSERVER: str(tmp_path / "absent")}, {}):
+        environment = {k: v for k, v in server.items() if k != forkclient.FORKSERVER}
         environment.update(unreachable)
         ended = script(tmp_path, environment, "describe", "own.txt", "word", "x")
         assert ended.wait(timeout=60) == 0
@@ -191,8 +190,8 @@ def test_a_script_before_the_server_waits_for_it_and_one_left_waiting_runs_its_j
     """The run binds the socket before it starts the server (`forkserver.start`): a job whose
     script connects first waits for the server and is forked; a script still waiting when the
     socket closes (the server ended without taking it) runs its job itself."""
-    environment = dict(server, **{adapter.FORKSERVER: str(tmp_path / "early")})
-    with forkserver.listening_socket(environment[adapter.FORKSERVER]) as listener:
+    environment = dict(server, **{forkclient.FORKSERVER: str(tmp_path / "early")})
+    with forkserver.listening_socket(environment[forkclient.FORKSERVER]) as listener:
         early = script(tmp_path, environment, "describe", "early.txt", "word", "x")
         time.sleep(1)
         assert early.poll() is None and not (tmp_path / "early.txt").exists()  # waiting
@@ -203,8 +202,8 @@ def test_a_script_before_the_server_waits_for_it_and_one_left_waiting_runs_its_j
     finally:
         late_server.terminate()
         late_server.wait(timeout=10)
-    environment[adapter.FORKSERVER] = str(tmp_path / "never")
-    with forkserver.listening_socket(environment[adapter.FORKSERVER]):
+    environment[forkclient.FORKSERVER] = str(tmp_path / "never")
+    with forkserver.listening_socket(environment[forkclient.FORKSERVER]):
         left = script(tmp_path, environment, "describe", "left.txt", "word", "x")
         time.sleep(1)
         assert left.poll() is None and not (tmp_path / "left.txt").exists()
@@ -213,13 +212,13 @@ def test_a_script_before_the_server_waits_for_it_and_one_left_waiting_runs_its_j
 
 
 def test_a_server_that_closes_before_answering_leaves_the_job_to_the_script(tmp_path, server):
-    """A server that stops forking (miaflow.jobs.forkserver.unsafe_to_fork) may close a
+    """A server that stops forking (miaflow.runtime.forkserver.unsafe_to_fork) may close a
     connection it had not yet taken: the job then runs in the script's own process."""
     address = str(tmp_path / "closing")
     closing = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     closing.bind(address)
     closing.listen(1)
-    environment = dict(server, **{adapter.FORKSERVER: address})
+    environment = dict(server, **{forkclient.FORKSERVER: address})
     ended = script(tmp_path, environment, "describe", "own.txt", "word", "x")
     closing.accept()[0].close()
     assert ended.wait(timeout=60) == 0
@@ -283,7 +282,7 @@ def test_the_server_preloads_what_the_stages_jobs_import_and_only_that():
 
 UNSAFE_PROBE = """
 import threading
-from miaflow.jobs import forkserver
+from miaflow.runtime import forkserver
 
 print(forkserver.unsafe_to_fork())
 release = threading.Event()

@@ -93,7 +93,7 @@ def test_principal_components_are_sklearns_pca_and_names_change_the_setting():
     from sklearn.decomposition import PCA
 
     from miaflow.hparams.features import principal_components
-    from miaflow.workflow.plan import setting_name
+    from miaflow.plan import setting_name
 
     rng = np.random.default_rng(0)
     features = (rng.normal(size=(200, 40)) * np.linspace(5.0, 0.1, 40)).astype(np.float32)

@@ -12,10 +12,11 @@ from test_training import ARCHS, toy_dataset
 
 from miaflow import io
 from miaflow.data import read_dataset, write_dataset
-from miaflow.jobs import adapter, evaluate, prepare, report, train
+from miaflow.jobs import evaluate, prepare, report, train
+from miaflow.plan import Experiment
+from miaflow.plan.stages import STAGES
+from miaflow.runtime import adapter
 from miaflow.splits import make_splits
-from miaflow.workflow.plan import Experiment
-from miaflow.workflow.stages import STAGES
 
 
 class Fields(dict):
@@ -235,7 +236,7 @@ def test_a_jobs_module_leaves_heavy_libraries_to_the_jobs_that_use_them(stage):
         [
             sys.executable,
             "-c",
-            f"import sys, miaflow.jobs.adapter, miaflow.jobs.{stage}; print(*sys.modules)",
+            f"import sys, miaflow.runtime.adapter, miaflow.jobs.{stage}; print(*sys.modules)",
         ],
         capture_output=True,
         text=True,

@@ -13,14 +13,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from miaflow import config, io
+from miaflow import config, io, plan
 from miaflow.attacks import ATTACKS
 from miaflow.data import DATASETS, MODALITIES, Dataset, write_dataset
 from miaflow.jobs import evaluate, queries, train
 from miaflow.models.kinds import KINDS
 from miaflow.models.training import LEARNERS
 from miaflow.splits import make_splits
-from miaflow.workflow import plan
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -183,7 +183,7 @@ def test_bad_image_architecture_options_name_the_key(repo, change, expected):
 @pytest.mark.parametrize("kind", KINDS)
 def test_image_kinds_need_image_data(repo, kind):
     from miaflow import config
-    from miaflow.workflow import plan as workflow
+    from miaflow import plan as workflow
 
     params = shipped_params(repo)
     params["architectures"]["big"] = commented_architectures(repo)[kind]

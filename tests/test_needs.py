@@ -1,4 +1,4 @@
-"""What a plan needs (miaflow.workflow.needs): GPU jobs, hub models, downloads, time estimate."""
+"""What a plan needs (miaflow.tools.needs): GPU jobs, hub models, downloads, time estimate."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from miaflow.workflow.needs import (
+from miaflow.tools.needs import (
     Job,
     downloads,
     effective_config,

@@ -21,9 +21,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from miaflow import config
+from miaflow import config, plan
 from miaflow.data import DATASETS
-from miaflow.workflow import plan
 
 REPO = Path(__file__).resolve().parents[1]
 # Hypothesis caches what it learns from the code in a `.hypothesis` folder: not in the checkout.

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from miaflow import config, io, provenance, validation
-from miaflow.provenance import RememberedHashes
-from miaflow.workflow import code, stages
+from miaflow import config, io, validation
+from miaflow.plan import code, stages
+from miaflow.runtime import provenance
+from miaflow.runtime.provenance import RememberedHashes
 
 # Libraries that take seconds to import and that no parse of the workflow needs (Snakemake itself
 # imports pandas, pyarrow and numpy).
@@ -28,9 +29,11 @@ def small_package(root: Path) -> Path:
     """A package `miaflow` with a jobs module that imports one module lazily."""
     package = root / "miaflow"
     (package / "jobs").mkdir(parents=True)
+    (package / "runtime").mkdir()
     (package / "__init__.py").write_text("")
     (package / "jobs" / "__init__.py").write_text("")
-    (package / "jobs" / "adapter.py").write_text("import json\n")
+    (package / "runtime" / "__init__.py").write_text("")
+    (package / "runtime" / "adapter.py").write_text("import json\n")
     (package / "jobs" / "train.py").write_text("def job():\n    from miaflow import a\n")
     (package / "a.py").write_text("x = 1\n")
     (package / "b.py").write_text("y = 2\n")
@@ -41,7 +44,7 @@ def test_the_cached_job_files_are_the_closures(tmp_path):
     root, cache = small_package(tmp_path / "project"), tmp_path / "cache.json"
     found = code.job_files(cache, root)
     assert found == {
-        "miaflow.jobs.adapter": code.files("miaflow.jobs.adapter", root),
+        "miaflow.runtime.adapter": code.files("miaflow.runtime.adapter", root),
         "miaflow.jobs.train": code.files("miaflow.jobs.train", root),
     }
     assert "miaflow/a.py" in found["miaflow.jobs.train"]
@@ -180,7 +183,7 @@ import sys
 {imports}
 from miaflow.config import load
 import inspect
-from miaflow.workflow import plan
+from miaflow import plan
 config = load({str(repo / "params.yaml")!r})
 for function in vars(plan).values():
     if inspect.isfunction(function) and list(inspect.signature(function).parameters) == ["config"]:
@@ -229,7 +232,7 @@ def test_other_params_or_another_package_are_validated_again(params, monkeypatch
     with pytest.raises(config.ConfigError, match="seed"):
         config.validate(bad, cache=cache)
     config.validate(params, cache=cache)
-    from miaflow.workflow import code
+    from miaflow.plan import code
 
     checked = []
     monkeypatch.setattr(code, "package_digest", lambda: "an edited package")

@@ -1,4 +1,4 @@
-"""A profile chosen on the command line runs in runs/NAME/ (miaflow.workflow.profiles), beside
+"""A profile chosen on the command line runs in runs/NAME/ (miaflow.runtime.profiles), beside
 the results of the profile params.yaml selects, which it leaves as they are."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from miaflow.workflow.profiles import link_project, relocated, working_directory
+from miaflow.runtime.profiles import link_project, relocated, working_directory
 
 PARAMS = {"profile": "default", "profiles": {"real-cpu": {"seed": 1}, "other": {"seed": 2}}}
 

@@ -10,9 +10,8 @@ import pytest
 from test_jobs import fake_snakemake
 from test_verify import flip_byte_keeping_size_and_time
 
-from miaflow import io, provenance
-from miaflow.jobs import adapter
-from miaflow.workflow import verify
+from miaflow import io
+from miaflow.runtime import adapter, provenance, verify
 
 
 def copy_job(*, source: str, copied: str) -> None:

@@ -17,6 +17,7 @@ from miaflow.attacks import ATTACKS, AttackInputs, run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.jobs import evaluate, queries, train
 from miaflow.models.training import save_shard, train_models
+from miaflow.plan import Experiment
 from miaflow.queries.hopskipjump import Budget, boundary_distances
 from miaflow.queries.sets import (
     ANGLE_CANDIDATES,
@@ -33,7 +34,6 @@ from miaflow.queries.sets import (
     rotate,
 )
 from miaflow.splits import make_splits
-from miaflow.workflow.plan import Experiment
 
 # --- neighbours ---------------------------------------------------------------------------------
 

@@ -9,16 +9,16 @@ import torch
 from sklearn.metrics import roc_auc_score
 from test_query_surrogates import CNN, _digest, _scores
 
+from miaflow import plan as workflow
 from miaflow.attacks import ATTACKS, AttackInputs, run_attack
 from miaflow.attacks.reference import in_out_stats
 from miaflow.data import Dataset, write_dataset
 from miaflow.io import write_parquet
 from miaflow.jobs import queries
+from miaflow.plan import Experiment
 from miaflow.queries import canaries as canary_module
 from miaflow.signals import outputs_table, write_signal_shard
 from miaflow.splits import make_splits
-from miaflow.workflow import plan as workflow
-from miaflow.workflow.plan import Experiment
 
 
 def test_crop_and_flip_are_crops_of_the_padded_image_or_their_mirror():

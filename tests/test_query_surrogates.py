@@ -19,11 +19,11 @@ from miaflow.attacks import attack_inputs, run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.io import write_parquet
 from miaflow.jobs import evaluate, queries
+from miaflow.plan import Experiment
 from miaflow.queries.surrogates import surrogate_logits
 from miaflow.seeding import rng as named_rng
 from miaflow.signals import SignalStore, outputs_table, write_signal_shard
 from miaflow.splits import make_splits
-from miaflow.workflow.plan import Experiment
 
 LR = {"kind": "lr", "C": 100.0, "max_iter": 500}
 MLP = {

@@ -1,4 +1,4 @@
-"""`make run`'s quiet terminal (miaflow.workflow.quiet): everything in the log, progress on
+"""`make run`'s quiet terminal (miaflow.runtime.quiet): everything in the log, progress on
 screen."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from miaflow.workflow.quiet import TAIL_LINES, Progress, main, run_quietly
+from miaflow.runtime.quiet import TAIL_LINES, Progress, main, run_quietly
 
 DVC_LIKE_OUTPUT = [
     "WARNING: 'miaflow/__init__.py' is empty.",
@@ -64,5 +64,5 @@ def test_a_failure_shows_the_end_of_the_log(tmp_path: Path):
 
 def test_the_command_line_needs_a_log_and_a_command(tmp_path: Path, capsys):
     assert main([str(tmp_path / "run.log")]) == 2
-    assert "python -m miaflow.workflow.quiet LOG -- COMMAND" in capsys.readouterr().err
+    assert "python -m miaflow.runtime.quiet LOG -- COMMAND" in capsys.readouterr().err
     assert main([str(tmp_path / "run.log"), "--", *python_printing(["ok"])]) == 0

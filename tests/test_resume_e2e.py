@@ -1,10 +1,10 @@
 """Crash anywhere, rerun the same command: `kill -9` of a real `dvc repro` at three points, each
 followed by the same command with no manual step, gives the artifacts and dvc.lock of the shared
 finished run byte for byte (same seeds, same bytes: this second run is the suite's determinism
-check too), no temp file and no stale lock (miaflow.workflow.resume); one job of every stage, run
+check too), no temp file and no stale lock (miaflow.runtime.resume); one job of every stage, run
 again in its own interpreter, gives the bytes of the jobs forked from the run's warm process.
-Corrupt or missing intermediates are found against their provenance records (miaflow.provenance)
-and rebuilt by the next run."""
+Corrupt or missing intermediates are found against their provenance records
+(miaflow.runtime.provenance) and rebuilt by the next run."""
 
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ from conftest import copy_project
 from test_verify import flip_byte_keeping_size_and_time
 from test_workflow_e2e import digests, locked_artifacts, run, tiny_project
 
-from miaflow import joblog
-from miaflow.jobs import adapter
-from miaflow.workflow import resume, stages, verify
+from miaflow.plan import stages
+from miaflow.runtime import forkclient, joblog, resume, verify
 
 pytestmark = pytest.mark.e2e
 
@@ -97,7 +96,7 @@ def test_same_seeds_give_identical_artifacts_and_dvc_lock_after_kill_9_at_three_
     first_lock, second_lock = locked_artifacts(finished), locked_artifacts(crashed)
     assert {"results/evaluate", "results/tables", "results/llm"} <= first_lock.keys()
     assert first_lock == second_lock
-    # The jobs above were forked from their stage's warm process (miaflow.jobs.forkserver; a
+    # The jobs above were forked from their stage's warm process (miaflow.runtime.forkserver; a
     # stage with fewer than its MIN_JOBS jobs to run runs them unforked). One job of each stage
     # again, each in its own interpreter, writes the same bytes.
     assert {stage for targets in OWN_INTERPRETER_ROUNDS for stage in targets} == set(stages.STAGES)
@@ -106,7 +105,7 @@ def test_same_seeds_give_identical_artifacts_and_dvc_lock_after_kill_9_at_three_
         run(
             ["snakemake", "--cores", "2", "--force", *targets.values()],
             crashed,
-            environment={adapter.FORKSERVER: "off"},
+            environment={forkclient.FORKSERVER: "off"},
         )
     logs = [log for log in (crashed / "records").rglob("*.log") if log.stat().st_mtime > before]
     assert len(logs) == len(stages.STAGES), logs  # the forced jobs, no other
@@ -115,7 +114,7 @@ def test_same_seeds_give_identical_artifacts_and_dvc_lock_after_kill_9_at_three_
 
 
 CLAIM = (
-    "import sys; from miaflow.workflow.resume import claim_working_directory; "
+    "import sys; from miaflow.runtime.resume import claim_working_directory; "
     "print(claim_working_directory(sys.argv[1]))"
 )
 

@@ -1,5 +1,5 @@
 """SLURM (marker `slurm`): per-rule requests from measured benchmark files
-(miaflow.workflow.cluster), the shipped SLURM profiles, and (also marker `e2e`) a one-node
+(miaflow.tools.cluster), the shipped SLURM profiles, and (also marker `e2e`) a one-node
 cluster from Debian packages that runs a small workflow through the executor plugin: the same
 artifacts as a local run, every job in SLURM's accounting, GPUs asked for exactly by the rules
 that run torch, and DVC recording the run."""
@@ -21,8 +21,9 @@ import pytest
 import yaml
 from test_workflow_e2e import digests, make_project, run, tiny_params
 
-from miaflow.workflow import cluster, stages
-from miaflow.workflow.cluster import Headroom
+from miaflow.plan import stages
+from miaflow.tools import cluster
+from miaflow.tools.cluster import Headroom
 
 pytestmark = pytest.mark.slurm
 

@@ -16,7 +16,7 @@ from miaflow.attacks import song_mittal as sm
 from miaflow.evaluation import tables
 from miaflow.evaluation.song_mittal_tables import risk_precision_table, song_mittal_table
 from miaflow.jobs.report import risk_score_report
-from miaflow.workflow.plan import Experiment
+from miaflow.plan import Experiment
 
 SM_ATTACKS = [
     "sm-corr",

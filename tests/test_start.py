@@ -1,4 +1,4 @@
-"""What a Snakemake command does at its start (miaflow.workflow.start): only one that runs jobs
+"""What a Snakemake command does at its start (miaflow.runtime.start): only one that runs jobs
 removes damaged artifacts and a dead run's leftovers; any other names the damage and changes
 nothing."""
 
@@ -17,8 +17,8 @@ from test_verify import flip_byte_keeping_size_and_time
 from test_workflow_e2e import run
 
 from miaflow import io
-from miaflow.workflow import commit, resume, verify
-from miaflow.workflow.start import NON_EXECUTING, executes, start
+from miaflow.runtime import commit, resume, verify
+from miaflow.runtime.start import NON_EXECUTING, executes, start
 
 
 def test_every_branch_of_snakemakes_command_line_that_runs_no_jobs_is_known():
@@ -169,14 +169,14 @@ def test_commands_that_run_no_jobs_leave_a_damaged_run_as_it_is_and_a_run_rebuil
 
 def test_make_run_is_one_snakemake_command_recorded_in_dvc_lock(tmp_path):
     """`make run` runs the workflow as one Snakemake command, which sweeps, then records it in
-    dvc.lock (miaflow.workflow.commit; tests/test_resume_e2e.py compares that lock with `dvc
+    dvc.lock (miaflow.runtime.commit; tests/test_resume_e2e.py compares that lock with `dvc
     repro`'s), after creating the outs that stage commands create when empty."""
     repo = Path(__file__).resolve().parents[1]
     recipe = (repo / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
     command = " ".join(recipe.replace("\\\n", " ").split())  # one line, as the shell reads it
     assert (
-        "python -m miaflow.workflow.quiet records/make-run.log -- snakemake --cores all && "
-        "python -m miaflow.workflow.commit"
+        "python -m miaflow.runtime.quiet records/make-run.log -- snakemake --cores all && "
+        "python -m miaflow.runtime.commit"
     ) in command
     created = commit.created_directories(repo / "dvc.yaml")
     assert {"results/llm", "records/llm", "results/audit", "records/audit"} <= set(created)

@@ -1,4 +1,4 @@
-"""The end-of-run summary (miaflow.workflow.summary) on a small synthetic project."""
+"""The end-of-run summary (miaflow.tools.summary) on a small synthetic project."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from miaflow import io
-from miaflow.workflow.summary import (
+from miaflow.tools.summary import (
     best_attacks,
     job_seconds,
     low_fpr_metric,

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from miaflow import joblog
 from miaflow.evaluation import plots, tables
 from miaflow.evaluation.plots import plot_roc_loglog
 from miaflow.evaluation.tables import (
@@ -18,9 +17,10 @@ from miaflow.evaluation.tables import (
     auroc_table,
     cost_table,
     format_mean_std,
-    read_benchmarks,
     write_table,
 )
+from miaflow.runtime import joblog
+from miaflow.runtime.joblog import read_benchmarks
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SNAKEMAKE_HEADER = (

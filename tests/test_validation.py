@@ -15,9 +15,8 @@ import pytest
 import yaml
 from conftest import problems_of
 
-from miaflow import config
+from miaflow import config, plan
 from miaflow.data import checksum_mismatches, dataset_size, load_dataset
-from miaflow.workflow import plan
 
 
 @pytest.fixture

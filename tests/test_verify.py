@@ -1,4 +1,4 @@
-"""`make verify` (miaflow.workflow.verify) re-hashes every artifact recorded in dvc.lock: a flipped
+"""`make verify` (miaflow.runtime.verify) re-hashes every artifact recorded in dvc.lock: a flipped
 byte with size and modification time preserved, and a deleted file, are named; the real `dvc`
 records the run and restores the files."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from miaflow.workflow import verify
+from miaflow.runtime import verify
 
 DVC = str(Path(sys.executable).parent / "dvc")
 STAGE = """stages:
@@ -109,7 +109,7 @@ def test_a_flipped_byte_in_every_artifact_type_of_a_real_run_is_named(copy_of_fi
             data[-1] ^= 0x01
             target.write_bytes(bytes(data))
     result = subprocess.run(
-        [sys.executable, "-m", "miaflow.workflow.verify"], cwd=root, capture_output=True, text=True
+        [sys.executable, "-m", "miaflow.runtime.verify"], cwd=root, capture_output=True, text=True
     )
     assert result.returncode == 1
     named = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("corrupt: ")}

@@ -6,7 +6,7 @@ import copy
 
 import yaml
 
-from miaflow.workflow import plan as workflow
+from miaflow import plan as workflow
 
 
 def test_shards_cover_every_model_once(repo):
@@ -36,7 +36,7 @@ def test_experiments_datasets_and_inputs(repo):
 
 
 def test_reference_counts_double_up_to_all_reference_models():
-    from miaflow.workflow.plan import reference_counts
+    from miaflow.plan import reference_counts
 
     assert reference_counts({"splits": {"n_reference": 16}}) == [2, 4, 8, 16]
     assert reference_counts({"splits": {"n_reference": 6}}) == [2, 4, 6]
@@ -44,8 +44,8 @@ def test_reference_counts_double_up_to_all_reference_models():
 
 
 def test_experiments_with_references_of_another_architecture():
-    from miaflow.workflow import plan as wf
-    from miaflow.workflow.plan import Experiment
+    from miaflow import plan as wf
+    from miaflow.plan import Experiment
 
     config = {
         "experiments": [
@@ -77,7 +77,7 @@ def test_experiments_with_references_of_another_architecture():
 
 
 def test_query_counts_of_the_scaling_sweep():
-    from miaflow.workflow.plan import Experiment, swept_query_attacks
+    from miaflow.plan import Experiment, swept_query_attacks
 
     config = {
         "experiments": [],
@@ -95,7 +95,7 @@ def test_query_counts_of_the_scaling_sweep():
 
 
 def test_the_reports_that_run_follow_the_attack_registry_and_the_architectures():
-    from miaflow.workflow import plan as wf
+    from miaflow import plan as wf
 
     config = {
         "experiments": [{"dataset": "purchase", "arch": "mlp"}],
@@ -115,7 +115,7 @@ def test_the_reports_that_run_follow_the_attack_registry_and_the_architectures()
 
 
 def test_the_study_settings_budgets_and_backbones():
-    from miaflow.workflow import plan as wf
+    from miaflow import plan as wf
 
     study = {"settings": [], "epsilons": [float("inf"), 8, 0.5]}
     assert wf.epsilon_tags({"hparam_study": study}) == []  # no setting: no run of any budget
@@ -129,7 +129,7 @@ def test_the_study_settings_budgets_and_backbones():
 
 
 def test_language_model_membership_and_needs(repo):
-    from miaflow.workflow import plan as wf
+    from miaflow import plan as wf
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
     assert wf.llm_membership({"target_recipe": {"kind": "pretrained"}}) == "labels"
@@ -145,7 +145,7 @@ def test_benchmarks_of_follows_the_producers_of_inputs_recursively():
     that asks."""
     from types import SimpleNamespace
 
-    from miaflow.workflow.plan import benchmarks_of
+    from miaflow.plan import benchmarks_of
 
     def rule(name, output, inputs, benchmark):
         return SimpleNamespace(

@@ -24,7 +24,7 @@ from conftest import copy_project
 
 from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.evaluation.tables import format_mean_std
-from miaflow.workflow import stages
+from miaflow.plan import stages
 
 pytestmark = pytest.mark.e2e
 
@@ -120,7 +120,7 @@ def make_run(root: Path) -> None:
     """What `make run` runs after its set-up (Makefile): the whole workflow as one Snakemake
     command, then recorded in dvc.lock as `dvc repro` would record it."""
     run(["snakemake", "--cores", "2"], root)
-    run(["python", "-m", "miaflow.workflow.commit"], root)
+    run(["python", "-m", "miaflow.runtime.commit"], root)
 
 
 def make_project(root: Path, params: dict) -> Path:

@@ -3,7 +3,7 @@ train on another backbone's features than the targets (docs/algorithms.md#black-
 
 A black-box setting attacks the very targets of its white-box twin (the same setting without
 `shadow_backbone`, whose name is the black-box one's without its `_shadow_<backbone>` suffix:
-`miaflow.workflow.plan.setting_name`), so the two settings' TPRs compare target by target: the
+`miaflow.plan.setting_name`), so the two settings' TPRs compare target by target: the
 table gives each attack's mean TPR in both, the black-box one relative to the white-box one
 (the paper: about −93% at 0.1% FPR), and KL-LiRA's black-box TPR relative to ACC-LiRA's (the
 paper: +75%). A black-box setting without its twin in the run gets NaN there.

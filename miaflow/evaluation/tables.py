@@ -16,24 +16,12 @@ import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.io import write_text
 
 MISSING = "–"
-BENCHMARK_COLUMNS = (
-    "s",
-    "max_rss",
-    "max_vms",
-    "max_uss",
-    "max_pss",
-    "io_in",
-    "io_out",
-    "mean_load",
-    "cpu_time",
-)
 _LATEX_SPECIALS = str.maketrans(
     {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
 )
@@ -347,46 +335,6 @@ def family_table(
         "HopSkipJump) are in the cost table."
     )
     return table
-
-
-def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
-    """Parse Snakemake `benchmark:` TSV files laid out as `<stage>/benchmarks/<rule>/<job...>.tsv`
-    (each stage keeps its benchmark files inside its own results folder).
-
-    Returns one row per benchmark record with columns stage, rule, job (the rest of the path
-    without ".tsv", "" when absent) and the numeric columns of `BENCHMARK_COLUMNS`; "-" and "NA"
-    (values Snakemake could not measure) become NaN. max_rss is in MiB, as Snakemake writes it.
-    Where the job's log (`<stage>/logs/<rule>/<job...>.log`, or `<stage>/logs/<rule>.log` for a
-    rule without wildcards, whose benchmark is `all.tsv`) has the job's own CPU seconds, they
-    replace the benchmark's: Snakemake samples a job's processes, every 30 s after its first 15,
-    and a job forked from the run's warm process (miaflow.jobs.forkserver) is not among
-    the processes it samples, so for such a job the log's peak memory replaces max_rss too.
-    """
-    from miaflow.joblog import logged_usage
-
-    frames = []
-    for path in sorted(map(Path, paths)):
-        parts = path.with_suffix("").parts
-        at = max((k for k, part in enumerate(parts) if part == "benchmarks"), default=0)
-        if at == 0 or at + 1 >= len(parts):
-            raise ValueError(f"{path}: expected <stage>/benchmarks/<rule>/<job>.tsv")
-        frame = pd.read_csv(path, sep="\t", na_values=["-", "NA"])
-        frame = frame.reindex(columns=list(BENCHMARK_COLUMNS)).astype(np.float64)
-        log = Path(*parts[:at], "logs", *parts[at + 1 : -1], f"{parts[-1]}.log")
-        if parts[at + 2 :] == ("all",):  # a rule without wildcards logs to logs/<rule>.log
-            log = log.parent.with_suffix(".log")
-        if log.is_file() and (usage := logged_usage(log.read_text(errors="replace"))):
-            cpu, peak = usage
-            frame["cpu_time"] = cpu
-            if peak is not None:
-                frame["max_rss"] = peak
-        frame.insert(0, "stage", parts[at - 1])
-        frame.insert(1, "rule", parts[at + 1])
-        frame.insert(2, "job", "/".join(parts[at + 2 :]))
-        frames.append(frame)
-    if not frames:
-        return pd.DataFrame(columns=["stage", "rule", "job", *BENCHMARK_COLUMNS])
-    return pd.concat(frames, ignore_index=True)
 
 
 def _total(values: pd.Series) -> float:

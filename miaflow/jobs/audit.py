@@ -15,9 +15,9 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, compute_session, read_splits
+from miaflow.plan import Experiment
 from miaflow.splits import Splits, role_of
-from miaflow.workflow.plan import Experiment
-from miaflow.workflow.summary import best_lines
+from miaflow.tools.summary import best_lines
 
 log = logging.getLogger(__name__)
 BEST = 3  # the attacks `snakemake audit` prints for each audit

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,27 +15,6 @@ from miaflow.splits import Splits
 
 log = logging.getLogger(__name__)
 Paths = Sequence[str | Path]
-
-
-@contextmanager
-def job_log(path: str | Path | None) -> Iterator[None]:
-    """Send this job's log records (and warnings) to the rule's log file."""
-    handler: logging.Handler = (
-        logging.FileHandler(path, mode="w") if path else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    logging.captureWarnings(True)
-    try:
-        yield
-    except Exception:
-        log.exception("job failed")
-        raise
-    finally:
-        root.removeHandler(handler)
-        handler.close()
 
 
 def read_splits(path: str | Path) -> Splits:

@@ -14,10 +14,10 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, read_splits
+from miaflow.plan import Experiment
 from miaflow.progress import tracked
 from miaflow.signals import SignalStore
 from miaflow.splits import Splits
-from miaflow.workflow.plan import Experiment
 
 log = logging.getLogger(__name__)
 Artifact = str | Path | None

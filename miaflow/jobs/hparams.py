@@ -31,8 +31,8 @@ import pandas as pd
 from miaflow import io
 from miaflow.hparams.training import setting_backbones
 from miaflow.jobs.common import Paths, torch_session
+from miaflow.plan import epsilon_tag, setting_name, target_setting_name
 from miaflow.progress import tracked
-from miaflow.workflow.plan import epsilon_tag, setting_name, target_setting_name
 
 log = logging.getLogger(__name__)
 # Stored with each grid model: its recipe, so the DP bound and figures need no other file.

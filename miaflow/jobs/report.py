@@ -14,7 +14,7 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths
-from miaflow.workflow.plan import Experiment
+from miaflow.plan import Experiment
 
 
 def _file_named(paths: Paths, name: str) -> Path:
@@ -61,9 +61,9 @@ def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
 def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path, summary: str | Path) -> None:
     """The `results/metrics.parquet` contract and DVC's metrics file, a headline that `dvc
     metrics show` prints in a few lines: per experiment, the attack of the highest mean AUROC
-    (`miaflow.workflow.summary.best_attacks`), its AUROC (mean, std), its TPR at 1% FPR (or the
+    (`miaflow.tools.summary.best_attacks`), its AUROC (mean, std), its TPR at 1% FPR (or the
     lowest FPR measured) and the number of target models. Every metric stays in `metrics`."""
-    from miaflow.workflow.summary import best_attacks
+    from miaflow.tools.summary import best_attacks
 
     long = _concat(experiment_metrics)
     io.write_parquet(metrics, long)
@@ -204,8 +204,9 @@ def study_tables(
 def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
     """Time and peak memory per stage and rule, from every job's benchmark file."""
     from miaflow.evaluation import tables as build
+    from miaflow.runtime.joblog import read_benchmarks
 
-    _write(build.cost_table(build.read_benchmarks([Path(p) for p in benchmarks])), cost)
+    _write(build.cost_table(read_benchmarks([Path(p) for p in benchmarks])), cost)
 
 
 def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:

@@ -1,8 +1,8 @@
 """Section `audits`: audits of models trained elsewhere (`miaflow.audit`), each with one kind of
-input whose files exist, as `miaflow.workflow.plan.audits` reads them; and no file in audit/ that
+input whose files exist, as `miaflow.plan.audits` reads them; and no file in audit/ that
 no audit names.
 
-DVC's stage `audit` depends on the folder audit/ as a whole (miaflow.workflow.stages), so that
+DVC's stage `audit` depends on the folder audit/ as a whole (miaflow.plan.stages), so that
 adding, editing or removing an audit's file reruns it. A stray file there (a scratch copy, an
 editor's backup) would change the folder's hash in dvc.lock, and a reviewer's clone, which lacks
 it, would report changed deps; so validation names it and stops the run."""
@@ -30,7 +30,7 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     """Each audit gives exactly one kind of input, with files that exist; a checkpoint names a
     miaflow dataset and a torch architecture; no audit reports under another result's name."""
     from miaflow.data import DATASETS
-    from miaflow.workflow.plan import audits, experiments
+    from miaflow.plan import audits, experiments
 
     taken = {e.name for e in experiments(config)}
     problems, seen = [], set()

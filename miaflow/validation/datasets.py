@@ -35,7 +35,7 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     (see the dataset table in docs/datasets.md) are only checked to exist.
     """
     from miaflow.data import DATASETS, checksum_mismatches, dataset_options, source_paths
-    from miaflow.workflow.plan import datasets
+    from miaflow.plan import datasets
 
     found = []
     for dataset in [d for d in datasets(config) if d in DATASETS]:  # others: audits.problems

@@ -1,5 +1,5 @@
 """Sections `experiments`, `architectures` and `attacks`: experiments that duplicate another in
-effect (`miaflow.workflow.plan.experiments` names them), architectures that cannot train on their
+effect (`miaflow.plan.experiments` names them), architectures that cannot train on their
 dataset (`miaflow.models.kinds`), and attacks whose inputs the models cannot produce
 (`Kind.builds` against each attack's `reads`) or whose models the splits do not train."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from miaflow.defenses import defense_kind
 from miaflow.models.kinds import CANARIES, KINDS
-from miaflow.workflow.plan import Experiment
+from miaflow.plan import Experiment
 
 # Why a kind's models cannot produce an artifact of the queries stage (see Kind.builds).
 CANNOT_BUILD = {
@@ -21,7 +21,7 @@ CANNOT_BUILD = {
 def duplicate_problems(config: Mapping[str, Any]) -> list[str]:
     """Experiments that report under the name of an earlier one: each of their rows would be in
     metrics.parquet twice, halving the reported standard deviations."""
-    from miaflow.workflow.plan import experiments
+    from miaflow.plan import experiments
 
     entries, first, problems = config["experiments"], {}, []
     for i, experiment in enumerate(experiments(config)):
@@ -49,7 +49,7 @@ def momentum_problems(config: Mapping[str, Any]) -> list[str]:
 def problems(config: Mapping[str, Any]) -> list[str]:
     """Per experiment: architectures that cannot train on its dataset, else attacks it cannot
     run."""
-    from miaflow.workflow.plan import experiments
+    from miaflow.plan import experiments
 
     problems = []
     for i, (entry, experiment) in enumerate(zip(config["experiments"], experiments(config))):
@@ -100,7 +100,7 @@ def _attack_problems(where: str, experiment: Experiment, config: Mapping[str, An
     """Attacks an experiment would run whose artifacts its architecture kind cannot produce, or
     that would query a MemGuard-defended model around its defense."""
     from miaflow.attacks import ATTACKS
-    from miaflow.workflow.plan import attacks_for
+    from miaflow.plan import attacks_for
 
     arch = config["architectures"][experiment.arch]
     kind = KINDS[arch["kind"]]

@@ -49,7 +49,7 @@ def _setting_problems(config: Mapping[str, Any]) -> list[str]:
     that their dataset cannot serve: features the linear heads can read, and 2·shots samples of
     every class for each of the two disjoint universes."""
     from miaflow.data import DATASETS, dataset_options
-    from miaflow.workflow.plan import hparam_settings
+    from miaflow.plan import hparam_settings
 
     problems, first = [], {}
     for i, setting in enumerate(hparam_settings(config)):

@@ -17,7 +17,7 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     and a pretrained target only on a corpus whose labels are membership; no attack computes what
     another configured one does."""
     from miaflow.data import DATASETS, dataset_options
-    from miaflow.workflow.plan import MEMBERSHIP_CORPORA, llm_experiments
+    from miaflow.plan import MEMBERSHIP_CORPORA, llm_experiments
 
     llm, problems = config["llm"], []
     for name, recipe in llm["models"].items():
@@ -74,7 +74,7 @@ def _settings_problems(config: Mapping[str, Any]) -> list[str]:
     counts, and per repeat of every trained experiment enough members and non-members for a
     setting and for a shard of its matrices."""
     from miaflow.llm.corpus import trained_sizes
-    from miaflow.workflow.plan import llm_experiments, llm_membership
+    from miaflow.plan import llm_experiments, llm_membership
 
     llm = config["llm"]
     settings, problems = llm["settings"], []
@@ -119,7 +119,7 @@ def _corpus_problems(
     subset would silently be the whole corpus), the reference model's share, and per repeat
     n_eval/2 members plus n_eval/2 + n_shots non-members (`miaflow.llm.corpus.draw_splits`)."""
     from miaflow.llm.corpus import scored_needs, trained_sizes
-    from miaflow.workflow.plan import MEMBERSHIP_CORPORA
+    from miaflow.plan import MEMBERSHIP_CORPORA
 
     llm, dataset = config["llm"], experiment["dataset"]
     dataset_size = size(config, dataset)

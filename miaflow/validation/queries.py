@@ -1,5 +1,5 @@
 """Section `attack_options` of the query attacks: query counts the query set cannot serve, from
-the counts the queries stage generates (`miaflow.workflow.plan.generated_queries`) and the
+the counts the queries stage generates (`miaflow.plan.generated_queries`) and the
 rotation angles it draws from (`miaflow.queries.sets.ANGLE_CANDIDATES`)."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     """Query counts the query set cannot serve: more queries used than generated (the attack would
     silently use fewer), more image augmentations than distinct rotation angles, and more initial
     HopSkipJump gradient samples than its maximum (which would silently cap them)."""
-    from miaflow.queries.sets import ANGLE_CANDIDATES
-    from miaflow.workflow.plan import (
+    from miaflow.plan import (
         attacks_for,
         experiments,
         generated_queries,
         modality,
         query_count_option,
     )
+    from miaflow.queries.sets import ANGLE_CANDIDATES
 
     options, problems = config.get("attack_options", {}), []
     for experiment in experiments(config):

@@ -33,8 +33,8 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     """Partitions that leave some model too few samples to train on or to be evaluated on, for
     every dataset whose models train and whose size the registry knows (an empty pool used to
     crash training), and shadow models that cannot exist."""
+    from miaflow.plan import experiments, split_settings
     from miaflow.splits import pool_sizes
-    from miaflow.workflow.plan import experiments, split_settings
 
     trained = list(dict.fromkeys(e.dataset for e in experiments(config)))
     found = [
@@ -106,7 +106,7 @@ def _shadow_problems(
 ) -> list[str]:
     """A shadow on the auxiliary pool needs population models, and query-augment, which trains
     on reference-0's query outputs, cannot follow it there."""
-    from miaflow.workflow.plan import attacks_for, experiments
+    from miaflow.plan import attacks_for, experiments
 
     if settings.get("shadow", "target") != "auxiliary":
         return []

@@ -74,7 +74,7 @@ def reach_warnings(config: Mapping[str, Any]) -> list[str]:
 
     from miaflow.attacks import ATTACKS
     from miaflow.evaluation.multiplicity import by_factor, min_permutation_p
-    from miaflow.workflow.plan import attacks_for, experiments, llm_experiments
+    from miaflow.plan import attacks_for, experiments, llm_experiments
 
     alpha, resamples = config["stats"]["alpha"], config["stats"]["n_resamples"]
     attacks = {f"{e.dataset}/{e.label}": attacks_for(config, e) for e in experiments(config)}

@@ -1,7 +1,7 @@
 """The short summary `make run` prints at the end: where the results are, the best attack per
 experiment and how long the run took.
 
-    python -m miaflow.workflow.summary [--root .] [--started <epoch seconds>]
+    python -m miaflow.tools.summary [--root .] [--started <epoch seconds>]
 
 A finished run leaves dozens of tables and figures; a person first wants to know where to look
 and the headline: for each experiment (dataset/target model, as the tables name it), the attack
@@ -88,8 +88,7 @@ def best_attacks(metrics: pd.DataFrame, top: int = 1) -> pd.DataFrame:
 def job_seconds(root: Path) -> tuple[float, int]:
     """(sum of column `s`, number of jobs) over the Snakemake benchmark files in the run records
     (records/<stage>/benchmarks/**.tsv): every job's own wall time, which adds up parallel jobs."""
-    from miaflow.evaluation.tables import read_benchmarks
-    from miaflow.workflow.cluster import benchmark_files
+    from miaflow.runtime.joblog import benchmark_files, read_benchmarks
 
     files = benchmark_files(root / "records")
     return float(read_benchmarks(files)["s"].sum()), len(files)
@@ -194,7 +193,7 @@ def summary(
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m miaflow.workflow.summary",
+        prog="python -m miaflow.tools.summary",
         description="Where a run's results are, and its headline.",
     )
     parser.add_argument("--root", default=".", help="the project directory (default: .)")

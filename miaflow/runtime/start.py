@@ -3,14 +3,14 @@ runs jobs changes the working directory.
 
 Every Snakemake command parses the Snakefile: a run, but also `-n`, `--summary`,
 `--detailed-summary`, `--report`, `--lint`, `--list-*`, `--dag`, `--rulegraph`, ... A command that
-runs jobs first resumes after a crash (miaflow.workflow.resume) and removes every artifact that
+runs jobs first resumes after a crash (miaflow.runtime.resume) and removes every artifact that
 differs from its provenance record, with what was computed from it
-(miaflow.provenance.remove_damaged), so that it rebuilds them. A command that runs none changes
-nothing under results/ or records/: it names the damage it finds, which the next run rebuilds.
-It reads again only the artifacts written since the last such command (their hashes are kept
-in .snakemake/, by file status: miaflow.provenance.RememberedHashes), so that `snakemake -n` on
-a finished run stays fast; damage that no write made (bit rot) is left to the next run's sweep,
-`make verify` and the job that reads the artifact.
+(miaflow.runtime.provenance.remove_damaged), so that it rebuilds them. A command that runs none
+changes nothing under results/ or records/: it names the damage it finds, which the next run
+rebuilds. It reads again only the artifacts written since the last such command (their hashes
+are kept in .snakemake/, by file status: miaflow.runtime.provenance.RememberedHashes), so that
+`snakemake -n` on a finished run stays fast; damage that no write made (bit rot) is left to the
+next run's sweep, `make verify` and the job that reads the artifact.
 
 Snakemake 9 parses the Snakefile before it picks the executor, so at parse time the `workflow`
 object cannot tell: `workflow.dryrun` (a property of the executor) is always False then, and only
@@ -19,7 +19,7 @@ of the command line's dispatch (`snakemake.cli.args_to_api`), taken after the pa
 `runs_jobs` reads the parsed command line from that function's frame and follows its branches
 (NON_EXECUTING; tests/test_start.py checks it against the installed Snakemake). A workflow parsed
 through Snakemake's Python API, not its command line, counts as running no jobs: it changes
-nothing here, and each job still checks what it reads (miaflow.provenance.check_inputs).
+nothing here, and each job still checks what it reads (miaflow.runtime.provenance.check_inputs).
 
 `make run` runs one Snakemake command for the whole workflow, so the artifacts are hashed once
 per run; `dvc repro` runs one per stage that changed, each sweeping. The sweep is also what makes
@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from miaflow.provenance import Damage, RememberedHashes, damaged, remove_damaged
-from miaflow.workflow.resume import claim_working_directory, no_run_alive
+from miaflow.runtime.provenance import Damage, RememberedHashes, damaged, remove_damaged
+from miaflow.runtime.resume import claim_working_directory, no_run_alive
 
 # The artifacts' hashes as the last command that runs no jobs found them.
 HASHES = Path(".snakemake/miaflow-hashes.json")

@@ -25,7 +25,7 @@ from typing import Any
 
 PACKAGE = "miaflow"
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding the package
-ADAPTER = f"{PACKAGE}.jobs.adapter"  # every script runs its job through it
+ADAPTER = f"{PACKAGE}.runtime.adapter"  # every script runs its job through it
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -126,13 +126,14 @@ def package_digest(root: Path = ROOT) -> str:
 
 
 def job_files(cache: Path, root: Path = ROOT) -> dict[str, list[str]]:
-    """`files` of every module of the package's `jobs` subpackage, by module name: read from the
-    JSON file `cache` if it was computed from the same package (`package_digest`), else computed
-    and written there."""
+    """`files` of every module of the package's `jobs` subpackage and of the adapter, by module
+    name: read from the JSON file `cache` if it was computed from the same package
+    (`package_digest`), else computed and written there."""
 
     def compute() -> dict[str, list[str]]:
         jobs = sorted((root / PACKAGE / "jobs").glob("*.py"))
         modules = [f"{PACKAGE}.jobs.{path.stem}" for path in jobs if path.stem != "__init__"]
+        modules.append(ADAPTER)
         reached = closures(modules, root)
         return {module: _source_files(reached[module], root) for module in modules}
 

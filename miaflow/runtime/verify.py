@@ -4,12 +4,12 @@ DVC and Snakemake both decide from sizes and modification times whether a file c
 flipped bit that keeps both (bit rot, a bad copy) goes unseen. This reads every file again: each
 output's md5 in dvc.lock, and for a directory output the per-file md5s of its manifest in the DVC
 cache (`.dvc/cache/files/md5/<xx>/<rest>.dir`), and names each file that is corrupt or missing.
-It then checks every provenance record under records/ (`miaflow.provenance`): each artifact
+It then checks every provenance record under records/ (`miaflow.runtime.provenance`): each artifact
 against the sha256 its job recorded, and each recorded input against the digest it had when the
 artifact was computed (a mismatch there means the artifact is stale). A run made with plain
 `snakemake` (no dvc.lock) is checked against its provenance records alone.
 
-    python -m miaflow.workflow.verify [ROOT]    # exit status 1 if anything is wrong
+    python -m miaflow.runtime.verify [ROOT]    # exit status 1 if anything is wrong
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from miaflow import provenance
 from miaflow.io import file_hash
+from miaflow.runtime import provenance
 
 CACHE = Path(".dvc/cache/files/md5")
 

@@ -1,6 +1,6 @@
 """Run a command with its full output in a log file and only its progress on the terminal.
 
-    python -m miaflow.workflow.quiet LOG -- COMMAND [ARG ...]
+    python -m miaflow.runtime.quiet LOG -- COMMAND [ARG ...]
 
 `make run` runs its Snakemake command through it (it works for `dvc repro` too). Snakemake prints
 every job with its whole input list (the code closure alone is some fifty files), so the default

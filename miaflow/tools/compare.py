@@ -1,10 +1,10 @@
 """Two runs' headlines side by side, e.g. the selected profile's and another's (runs/NAME/).
 
-    python -m miaflow.workflow.compare . runs/real-cpu
+    python -m miaflow.tools.compare . runs/real-cpu
 
 Per experiment (dataset/target model), in each run: the attack with the highest mean AUROC over
 its target models, that AUROC ± std and the TPR at 1% FPR (as `make run`'s summary ranks them,
-miaflow.workflow.summary.best_attacks). Experiments that only one run has are listed too, with
+miaflow.tools.summary.best_attacks). Experiments that only one run has are listed too, with
 a dash for the other.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from miaflow import io
-from miaflow.workflow.summary import METRICS, best_attacks, tpr_label
+from miaflow.tools.summary import METRICS, best_attacks, tpr_label
 
 COLUMNS = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
 MISSING = "-"
@@ -66,7 +66,7 @@ def comparison(first: Path, second: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m miaflow.workflow.compare",
+        prog="python -m miaflow.tools.compare",
         description="Two runs' best attacks side by side.",
     )
     parser.add_argument("first", type=Path, help="a run's directory (e.g. .)")

@@ -6,11 +6,11 @@ A stage is one rule file, `rules/<stage>.smk`, whose rules its DVC command may r
 runs is what Snakemake imports to parse the workflow (the Snakefile's and every rule file's
 imports), the stage's rule and script files, and the import closure of its jobs module. The
 params its rules read are the params.yaml sections that the stage file, the rules/common.smk
-names it uses and the `miaflow.workflow.plan` functions these call read (`config[...]`,
+names it uses and the `miaflow.plan` functions these call read (`config[...]`,
 `config.get(...)`), read from the code as Snakemake translates it, plus the profile selectors.
 `dvc.yaml` lists exactly those files as the stage's deps and those sections as its params, so
 `dvc status` sees every edit that can change the stage's outputs. Run
-`python -m miaflow.workflow.stages` to rewrite both after the code changed (the tests fail until
+`python -m miaflow.plan.stages` to rewrite both after the code changed (the tests fail until
 dvc.yaml matches).
 """
 
@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from miaflow.workflow.code import ADAPTER, ROOT, closure, files, imports_in
+from miaflow.plan.code import ADAPTER, ROOT, closure, files, imports_in
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
@@ -156,7 +156,7 @@ def _is_text(node: ast.AST) -> bool:
 
 
 def plan_functions(node: ast.AST) -> set[str]:
-    """The functions of miaflow.workflow.plan that `node`'s code names (`plan.<function>`)."""
+    """The functions of miaflow.plan that `node`'s code names (`plan.<function>`)."""
     return {
         n.attr
         for n in ast.walk(node)
@@ -165,9 +165,9 @@ def plan_functions(node: ast.AST) -> set[str]:
 
 
 def plan_sections(root: Path = ROOT) -> dict[str, set[str]]:
-    """The params.yaml sections each function of miaflow.workflow.plan reads, itself or through
+    """The params.yaml sections each function of miaflow.plan reads, itself or through
     the plan functions it calls."""
-    module = ast.parse((root / "miaflow/workflow/plan.py").read_text())
+    module = ast.parse((root / "miaflow/plan/__init__.py").read_text())
     functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
     direct = {name: config_sections(node) for name, node in functions.items()}
     calls = {name: names_read(node) & functions.keys() for name, node in functions.items()}

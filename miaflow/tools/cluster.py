@@ -8,7 +8,7 @@ from those: per rule, the peak over its jobs times a stated headroom, with floor
 the `set-resources` block of a Snakemake profile (profiles/slurm, profiles/slurm-cpu), which
 this rewrites below a marker line, keeping the rest of the file and any other per-rule keys:
 
-    python -m miaflow.workflow.cluster --records records --profile profiles/slurm-cpu \\
+    python -m miaflow.tools.cluster --records records --profile profiles/slurm-cpu \\
         --cpu-only --measured-on "the default config on a 2-core CPU machine"
 
 Values hold for the config that was measured: a larger one (more data, models, epochs) needs
@@ -30,19 +30,18 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from miaflow.evaluation.tables import read_benchmarks
 from miaflow.io import write_text
-from miaflow.workflow.code import ROOT
-from miaflow.workflow.stages import RULE_HEADER
+from miaflow.plan.code import ROOT
+from miaflow.plan.stages import RULE_HEADER
+from miaflow.runtime.joblog import benchmark_files, read_benchmarks
 
 PROFILE_FILE = "config.yaml"
 MARKER = (
-    "# --- below: written by `python -m miaflow.workflow.cluster` "
+    "# --- below: written by `python -m miaflow.tools.cluster` "
     "(mem_mb and runtime are rewritten, other keys kept) ---"
 )
 # A Snakemake benchmark file's header names these; other TSV files under benchmarks/ (such as
 # score_attacks' per-attack timings, *.attacks.tsv) are job outputs, not benchmarks.
-BENCHMARK_HEADER = {"s", "max_rss", "cpu_time"}
 MEM_STEP_MB = 256  # requests are rounded up to this, so a similar run gives the same file
 _GPU = re.compile(r"^\s+gpu\s*=", re.M)
 _LOCAL = re.compile(r"^\s+localrule:\s*True", re.M)
@@ -95,17 +94,6 @@ def gpu_rules(root: Path = ROOT) -> set[str]:
 def job_rules(root: Path = ROOT) -> set[str]:
     """Rules whose jobs a cluster runs (all but the local target rules)."""
     return {name for name, body in rule_bodies(root).items() if not _LOCAL.search(body)}
-
-
-def benchmark_files(records: Path) -> list[Path]:
-    """The Snakemake benchmark files under `records` (`<stage>/benchmarks/<rule>/...tsv`)."""
-    found = []
-    for path in sorted(records.glob("*/benchmarks/**/*.tsv")):
-        with path.open() as handle:
-            header = set(handle.readline().rstrip("\n").split("\t"))
-        if BENCHMARK_HEADER <= header:
-            found.append(path)
-    return found
 
 
 def peaks(records: Sequence[Path]) -> pd.DataFrame:
@@ -239,7 +227,7 @@ def update_profile(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m miaflow.workflow.cluster",
+        prog="python -m miaflow.tools.cluster",
         description="Write per-rule mem_mb and runtime into a Snakemake profile's set-resources, "
         "from the benchmark files of finished runs.",
     )
@@ -277,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.mem_factor, args.time_factor, args.min_mem_mb, args.min_runtime, args.gpu_mem_mb
     )
     command = shlex.join(
-        ["python", "-m", "miaflow.workflow.cluster", *(sys.argv[1:] if argv is None else argv)]
+        ["python", "-m", "miaflow.tools.cluster", *(sys.argv[1:] if argv is None else argv)]
     )
     measured_on = args.measured_on or "the runs recorded in " + ", ".join(map(str, args.records))
     written = update_profile(

@@ -1,7 +1,9 @@
-"""What the workflow builds, derived from the validated params once at parse time (no checkpoints).
+"""The plan: what the workflow builds, derived from the validated params once at parse time.
 
 The rule files ask this module which experiments, model shards and attacks exist, so the DAG is
-known before any job runs.
+known before any job runs (no checkpoints). What each rule reads is derived here too: the
+library files its job runs (`miaflow.plan.code`, its rule's `code` input) and, per DVC stage,
+the code and params sections it depends on (`miaflow.plan.stages`, written to dvc.yaml).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Record a finished Snakemake run of the whole workflow in dvc.lock, as `dvc repro` would.
 
-    python -m miaflow.workflow.commit
+    python -m miaflow.runtime.commit
 
 `make run` runs the workflow as one Snakemake DAG (`snakemake --cores all`), not as `dvc
 repro`'s eight stage commands: Snakemake parses the workflow once instead of eight times, and a

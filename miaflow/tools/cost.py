@@ -1,6 +1,6 @@
 """What a plan costs before it runs: CPU and wall seconds per stage, from benchmark records.
 
-    python -m miaflow.workflow.cost [--records DIR] [--records-config KEY=VALUE ...]
+    python -m miaflow.tools.cost [--records DIR] [--records-config KEY=VALUE ...]
                                     [--config profile=NAME ...] [--rules] [--measured DIR]
 
 The records are Snakemake benchmark files (`<stage>/benchmarks/<rule>/<job>.tsv`: the run's
@@ -40,8 +40,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow import config as params
+from miaflow import plan
+from miaflow.plan import stages
 from miaflow.progress import duration
-from miaflow.workflow import needs, plan, stages
+from miaflow.tools import needs
 
 TRAIN_RULE = "train_shard"
 _SHARD = re.compile(r"^shard-(\d+)$")
@@ -235,9 +237,8 @@ def planned_keys(dry_run: str) -> pd.DataFrame:
 
 
 def recorded(records: Path) -> pd.DataFrame:
-    """The benchmark rows under `records` (miaflow.evaluation.tables.read_benchmarks)."""
-    from miaflow.evaluation.tables import read_benchmarks
-    from miaflow.workflow.cluster import benchmark_files
+    """The benchmark rows under `records` (miaflow.runtime.joblog.read_benchmarks)."""
+    from miaflow.runtime.joblog import benchmark_files, read_benchmarks
 
     return read_benchmarks(benchmark_files(records))
 
@@ -267,7 +268,7 @@ def report(table: pd.DataFrame, records: Path, rules: bool) -> list[str]:
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m miaflow.workflow.cost",
+        prog="python -m miaflow.tools.cost",
         description="Predicted CPU and wall seconds of a plan, per stage, from run records.",
     )
     parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE")

@@ -1,6 +1,6 @@
 """What a plan needs before it runs: GPU jobs, pretrained models, downloads and an estimated time.
 
-    python -m miaflow.workflow.needs [--all] [--records DIR] [--config profile=NAME ...]
+    python -m miaflow.tools.needs [--all] [--records DIR] [--config profile=NAME ...]
 
 `snakemake -n` lists the jobs of a plan but not what they need. This asks Snakemake for the same
 plan (the jobs a run would start now; with --all every job of the plan, as on a fresh project)
@@ -31,8 +31,10 @@ import pandas as pd
 import yaml
 
 from miaflow import config as params
+from miaflow import plan
+from miaflow.plan import stages
 from miaflow.progress import duration
-from miaflow.workflow import plan, profiles, stages
+from miaflow.runtime import profiles
 
 RECORDS = Path("records")
 TARGETS = {*stages.STAGES, "all"}  # target rules: no job of their own to time
@@ -167,8 +169,7 @@ def downloads(config: Mapping[str, Any]) -> dict[str, list[Path]]:
 
 def rule_seconds(records: Path) -> pd.Series:
     """Mean wall seconds per job of each rule in the benchmark records under `records`."""
-    from miaflow.evaluation.tables import read_benchmarks
-    from miaflow.workflow.cluster import benchmark_files
+    from miaflow.runtime.joblog import benchmark_files, read_benchmarks
 
     files = benchmark_files(records)
     if not files:
@@ -264,7 +265,7 @@ def needs(
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m miaflow.workflow.needs",
+        prog="python -m miaflow.tools.needs",
         description="What a plan needs: GPUs, models, downloads, time.",
     )
     parser.add_argument(

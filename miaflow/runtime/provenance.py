@@ -2,7 +2,7 @@
 
 Snakemake and DVC decide from modification times and sizes whether a file changed, and most
 formats carry no checksum of their own (safetensors, CatBoost, JSON, CSV, PNG; Parquet only per
-page). So every job (through `miaflow.jobs.adapter`) records, for each output under `results/`,
+page). So every job (through `miaflow.runtime.adapter`) records, for each output under `results/`,
 the sha256 of its content and of every input it was computed from, in
 `records/<stage>/provenance/<output path>.json`; a directory output records each file inside.
 Before a job runs, each of its inputs that has a record is hashed again and compared: a
@@ -13,7 +13,7 @@ way, and also that the recorded inputs still hash as they did (an artifact not r
 its input changed is stale).
 
 Who checks what: the job checks what it reads, always (`check_inputs`); a run sweeps every
-artifact once before it starts (`remove_damaged`, called by miaflow.workflow.start for a
+artifact once before it starts (`remove_damaged`, called by miaflow.runtime.start for a
 Snakemake command that runs jobs: once in `make run`, in each stage command of `dvc repro`),
 so that damage is rebuilt in the same run even where no job reads it and
 where DVC, keying its hashes by size and modification time, sees no change; a command that runs
@@ -222,7 +222,7 @@ def remove_damaged(root: Path = Path(".")) -> list[Damage]:
     """Remove what `damaged` finds, so that Snakemake, which rebuilds what its targets miss but
     not an intermediate file whose consumers are present, rebuilds the whole chain in one run.
     It also catches bit rot that keeps sizes and modification times, which Snakemake cannot see.
-    Called once before a run that executes jobs (miaflow.workflow.start). Returns the damage,
+    Called once before a run that executes jobs (miaflow.runtime.start). Returns the damage,
     then the consumers."""
     removed = damaged(root)
     for found in removed:

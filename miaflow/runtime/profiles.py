@@ -11,7 +11,7 @@ what the rules read from the project: each top-level entry (miaflow/, whose file
 code inputs, scripts/, rules/, audit/, params.yaml, ...), except what a run writes itself. data/
 is a folder of its own whose entries are links, so that downloads land in the project's one
 data/raw/ while a run's sweep of its own data/ for dead writers' temporary files
-(miaflow.workflow.resume) does not reach into another live run's downloads. The GPU slots
+(miaflow.runtime.resume) does not reach into another live run's downloads. The GPU slots
 (miaflow.compute) are the project's, shared by runs side by side. Relative paths in params that
 leave the project (`../data/...`) are rewritten to name the same files from runs/NAME/.
 """

@@ -6,7 +6,7 @@ time went to each job's interpreter importing torch, transformers, scikit-learn,
 that the run bound in a private temporary directory beforehand (a job that starts first waits
 for the server instead of running unforked). While no job is waiting, the server imports the
 modules that the run's jobs modules can run and every library they import, even inside them. A
-job's script (`miaflow.jobs.adapter.run`) connects and hands over its job's named fields (as
+job's script (`miaflow.runtime.adapter.run`) connects and hands over its job's named fields (as
 JSON: nothing is unpickled), working directory, environment and standard streams; the server
 forks a child that takes them on, tells the script its pid (the script forwards SIGTERM, SIGINT
 and SIGHUP to it), runs the job as the script would have (`adapter.call`), importing what the
@@ -18,9 +18,9 @@ the run that started it does.
 Where the server cannot be reached (a cluster job on another machine, `--no-hooks`), scripts run
 their jobs themselves, as they always could. Snakemake's benchmark file of a forked job measures
 only its script, so each job's log has the job's own CPU seconds and peak memory, which the cost
-table reads (miaflow.evaluation.tables.read_benchmarks).
+table reads (miaflow.runtime.joblog.read_benchmarks).
 
-    python -m miaflow.jobs.forkserver LISTENER_FD PARENT_PID STAGE...    (started by `start`)
+    python -m miaflow.runtime.forkserver LISTENER_FD PARENT_PID STAGE...    (started by `start`)
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from miaflow.jobs import adapter
-from miaflow.workflow import code
+from miaflow.plan import code
+from miaflow.runtime import adapter, wire
+from miaflow.runtime.forkclient import FORKSERVER
 
 POLL_SECONDS = 0.5  # how often the server looks for ended children and a gone parent
 MIN_JOBS = 3  # fewer script jobs than this run in their own interpreters
@@ -152,11 +153,11 @@ def unsafe_to_fork() -> str | None:
 
 def child(connection: socket.socket) -> int:
     """Take on the script's request and run its job; the exit code, also sent to the script."""
-    header, fds, _, _ = socket.recv_fds(connection, adapter.LENGTH.size, 3)
-    if len(header) < adapter.LENGTH.size:  # the script gave up before sending its job
+    header, fds, _, _ = socket.recv_fds(connection, wire.LENGTH.size, 3)
+    if len(header) < wire.LENGTH.size:  # the script gave up before sending its job
         return 1
-    (size,) = adapter.LENGTH.unpack(header)
-    request: dict[str, Any] = json.loads(adapter.receive_exactly(connection, size))
+    (size,) = wire.LENGTH.unpack(header)
+    request: dict[str, Any] = json.loads(wire.receive_exactly(connection, size))
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -168,10 +169,10 @@ def child(connection: socket.socket) -> int:
     # A library may configure logging when imported (Opacus: a root handler on stderr); in a job's
     # own process it would import after the job's log handler, and leave logging alone.
     logging.root.handlers.clear()
-    connection.sendall(adapter.PID.pack(os.getpid()))
+    connection.sendall(wire.PID.pack(os.getpid()))
     threading.Thread(target=_die_with_script, args=(connection,), daemon=True).start()
     try:
-        job = SimpleNamespace(**adapter.from_plain(request["fields"]))
+        job = SimpleNamespace(**wire.from_plain(request["fields"]))
         adapter.call(adapter.job_function(request["job"]), job, tuple(request["started"]))
         status = 0
     except SystemExit as exit_:
@@ -182,7 +183,7 @@ def child(connection: socket.socket) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     with contextlib.suppress(OSError):
-        adapter.send_message(connection, json.dumps({"code": status}).encode())
+        wire.send_message(connection, json.dumps({"code": status}).encode())
     return status
 
 
@@ -225,7 +226,7 @@ def start(workflow: Any) -> None:
     `MIN_JOBS` script jobs, for which importing every library the stage may need costs more than
     it saves."""
     if (
-        os.environ.get(adapter.FORKSERVER) == "off"
+        os.environ.get(FORKSERVER) == "off"
         or not workflow.is_main_process
         or not workflow.local_exec
     ):
@@ -238,7 +239,7 @@ def start(workflow: Any) -> None:
     address = os.path.join(folder, "socket")
     with listening_socket(address) as listener:  # closed here; the server's copy stays open
         server = spawn(listener, run_stages, stdin=subprocess.DEVNULL)
-    os.environ[adapter.FORKSERVER] = address
+    os.environ[FORKSERVER] = address
 
     def stop() -> None:
         server.terminate()
