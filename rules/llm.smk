@@ -10,8 +10,12 @@ from miaflow.llm import models as llm_models
 
 LLM = config["llm"]
 LLM_NEEDS = plan.llm_needs(config)
-TOKEN_SETTINGS = dict(
-    max_length=LLM["max_length"], dtype=LLM["dtype"], max_tokens=LLM["max_tokens"]
+# How a model's texts are scored (miaflow.llm.tables.ModelScorer).
+LLM_SCORING = dict(
+    max_length=LLM["max_length"],
+    stride=LLM["stride"],
+    max_tokens=LLM["max_tokens"],
+    separator=LLM["separator"],
 )
 LLM_SPLITS = "results/llm/splits/{dataset}/{lm}.parquet"
 LLM_TOKENIZER = "results/llm/tokenizers/{dataset}/{recipe}.json"
@@ -309,13 +313,13 @@ rule llm_statistics:
     resources:
         gpu=1,
     params:
-        **TOKEN_SETTINGS,
         pretrained=llm_pretrained_source,
         model_id=llm_model,
         scored_set=lambda w: w.scored_set,
-        stride=LLM["stride"],
-        separator=LLM["separator"],
+        shard=0,
         n_shards=LLM["pair_shards"],
+        dtype=LLM["dtype"],
+        scoring=LLM_SCORING,
     script:
         "../scripts/llm_statistics.py"
 
@@ -341,10 +345,10 @@ use rule llm_statistics as llm_reference_statistics with:
         model="reference",
 
 
-rule llm_pairs:
-    """A further shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional
-    likelihoods (of every setting's, for the settings' texts), when `pair_shards` > 1: shard 0
-    comes with the target's statistics."""
+# A further shard (prefix rows) of EM-MIA's N x N matrix of one-shot conditional likelihoods (of
+# every setting's, for the settings' texts), when `pair_shards` > 1: shard 0 comes with the
+# target's statistics.
+use rule llm_statistics as llm_pairs with:
     input:
         data=DATA,
         splits=LLM_SPLITS,
@@ -359,20 +363,14 @@ rule llm_pairs:
         "records/llm/benchmarks/llm_pairs/{dataset}/{lm}/target-{repeat}/{scored_set}/shard-{shard}.tsv"
     wildcard_constraints:
         shard=r"[1-9]\d*",
-    conda:
-        SOFTWARE
-    threads: config["training"]["threads"]
-    resources:
-        gpu=1,
     params:
-        **TOKEN_SETTINGS,
         pretrained=llm_pretrained_source,
-        repeat=lambda w: int(w.repeat),
+        model_id=llm_model,
+        scored_set=lambda w: w.scored_set,
         shard=lambda w: int(w.shard),
         n_shards=LLM["pair_shards"],
-        separator=LLM["separator"],
-    script:
-        "../scripts/llm_pairs.py"
+        dtype=LLM["dtype"],
+        scoring=LLM_SCORING,
 
 
 rule llm_scores:
@@ -431,7 +429,7 @@ rule llm_settings:
         SOFTWARE
     threads: config["training"]["threads"]
     params:
-        **LLM["settings"],
+        options=LLM["settings"],
         n_texts=lambda w: llm_experiment(w)["n_texts"],
         neighbor_options=LLM["neighbors"],
         seed=config["seed"],
@@ -439,13 +437,13 @@ rule llm_settings:
         "../scripts/llm_settings.py"
 
 
-rule llm_setting_scores:
-    """Every language-model attack on every setting of every target model: scores, metrics."""
+# Every language-model attack on every setting of every target model: scores, metrics.
+use rule llm_scores as llm_setting_scores with:
     input:
         **llm_scored_inputs("settings"),
         data=DATA,
         splits=LLM_SPLITS,
-        settings=LLM_SETTINGS,
+        settings=[LLM_SETTINGS],
         embeddings=llm_if(
             "embeddings", lambda w: [LLM_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
         ),
@@ -460,19 +458,6 @@ rule llm_setting_scores:
         "records/llm/logs/llm_setting_scores/{dataset}/{lm}.log",
     benchmark:
         "records/llm/benchmarks/llm_setting_scores/{dataset}/{lm}.tsv"
-    conda:
-        SOFTWARE
-    params:
-        dataset=lambda w: w.dataset,
-        label=lambda w: w.lm,
-        attacks=LLM["attacks"],
-        options=LLM["attack_options"],
-        pair_shards=LLM["pair_shards"],
-        fpr_levels=plan.llm_fpr_levels(config),
-        confidence=config["metrics"]["confidence"],
-        seed=config["seed"],
-    script:
-        "../scripts/llm_setting_scores.py"
 
 
 rule llm:

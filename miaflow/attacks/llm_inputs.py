@@ -1,11 +1,14 @@
 """The language-model attacks' inputs on one scored set of an experiment, read from the cached
 artifacts of the llm stage (token statistics, neighbours, ReCaLL likelihoods, EM-MIA's pair
-shards, sentence embeddings): what both scoring jobs (`llm_scores`, `llm_setting_scores`) share,
-and the per-repeat row of the ReCaLL prefix-fit table."""
+shards, sentence embeddings): what both scoring jobs (`llm_scores`, `llm_setting_scores`) share
+(`scored_repeats`: each scored set of every repeat, `attack_frames`), EM-MIA's iterates and the
+per-repeat row of the ReCaLL prefix-fit table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,13 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
+from miaflow.llm import corpus
+from miaflow.llm.scored import Draw, draws
+from miaflow.seeding import derive_seed
+
+log = logging.getLogger(__name__)
+# EM-MIA's iterates table: the AUROC of each iterate (a diagnostic).
+ITERATE_COLUMNS = ["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
 
 # The prefix-fit table (one row per repeat with ReCaLL's likelihoods): column -> type.
 PREFIX_FIT_COLUMNS = {
@@ -78,14 +88,14 @@ def prefix_fit_row(
 
 
 def scored_inputs(
-    draw: tuple[str, np.ndarray, np.ndarray, list[str]],
+    draw: Draw,
     files: Mapping[str, Any],
     options: Mapping[str, Mapping[str, Any]],
     seed: int,
     shots: list[str],
     embeddings: tuple[np.ndarray, np.ndarray] | None,
 ) -> Any:
-    """The attacks' inputs on one scored set `draw` (`_draws`) of one target model, from its
+    """The attacks' inputs on one scored set `draw` (`scored.draws`) of one target model, from its
     files: `target`, `reference`, `lowercase`, `neighbors`, `recall` (a path or None) and `pairs`
     (the repeat's shards, possibly none); the repeat's `shots` and, for the blind baselines, the
     sentence embeddings of the draw's texts and of the shots."""
@@ -123,25 +133,32 @@ def scored_inputs(
     )
 
 
-def repeat_files(
-    repeat: int,
-    target_tokens: Sequence[str | Path],
-    reference_tokens: Sequence[str | Path],
-    lowercase_tokens: Sequence[str | Path],
-    neighbor_tokens: Sequence[str | Path],
-    recall: Sequence[str | Path],
-    pairs: Sequence[str | Path],
-    pair_shards: int,
-) -> dict[str, Any]:
-    """The files `_inputs` reads for one repeat, from a scores job's per-repeat inputs."""
-    return {
-        "target": target_tokens[repeat],
-        "reference": reference_tokens[0] if reference_tokens else None,
-        "lowercase": lowercase_tokens[repeat] if lowercase_tokens else None,
-        "neighbors": neighbor_tokens[repeat] if neighbor_tokens else None,
-        "recall": recall[repeat] if recall else None,
-        "pairs": pairs[repeat * pair_shards : (repeat + 1) * pair_shards],
-    }
+@dataclass(frozen=True)
+class CachedFiles:
+    """A scoring job's cached inputs, per repeat (the reference's: one file for all)."""
+
+    target_tokens: Sequence[str | Path]
+    reference_tokens: Sequence[str | Path]
+    lowercase_tokens: Sequence[str | Path]
+    neighbor_tokens: Sequence[str | Path]
+    recall: Sequence[str | Path]
+    pairs: Sequence[str | Path]
+    pair_shards: int
+
+    @property
+    def repeats(self) -> int:
+        return len(self.target_tokens)
+
+    def of(self, repeat: int) -> dict[str, Any]:
+        """The files `scored_inputs` reads for one repeat."""
+        return {
+            "target": self.target_tokens[repeat],
+            "reference": self.reference_tokens[0] if self.reference_tokens else None,
+            "lowercase": self.lowercase_tokens[repeat] if self.lowercase_tokens else None,
+            "neighbors": self.neighbor_tokens[repeat] if self.neighbor_tokens else None,
+            "recall": self.recall[repeat] if self.recall else None,
+            "pairs": self.pairs[repeat * self.pair_shards : (repeat + 1) * self.pair_shards],
+        }
 
 
 def score_frame(
@@ -160,4 +177,129 @@ def score_frame(
             "score": run_attack(attack, inputs),
             "is_member": inputs.is_member,
         }
+    )
+
+
+def scored_repeats(
+    splits: pd.DataFrame,
+    texts: np.ndarray,
+    settings: pd.DataFrame | None,
+    cached: CachedFiles,
+    options: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    dataset: str,
+    label: str,
+    text_embeddings: pd.Series | None,
+    shot_embeddings: pd.Series | None,
+) -> Iterator[tuple[int, str, Draw, Any]]:
+    """(repeat, experiment label, draw, attack inputs) of each scored set of every repeat: its
+    eval set, labelled `label`, or with the settings table each setting, labelled
+    "<label>/<setting>". The inputs' seed is named after the dataset, the label and the repeat;
+    the blind baselines get the sentence embeddings of the draw's texts and of the repeat's shots
+    (`embedding_rows`)."""
+    for repeat in range(cached.repeats):
+        shot_ids = corpus.select(splits, repeat, "shot")["sample_id"].to_numpy()
+        shots = list(texts[shot_ids])
+        shot_vectors = embedded_rows(shot_embeddings, shot_ids)
+        for draw in draws(splits, texts, repeat, settings):
+            name, ids = draw[0], draw[1]
+            draw_label = label if settings is None else f"{label}/{name}"
+            vectors = (
+                None
+                if text_embeddings is None
+                else (embedded_rows(text_embeddings, ids), shot_vectors)
+            )
+            seed_of = derive_seed(seed, "llm", dataset, draw_label, repeat)
+            inputs = scored_inputs(draw, cached.of(repeat), options, seed_of, shots, vectors)
+            yield repeat, draw_label, draw, inputs
+
+
+def attack_frames(
+    inputs: Any, attacks: Sequence[str], dataset: str, label: str, repeat: int, ids: np.ndarray
+) -> list[pd.DataFrame]:
+    """Every attack's scores on one scored set (`score_frame`)."""
+    frames = [score_frame(inputs, attack, dataset, label, repeat, ids) for attack in attacks]
+    log.info("%s repeat %d: %d attacks on %d texts", label, repeat, len(attacks), ids.size)
+    return frames
+
+
+def em_iterate_rows(
+    inputs: Any,
+    attacks: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    dataset: str,
+    label: str,
+    repeat: int,
+) -> list[tuple[Any, ...]]:
+    """The AUROC of every iterate of each EM-MIA attack (ITERATE_COLUMNS): a diagnostic that
+    uses the labels, never a score."""
+    from sklearn.metrics import roc_auc_score
+
+    from miaflow.attacks.llm import em_mia_run, em_settings
+
+    rows = []
+    for attack in (name for name in attacks if name.startswith("em-mia")):
+        settings = em_settings(attack, options)
+        _, steps = em_mia_run(inputs, settings["init"], settings["scoring"], settings["iterations"])
+        rows += [
+            (dataset, label, repeat, attack, step, roc_auc_score(inputs.is_member, f))
+            for step, f in enumerate(steps)
+        ]
+    return rows
+
+
+def prefix_fit(
+    recall: str | Path,
+    ids: np.ndarray,
+    compat: bool,
+    dataset: str,
+    label: str,
+    repeat: int,
+    n_shots: int,
+) -> tuple[Any, ...]:
+    """The prefix-fit row of one repeat from its ReCaLL table, counting the shots of the form
+    `llm-recall` scores (`compat`: the ReCaLL code's)."""
+    conditional = io.read_parquet(recall).set_index("sample_id").loc[ids]
+    kept = conditional["prefix_shots_compat" if compat else "prefix_shots"].to_numpy()
+    return prefix_fit_row(dataset, label, repeat, kept, n_shots)
+
+
+def prefix_fit_table(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(PREFIX_FIT_COLUMNS)).astype(PREFIX_FIT_COLUMNS)
+
+
+def score_experiment(
+    splits: pd.DataFrame,
+    texts: np.ndarray,
+    settings: pd.DataFrame | None,
+    cached: CachedFiles,
+    attacks: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    dataset: str,
+    label: str,
+    embeddings: tuple[pd.Series | None, pd.Series | None],
+    diagnostics: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every attack on every scored set of every repeat (`scored_repeats`; `embeddings`: those
+    of the texts as scored and of the shots): (scores table, EM-MIA iterates, prefix fit). With
+    `diagnostics` (the eval sets) the iterates' AUROC and the share of targets whose ReCaLL
+    prefix lost shots, counted in the form `llm-recall` scores; else both tables are empty."""
+    compat = bool(options.get("llm-recall", {}).get("compat", False))
+    frames, iterates, fits = [], [], []
+    for repeat, experiment, draw, inputs in scored_repeats(
+        splits, texts, settings, cached, options, seed, dataset, label, *embeddings
+    ):
+        ids = draw[1]
+        frames += attack_frames(inputs, attacks, dataset, experiment, repeat, ids)
+        if diagnostics:
+            iterates += em_iterate_rows(inputs, attacks, options, dataset, label, repeat)
+            if cached.recall:
+                n_shots = len(inputs.shots)
+                recall = cached.recall[repeat]
+                fits.append(prefix_fit(recall, ids, compat, dataset, label, repeat, n_shots))
+    return (
+        pd.concat(frames, ignore_index=True),
+        pd.DataFrame(iterates, columns=ITERATE_COLUMNS),
+        prefix_fit_table(fits),
     )

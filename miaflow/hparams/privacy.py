@@ -135,3 +135,16 @@ def tpr_bound(fpr: np.ndarray, guarantees: Iterable[tuple[float, float]]) -> np.
         second = 1.0 - math.exp(-epsilon) * (1.0 - delta - fpr)
         bound = np.minimum(bound, np.minimum(first, second))
     return np.clip(bound, 0.0, 1.0)
+
+
+def targets_tpr_bound(
+    configs: Iterable[tuple[float, int]], epochs: int, deltas: Sequence[float], fpr: np.ndarray
+) -> np.ndarray:
+    """The TPR no attack can exceed at each `fpr` against any of the targets trained with these
+    (σ, batches per epoch) configurations: each configuration's tightest bound over the
+    accountant's (ε(δ), δ) pairs, maximised over the configurations."""
+    curve = np.zeros_like(fpr)
+    for noise, batches in tracked(sorted(configs), "DP bound", "target configurations"):
+        guarantees = zip(epsilons(noise, 1.0 / batches, epochs * batches, deltas), deltas)
+        curve = np.maximum(curve, tpr_bound(fpr, guarantees))
+    return curve

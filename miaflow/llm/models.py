@@ -198,6 +198,9 @@ def train(
 
     from miaflow.compute import torch_device as device
 
+    log.info(
+        "%d training texts, %d parameters", len(texts), sum(p.numel() for p in model.parameters())
+    )
     model.to(device()).train()
     torch.manual_seed(derive_seed(seed, "dropout"))
     optimizer = torch.optim.AdamW(
@@ -242,3 +245,14 @@ def train(
             )
     model.eval()
     return history
+
+
+def initial(
+    recipe: Mapping[str, Any], tokenizer: str | None, base: str | None, seed: int
+) -> tuple[Any, Any]:
+    """(model, tokenizer) a recipe starts training from: a scratch model built from the trained
+    `tokenizer`, or the pretrained `base` (a checkpoint directory or hub name) to fine-tune."""
+    if recipe["kind"] == "scratch":
+        lm_tokenizer = load_tokenizer(tokenizer)
+        return build_scratch(recipe, lm_tokenizer, seed), lm_tokenizer
+    return load(base)

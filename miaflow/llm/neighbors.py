@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from miaflow.progress import Progress, tracked
 from miaflow.seeding import derive_seed, rng
@@ -354,3 +355,41 @@ def generate(
         masked_lm = load_masked_lm(options["model"], vocabulary_texts, seed)
         return masked_lm_neighbours(texts, sample_ids, masked_lm, **common)
     return word_swap(texts, sample_ids, vocabulary_texts, **common)
+
+
+def neighbor_table(
+    texts: Sequence[str],
+    sample_ids: np.ndarray,
+    vocabulary_texts: Sequence[str],
+    options: dict[str, Any],
+    seed: int,
+) -> pd.DataFrame:
+    """The neighbours of each text (`generate`) as the llm stage stores them: one row per
+    (sample_id, neighbor) with its text."""
+    generated = generate(texts, sample_ids, vocabulary_texts, options, seed)
+    count = options["n_neighbors"]
+    return pd.DataFrame(
+        {
+            "sample_id": np.repeat(sample_ids, count),
+            "neighbor": np.tile(np.arange(count), len(sample_ids)),
+            "text": [text for own in generated for text in own],
+        }
+    )
+
+
+def scored_neighbors(
+    splits: pd.DataFrame, texts: np.ndarray, options: dict[str, Any], seed: int
+) -> pd.DataFrame:
+    """`neighbor_table` of every text some repeat scores (miaflow.llm.corpus), its vocabulary
+    the texts none scores, with their seed's name."""
+    from miaflow.llm.corpus import scored_texts
+
+    attacked = scored_texts(splits)
+    unscored = np.setdiff1d(np.arange(len(texts)), attacked)
+    return neighbor_table(
+        list(texts[attacked]),
+        attacked,
+        list(texts[unscored]),
+        options,
+        derive_seed(seed, "llm", "neighbors"),
+    )

@@ -23,13 +23,17 @@ form); length None scores whole texts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from miaflow.llm import corpus
 from miaflow.seeding import derive_seed, rng
+
+log = logging.getLogger(__name__)
 
 SETTINGS = ("random", "easy", "medium", "hard", "mix-1", "mix-2")
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -266,7 +270,16 @@ def settings_table(
                         }
                     )
                 )
-    return pd.concat(frames, ignore_index=True)[COLUMNS]
+    drawn = pd.concat(frames, ignore_index=True)[COLUMNS]
+    for (length, name), rows in drawn.groupby(["length", "setting"], sort=True):
+        log.info(
+            "length %s, %s: mean cosine distance members/non-members %.3f over %d repeats",
+            length or "whole",
+            name,
+            rows["distance"].mean(),
+            rows["repeat"].nunique(),
+        )
+    return drawn
 
 
 def scored_of(table: pd.DataFrame, repeat: int | None) -> tuple[np.ndarray, list[str]]:
@@ -294,3 +307,32 @@ def draws(table: pd.DataFrame, repeat: int) -> list[tuple[str, pd.DataFrame]]:
         )
         for length, name in keys
     ]
+
+
+def settings_artifacts(
+    splits: pd.DataFrame,
+    texts: np.ndarray,
+    used: np.ndarray,
+    options: Mapping[str, Any],
+    neighbor_options: Mapping[str, Any],
+    seed: int,
+    embed: Callable[[Sequence[str]], np.ndarray],
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, pd.DataFrame]:
+    """Every repeat's settings (`settings_table`; `options`: names, lengths, n_eval, clusters),
+    the sample ids and `embed` vectors of the texts as scored (the blind baselines'; the
+    scoring job then loads no model), and those texts' neighbours (Neighbor attack), drawn
+    from a vocabulary of the texts no repeat scores."""
+    from miaflow.llm.neighbors import neighbor_table
+
+    drawn = settings_table(splits, texts, used, **options, seed=seed, embed=embed)
+    ids, attacked = scored_of(drawn, None)
+    vectors = embed(attacked)
+    unscored = np.setdiff1d(np.arange(len(texts)), np.union1d(ids, corpus.scored_texts(splits)))
+    neighbors = neighbor_table(
+        attacked,
+        ids,
+        list(texts[unscored]),
+        dict(neighbor_options),
+        derive_seed(seed, "llm", "neighbors"),
+    )
+    return drawn, ids, vectors, neighbors

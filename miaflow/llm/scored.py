@@ -1,0 +1,73 @@
+"""What each language model is attacked on: its repeat's scored set, or the texts of EM-MIA's
+benchmark settings (`miaflow.llm.settings`), and the draws a repeat's attacks score.
+
+A target model `target-<r>` is attacked on its repeat's `eval` texts, the shared reference model
+(`reference`) on every repeat's. With the settings table, both score the texts of their repeat's
+settings instead, each cut to its setting's length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from miaflow.llm import corpus
+from miaflow.llm.settings import draws as setting_draws
+from miaflow.llm.settings import scored_of
+
+# One scored set of a repeat: (label, sample ids, membership, texts).
+Draw = tuple[str, np.ndarray, np.ndarray, list[str]]
+
+
+def repeat_of(model_id: str) -> int | None:
+    """The repeat of a target model id (`target-<r>`); None for the shared reference."""
+    return int(model_id.split("-")[1]) if model_id.startswith("target-") else None
+
+
+def scored_ids(splits: pd.DataFrame, model_id: str) -> np.ndarray:
+    """Texts a model is attacked on: its repeat's scored set, or every repeat's (reference)."""
+    repeat = repeat_of(model_id)
+    if repeat is None:
+        return corpus.scored_texts(splits)
+    return corpus.select(splits, repeat, "eval")["sample_id"].to_numpy()
+
+
+def scored(
+    splits: pd.DataFrame, texts: np.ndarray, model_id: str, settings: pd.DataFrame | None
+) -> tuple[np.ndarray, list[str]]:
+    """(sample ids, texts) a model is attacked on: its scored set (`scored_ids`), or with the
+    settings table, the texts of its repeat's settings (every repeat's for the reference), cut
+    to their setting's length."""
+    if settings is not None:
+        return scored_of(settings, repeat_of(model_id))
+    ids = scored_ids(splits, model_id)
+    return ids, list(texts[ids])
+
+
+def draws(
+    splits: pd.DataFrame, texts: np.ndarray, repeat: int, settings: pd.DataFrame | None
+) -> list[Draw]:
+    """Each scored set of a repeat: its `eval` set ("eval"), or with the settings table, each of
+    its settings (label "easy", "easy/24w", ...)."""
+    if settings is not None:
+        return [
+            (name, rows["sample_id"].to_numpy(), rows["is_member"].to_numpy(), list(rows["text"]))
+            for name, rows in setting_draws(settings, repeat)
+        ]
+    rows = corpus.select(splits, repeat, "eval")
+    ids = rows["sample_id"].to_numpy()
+    return [("eval", ids, rows["is_member"].to_numpy(), list(texts[ids]))]
+
+
+def training_texts(
+    splits: pd.DataFrame, texts: np.ndarray, model_id: str
+) -> tuple[list[str], list[str]]:
+    """(training texts, held-out texts) of a model: a target trains on its repeat's members, the
+    reference on the reference share; both report perplexity on a repeat's scored non-members."""
+    repeat = repeat_of(model_id)
+    rows = corpus.select(
+        splits, -1 if repeat is None else repeat, "reference" if repeat is None else "train"
+    )
+    evaluated = corpus.select(splits, repeat or 0, "eval")
+    held_out = texts[evaluated.loc[~evaluated["is_member"], "sample_id"]]
+    return list(texts[rows["sample_id"]]), list(held_out)
