@@ -1,7 +1,7 @@
 """Benchmark: the hyperparameter study's CNNs trained from scratch, batched against one at a time.
 
 Side by side in one process, on random 28x28 single-channel images of 10 classes (MNIST's
-shape), the paper's CNN (`miaflow.models.study_cnn.cnn_module`): for n_train 100 and 320, batch
+shape), the paper's CNN (`miaflow.hparams.cnn.cnn_module`): for n_train 100 and 320, batch
 sizes 10 and 64, without and with DP-Adam (clipping norm 1, noise multiplier 1), seconds per
 model of
 
@@ -29,8 +29,8 @@ import warnings
 import numpy as np
 import torch
 
+from miaflow.hparams.cnn import clipped_gradients, cnn_module, fit_cnns, inner_layout
 from miaflow.models.heads import HeadRecipe, batch_schedules, batches_per_epoch
-from miaflow.models.study_cnn import clipped_gradients, cnn_module, fit_cnns, inner_layout
 
 SHAPE, CLASSES = (1, 28, 28), 10
 

@@ -15,16 +15,12 @@ from test_llm_report import _history, _metrics
 from test_llm_settings import settings_metrics
 
 from miaflow.attacks import ATTACKS
-from miaflow.evaluation import (
-    hparam_baselines,
-    hparam_blackbox,
-    hparam_figures,
-    hparam_tables,
-    llm_report,
-    llm_settings_report,
-    plots,
-)
+from miaflow.evaluation import llm_report, llm_settings_report, plots
 from miaflow.evaluation.metrics import roc_table
+from miaflow.hparams import baselines_figure as hparam_baselines
+from miaflow.hparams import blackbox as hparam_blackbox
+from miaflow.hparams import figures as hparam_figures
+from miaflow.hparams import tables as hparam_tables
 
 REPEATS = 3
 NON_MEMBERS = 450  # about 2e-3 as the lowest measurable FPR, as on digits

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from miaflow.runtime import adapter, forkclient, forkserver, joblog, wire
+from miaflow.runtime import forkclient, forkserver, joblog, wire
 
 # Jobs for the server to fork, importable by it from the test's folder; `Job` stands in for
 # Snakemake's `snakemake` object (the adapter reads its named fields, log, rule and threads).

@@ -90,6 +90,6 @@ def test_ml_leaks_is_seeded_and_costs_one_tuned_shadow():
 
 
 def test_the_report_names_the_baselines_the_study_computes():
-    from miaflow.evaluation.hparam_tables import BASELINES
+    from miaflow.hparams.tables import BASELINES
 
     assert BASELINES == baselines.BASELINES

@@ -1,6 +1,6 @@
-"""Tables, tests and figures of the hyperparameter study (miaflow.evaluation.hparam_tables,
-miaflow.evaluation.hparam_figures, miaflow.evaluation.hparam_baselines and
-miaflow.evaluation.hparam_blackbox)."""
+"""Tables, tests and figures of the hyperparameter study (miaflow.hparams.tables,
+miaflow.hparams.figures, miaflow.hparams.baselines_figure and
+miaflow.hparams.blackbox)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from matplotlib.container import BarContainer
 
-from miaflow.evaluation import hparam_baselines as hb
-from miaflow.evaluation import hparam_blackbox as hbb
-from miaflow.evaluation import hparam_figures as hf
-from miaflow.evaluation import hparam_tables as ht
 from miaflow.evaluation.tables import format_mean_std
+from miaflow.hparams import baselines_figure as hb
+from miaflow.hparams import blackbox as hbb
+from miaflow.hparams import figures as hf
+from miaflow.hparams import tables as ht
 
 # as long as the names of real settings, so that the layout tests see them
 SETTING = "mnist5k_s32_efficientnet_lite0_pc128"

@@ -19,7 +19,7 @@ from sklearn.metrics import roc_auc_score
 from miaflow.attacks import run_attack
 from miaflow.attacks.llm import LLM_ATTACKS, LLMInputs
 from miaflow.data import load_dataset
-from miaflow.llm import corpus, models, neighbors, tokens
+from miaflow.llm import conditional, corpus, models, neighbors, tokens
 from miaflow.llm.tokens import TokenStats
 
 RECIPE = {
@@ -126,13 +126,15 @@ def test_conditional_likelihood_scores_the_target_tokens_after_the_prefix(
     untrained, tokenizer, texts
 ):
     target = tokenizer(texts[0])["input_ids"]
-    [plain] = tokens.conditional_log_likelihood(untrained, tokenizer, [[]], [target], context=64)
+    [plain] = conditional.conditional_log_likelihood(
+        untrained, tokenizer, [[]], [target], context=64
+    )
     [(_, logprob, _, _)] = tokens.token_statistics(untrained, tokenizer, texts[:1], max_length=64)
     assert plain == pytest.approx(logprob.mean(), abs=1e-6)  # empty prefix: the unconditional LL
-    rows = tokens.pair_rows(untrained, tokenizer, texts[:4], [1, 3], separator=" ", context=64)
+    rows = conditional.pair_rows(untrained, tokenizer, texts[:4], [1, 3], separator=" ", context=64)
     separator = tokenizer(" ", add_special_tokens=False)["input_ids"]
     prefix = tokenizer(texts[3])["input_ids"] + separator
-    [direct] = tokens.conditional_log_likelihood(
+    [direct] = conditional.conditional_log_likelihood(
         untrained, tokenizer, [prefix], [tokenizer(texts[2])["input_ids"]], context=64
     )
     assert rows.shape == (2, 4) and rows[1, 2] == pytest.approx(direct, abs=1e-6)
@@ -208,7 +210,7 @@ def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, 
     assert all(len(ids) > 24 for ids, *_ in computed)
     target = TokenStats(np.arange(2), *[[s[k] for s in computed] for k in (1, 2, 3)])
     # an empty prefix conditions on nothing, so the ratio of the same tokens is exactly 1
-    unconditioned = tokens.conditional_log_likelihood(
+    unconditioned = conditional.conditional_log_likelihood(
         untrained, tokenizer, [[], []], [ids for ids, *_ in computed], context=24
     )
     inputs = LLMInputs(
@@ -217,7 +219,7 @@ def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, 
         is_member=np.array([True, False]),
         recall=unconditioned,
         pairs=np.tile(unconditioned, (2, 1)),
-        conditioned_tokens=tokens.target_lengths(tokenizer, long_texts, 24),
+        conditioned_tokens=conditional.target_lengths(tokenizer, long_texts, 24),
     )
     np.testing.assert_allclose(run_attack("llm-recall", inputs), 1.0, atol=1e-6)
     np.testing.assert_allclose(inputs.ratio_matrix(), 1.0, atol=1e-6)
@@ -239,7 +241,7 @@ def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
         plain_ids = torch.tensor([target_ids])
         plain = -float(model(plain_ids, labels=plain_ids).loss)
     values = {
-        compat: tokens.recall_conditional(
+        compat: conditional.recall_conditional(
             model, tokenizer, [target], shots, separator=" ", context=128, compat=compat
         )
         for compat in (False, True)
@@ -250,7 +252,7 @@ def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
         is_member=np.array([True]),
         recall=values[False],
         recall_compat=values[True],
-        conditioned_tokens=tokens.target_lengths(tokenizer, [target], 128),
+        conditioned_tokens=conditional.target_lengths(tokenizer, [target], 128),
         options={"llm-recall": {"compat": True}},
     )
     assert values[True][0] == pytest.approx(conditional, abs=1e-5)
@@ -264,32 +266,36 @@ def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer,
     shots = texts[:3]
     lengths = [len(tokenizer(s)["input_ids"]) for s in shots]
     separator = tokenizer(" ", add_special_tokens=False)["input_ids"]
-    everything = tokens.prefix_ids(tokenizer, shots, " ", 5, context=1000)
+    everything = conditional.prefix_ids(tokenizer, shots, " ", 5, context=1000)
     assert len(everything) == sum(lengths) + 3 * len(separator)
     room = lengths[1] + lengths[2] + 2 * len(separator) + 5
-    newest_two = tokens.prefix_ids(tokenizer, shots, " ", 5, context=room)
+    newest_two = conditional.prefix_ids(tokenizer, shots, " ", 5, context=room)
     assert newest_two == everything[lengths[0] + len(separator) :]
     with caplog.at_level(logging.WARNING):
-        assert tokens.prefix_ids(tokenizer, shots, " ", 5, context=6) == []
+        assert conditional.prefix_ids(tokenizer, shots, " ", 5, context=6) == []
     assert "empty prefix" in caplog.text
 
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_prefix_shots_counts_the_shots_the_prefix_keeps(tokenizer, texts, compat):
     shots, targets = texts[:3], texts[3:9]
-    assert (tokens.prefix_shots(tokenizer, targets, shots, " ", 1000, compat=compat) == 3).all()
-    assert (tokens.prefix_shots(tokenizer, targets, shots, " ", 6, compat=compat) == 0).all()
+    assert (
+        conditional.prefix_shots(tokenizer, targets, shots, " ", 1000, compat=compat) == 3
+    ).all()
+    assert (conditional.prefix_shots(tokenizer, targets, shots, " ", 6, compat=compat) == 0).all()
     lengths = [len(ids) for ids in tokenizer(targets)["input_ids"]]
     seen = set()
     for context in range(20, 160, 3):
-        kept = tokens.prefix_shots(tokenizer, targets, shots, " ", context, compat=compat)
+        kept = conditional.prefix_shots(tokenizer, targets, shots, " ", context, compat=compat)
         seen.update(kept.tolist())
         for length, count in zip(lengths, kept):
             target = min(length, context)
-            prefix = tokens.prefix_ids(tokenizer, shots, " ", target, context, compat=compat)
+            prefix = conditional.prefix_ids(tokenizer, shots, " ", target, context, compat=compat)
             newest = shots[len(shots) - count :]
             assert prefix == (
-                tokens.prefix_ids(tokenizer, newest, " ", 0, 10**6, compat=compat) if count else []
+                conditional.prefix_ids(tokenizer, newest, " ", 0, 10**6, compat=compat)
+                if count
+                else []
             )
     assert seen == {0, 1, 2, 3}
 
@@ -436,7 +442,7 @@ def test_every_label_free_score_ranks_memorised_members_higher(
     scored = texts[:32]
     member = np.arange(32) < 16
     separator = " "
-    conditional = tokens.recall_conditional(
+    recall_ll = conditional.recall_conditional(
         memorised, tokenizer, scored, texts[40:44], separator=separator, context=64
     )
     own = neighbors.word_swap(scored, range(32), texts[32:], n_neighbors=4, fraction=0.3, seed=2)
@@ -451,8 +457,8 @@ def test_every_label_free_score_ranks_memorised_members_higher(
         reference=stats(untrained, tokenizer, scored),
         lowercase=stats(memorised, tokenizer, [t.lower() for t in scored]),
         neighbors=neighbour_ll,
-        recall=conditional,
-        pairs=tokens.pair_rows(
+        recall=recall_ll,
+        pairs=conditional.pair_rows(
             memorised, tokenizer, scored, range(32), separator=separator, context=64
         ),
         shots=texts[40:44],

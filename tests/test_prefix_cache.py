@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from miaflow.data import load_dataset
-from miaflow.llm import models, prefix_cache, tokens
+from miaflow.llm import conditional, models, prefix_cache, tokens
 
 TOLERANCE = 1e-4  # per entry of the matrix
 
@@ -67,12 +67,12 @@ def test_pair_matrix_with_reused_prefixes_equals_pair_by_pair(
 ):
     options = dict(separator=" ", context=context, max_tokens=max_tokens)
     rows = [0, 3, 9, 10, 11]  # a typical text, the shortest ones, the longest one
-    reused = tokens.pair_rows(model, tokenizer, texts, rows, **options)
-    plain = tokens.pair_rows(model, tokenizer, texts, rows, reuse_prefix=False, **options)
+    reused = conditional.pair_rows(model, tokenizer, texts, rows, **options)
+    plain = conditional.pair_rows(model, tokenizer, texts, rows, reuse_prefix=False, **options)
     assert reused.shape == (len(rows), len(texts))
     np.testing.assert_array_equal(np.isnan(reused), np.isnan(plain))  # "Yes": nothing scored
     np.testing.assert_allclose(reused, plain, atol=TOLERANCE, rtol=0)
-    unconditional = tokens.conditional_log_likelihood(
+    unconditional = conditional.conditional_log_likelihood(
         model, tokenizer, [[]] * len(texts), tokenizer(texts)["input_ids"], context=context
     )
     assert np.nanmax(np.abs(reused - unconditional)) > 100 * TOLERANCE  # the prefix matters
@@ -88,7 +88,7 @@ def test_first_target_token_after_the_prefix_matches_the_joined_sequence(
     prefixes = [shots[i % 3] for i in range(len(encoded))] + [shots[0]] * 3
     targets = encoded + encoded[:3]  # three pairs twice
     values = {
-        reuse: tokens.conditional_log_likelihood(
+        reuse: conditional.conditional_log_likelihood(
             model,
             tokenizer,
             prefixes,
@@ -100,16 +100,16 @@ def test_first_target_token_after_the_prefix_matches_the_joined_sequence(
         for reuse in (True, False)
     }
     np.testing.assert_allclose(values[True], values[False], atol=TOLERANCE, rtol=0)
-    without_first = tokens.conditional_log_likelihood(
+    without_first = conditional.conditional_log_likelihood(
         model, tokenizer, prefixes, targets, context=context
     )
     assert np.nanmax(np.abs(values[True] - without_first)) > 100 * TOLERANCE
 
 
 def test_logit_budget_splits_rows_without_changing_values(model, tokenizer, texts, monkeypatch):
-    reused = tokens.pair_rows(model, tokenizer, texts, [0, 5], separator=" ", context=128)
+    reused = conditional.pair_rows(model, tokenizer, texts, [0, 5], separator=" ", context=128)
     monkeypatch.setattr(tokens, "LOGITS_BUDGET", len(tokenizer) * 8)  # 8 logit rows a batch
-    few_rows = tokens.pair_rows(model, tokenizer, texts, [0, 5], separator=" ", context=128)
+    few_rows = conditional.pair_rows(model, tokenizer, texts, [0, 5], separator=" ", context=128)
     np.testing.assert_allclose(few_rows, reused, atol=TOLERANCE, rtol=0)
 
 
@@ -119,7 +119,7 @@ def test_each_prefix_runs_once_and_each_target_once_per_prefix(tokenizer, texts)
     lm.register_forward_pre_hook(
         lambda _, args, kwargs: calls.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
     )
-    tokens.pair_rows(lm, tokenizer, texts[:8], [0, 1, 2], separator=" ", context=128)
+    conditional.pair_rows(lm, tokenizer, texts[:8], [0, 1, 2], separator=" ", context=128)
     lengths = [len(ids) for ids in tokenizer(texts[:8])["input_ids"]]
     prefix_runs = [shape for shape in calls if shape[0] == 1]
     assert len(prefix_runs) == 3  # one per row; the targets fit one packed batch per row

@@ -390,7 +390,7 @@ def test_table_modules_do_not_import_matplotlib():
     modules = [
         "miaflow.evaluation.tables",
         "miaflow.evaluation.song_mittal_tables",
-        "miaflow.evaluation.hparam_tables",
+        "miaflow.hparams.tables",
         "miaflow.jobs.report",
         "miaflow.evaluation.stats",
         "miaflow.evaluation.metrics",

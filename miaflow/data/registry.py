@@ -8,10 +8,6 @@ where the `download_dataset` rule puts them (`miaflow.data.download`).
 
 Heavy libraries (scikit-learn, pandas, pyarrow, Pillow, transformers) are imported inside the
 loaders that use them: the Snakefile imports this registry just to validate params.
-
-Over 400 lines because it is a table: one `DatasetSpec` per dataset with its files, checksums
-and defaults. Its length grows with the datasets, not with logic; the loaders live in their own
-modules.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Paper figures (PNG): log-log ROC curves, AUROC against the generalisation gap and against the
 number of reference models and queries, privacy-risk CDFs; and the drawing helpers that the
-figures of `hparam_figures` and `llm_report` share.
+figures of `miaflow.hparams.figures` and `llm_report` share.
 
 matplotlib is imported inside each function (it takes about a second, and table-only jobs never
 need it), and figures are drawn on a bare `Figure`, without pyplot's global state. The PNGs carry

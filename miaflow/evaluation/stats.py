@@ -11,9 +11,6 @@ The exact sign-flip permutation test over repeats (`permutation_pvalues`, with t
 a single sign-flip matrix to every pair's difference vector and reproduces
 `scipy.stats.permutation_test((a, b), mean(a - b), permutation_type="samples",
 alternative="greater")` bit for bit.
-
-Over 400 lines because every test of the benchmark is here, so that the repeat-level, sample-level
-and DeLong tests and their Benjamini–Yekutieli adjustment read side by side.
 """
 
 from __future__ import annotations

@@ -5,9 +5,6 @@ Table builders return a DataFrame of display strings and put their caption in
 `table.attrs["caption"]`, so the caption is built from the same data as the cells; the cell and
 caption helpers here serve every report's tables.
 Outputs are deterministic: identical inputs give byte-identical files.
-
-Over 400 lines (by a few) because the cell and caption helpers serve every table here, the tests
-table and the cost table included.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The study's two kinds of model behind one interface: linear heads on frozen features (the
 paper's transfer-learning setting, `miaflow.models.heads`) or its small CNN trained from scratch
-on the images (Figure A2, `miaflow.models.study_cnn`). HPO and the grid train and score both
+on the images (Figure A2, `miaflow.hparams.cnn`). HPO and the grid train and score both
 through `fit_models`, so a setting's `model` changes nothing else in the study."""
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ class _Heads:
 
 @dataclass(frozen=True)
 class _Cnns:
-    stack: object  # miaflow.models.study_cnn.CnnStack
+    stack: object  # miaflow.hparams.cnn.CnnStack
     device: str
 
     def logits(self, samples: np.ndarray, members: Sequence[int] | None = None) -> np.ndarray:
-        from miaflow.models.study_cnn import CnnStack
+        from miaflow.hparams.cnn import CnnStack
 
         stack = self.stack
         if members is not None:
@@ -70,7 +70,7 @@ def fit_models(
             *fit_heads(samples, labels, n_classes, train_sets, recipes, epochs, seeds, device)
         )
     if model == "cnn":
-        from miaflow.models.study_cnn import fit_cnns
+        from miaflow.hparams.cnn import fit_cnns
 
         stack = fit_cnns(samples, labels, n_classes, train_sets, recipes, epochs, seeds, device)
         return _Cnns(stack, device)

@@ -1,4 +1,6 @@
-"""What every stage's jobs share: the job's log, reading the membership matrix, compute sessions."""
+"""What every stage's jobs share: reading the membership matrix, compute sessions, and finding
+and writing a rule's table and figure outputs (a table is one stem in csv, md and tex; a
+per-experiment file is found among a rule's outputs by `Experiment.file_name`)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,16 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from miaflow import io
 from miaflow.models.kinds import KINDS
 from miaflow.splits import Splits
+
+if TYPE_CHECKING:
+    from miaflow.plan import Experiment
 
 log = logging.getLogger(__name__)
 Paths = Sequence[str | Path]
@@ -47,3 +54,52 @@ def torch_session(threads: int, compiled: bool = False) -> Iterator[None]:
         use_deterministic_algorithms(compiled=compiled)
         torch.backends.cudnn.benchmark = False
         yield
+
+
+def file_named(paths: Paths, name: str) -> Path:
+    """The one path among `paths` whose file name is `name`."""
+    matches = [Path(p) for p in paths if Path(p).name == name]
+    if len(matches) != 1:
+        raise ValueError(f"expected one output named {name!r} among {sorted(map(str, paths))}")
+    return matches[0]
+
+
+def table_stem(paths: Paths) -> Path:
+    """The common stem of a table's files (`multiext(stem, ".csv", ".md", ".tex")` outputs)."""
+    stems = {Path(p).with_suffix("") for p in paths}
+    if len(stems) != 1:
+        raise ValueError(f"the files of one table must share a stem, got {sorted(map(str, paths))}")
+    return stems.pop()
+
+
+def write_report_table(table: pd.DataFrame, paths: Paths) -> None:
+    """A table builder's table (its caption in `attrs`) to the files of one table output."""
+    from miaflow.evaluation.tables import write_table
+
+    write_table(table, table_stem(paths), table.attrs["caption"])
+
+
+def concat_parquet(paths: Paths, columns: Sequence[str] = (), **read: Any) -> pd.DataFrame:
+    """The Parquet files of a list input, read (`read`: options of io.read_parquet) and
+    concatenated; an empty list gives an empty table of `columns`."""
+    if not paths:
+        return pd.DataFrame(columns=list(columns))
+    return pd.concat([io.read_parquet(p, **read) for p in paths], ignore_index=True)
+
+
+def rows_of(frame: pd.DataFrame, experiment: Experiment) -> pd.DataFrame:
+    """The rows of `frame` (columns dataset and target_model) that belong to `experiment`."""
+    return frame[
+        (frame["dataset"] == experiment.dataset) & (frame["target_model"] == experiment.label)
+    ]
+
+
+def experiment_file(paths: Paths, experiment: Experiment, prefix: str, suffix: str) -> Path:
+    """The output among `paths` that holds `experiment`'s figure (`Experiment.file_name`)."""
+    return file_named(paths, experiment.file_name(prefix, suffix))
+
+
+def experiment_table(paths: Paths, experiment: Experiment, prefix: str) -> list[str]:
+    """The files among `paths` (csv, md, tex) of `experiment`'s table named `prefix`."""
+    stem = experiment.file_name(prefix, "")
+    return [str(p) for p in paths if Path(p).with_suffix("").name == stem]

@@ -13,47 +13,25 @@ from typing import Any
 import pandas as pd
 
 from miaflow import io
-from miaflow.jobs.common import Paths
+from miaflow.attacks import ATTACKS
+from miaflow.evaluation import tables as build
+from miaflow.evaluation.metrics import METRICS_COLUMNS, summary
+from miaflow.evaluation.tables import write_table
+from miaflow.jobs.common import (
+    Paths,
+    concat_parquet,
+    experiment_file,
+    experiment_table,
+    file_named,
+    rows_of,
+    table_stem,
+    write_report_table,
+)
 from miaflow.plan import Experiment
-
-
-def _file_named(paths: Paths, name: str) -> Path:
-    """The one path among `paths` whose file name is `name`."""
-    matches = [Path(p) for p in paths if Path(p).name == name]
-    if len(matches) != 1:
-        raise ValueError(f"expected one output named {name!r} among {sorted(map(str, paths))}")
-    return matches[0]
-
-
-def _stem(paths: Paths) -> Path:
-    """The common stem of a table's files (`multiext(stem, ".csv", ".md", ".tex")` outputs)."""
-    stems = {Path(p).with_suffix("") for p in paths}
-    if len(stems) != 1:
-        raise ValueError(f"the files of one table must share a stem, got {sorted(map(str, paths))}")
-    return stems.pop()
-
-
-def _write(table: pd.DataFrame, paths: Paths) -> None:
-    from miaflow.evaluation.tables import write_table
-
-    write_table(table, _stem(paths), table.attrs["caption"])
-
-
-def _concat(paths: Paths, **read: Any) -> pd.DataFrame:
-    return pd.concat([io.read_parquet(p, **read) for p in paths], ignore_index=True)
-
-
-def _rows_of(frame: pd.DataFrame, experiment: Experiment) -> pd.DataFrame:
-    """The rows of `frame` (columns dataset and target_model) that belong to `experiment`."""
-    return frame[
-        (frame["dataset"] == experiment.dataset) & (frame["target_model"] == experiment.label)
-    ]
 
 
 def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
     """The metrics contract without the language-model attacks, which `llm_report` tabulates."""
-    from miaflow.attacks import ATTACKS
-
     long = io.read_parquet(metrics)
     return long[[ATTACKS[a].family != "llm" for a in long["attack"]]].reset_index(drop=True)
 
@@ -65,7 +43,7 @@ def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path, summary: 
     lowest FPR measured) and the number of target models. Every metric stays in `metrics`."""
     from miaflow.tools.summary import best_attacks
 
-    long = _concat(experiment_metrics)
+    long = concat_parquet(experiment_metrics)
     io.write_parquet(metrics, long)
     headline = {}
     for row in best_attacks(long).itertuples(index=False):
@@ -101,7 +79,6 @@ def paired_tests(
 ) -> None:
     """Each experiment's best attack against the others and the attack families' bests against
     each other, tested over target models and over samples (miaflow.evaluation.stats)."""
-    from miaflow.attacks import ATTACKS
     from miaflow.evaluation.stats import paired_tests as run_tests
 
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
@@ -109,7 +86,7 @@ def paired_tests(
         tests,
         run_tests(
             io.read_parquet(metrics),
-            _concat(scores),
+            concat_parquet(scores),
             family_of,
             tuple(tested_metrics),
             alpha,
@@ -132,25 +109,23 @@ def tables(
     experiments: Sequence[Experiment],
 ) -> None:
     """Headline tables (csv, md, tex) and one log-log ROC figure per experiment."""
-    from miaflow.attacks import ATTACKS
-    from miaflow.evaluation import tables as build
-    from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_roc_loglog
 
     means = summary(_classifier_metrics(metrics))
-    _write(build.auroc_table(means), auroc_table)
-    _write(build.accuracy_table(io.read_parquet(models)), accuracy_table)
-    build.write_tests_table(io.read_parquet(tests), _stem(tests_table))
-    curves = _concat(roc)
+    write_report_table(build.auroc_table(means), auroc_table)
+    write_report_table(build.accuracy_table(io.read_parquet(models)), accuracy_table)
+    build.write_tests_table(io.read_parquet(tests), table_stem(tests_table))
+    curves = concat_parquet(roc)
     auroc = means[means["metric"] == "auroc"]
+    families = {name: attack.family for name, attack in ATTACKS.items()}
     for experiment in experiments:
-        chosen = _rows_of(auroc, experiment)
+        chosen = rows_of(auroc, experiment)
         plot_roc_loglog(
-            _rows_of(curves, experiment),
-            _file_named(roc_figures, experiment.file_name("roc", ".png")),
+            rows_of(curves, experiment),
+            experiment_file(roc_figures, experiment, "roc", ".png"),
             f"{experiment.dataset} / {experiment.label}",
             auroc=dict(zip(chosen["attack"], chosen["mean"])),
-            families={name: attack.family for name, attack in ATTACKS.items()},
+            families=families,
         )
 
 
@@ -172,9 +147,6 @@ def study_tables(
     references of another architecture (Table 6), attack families with cost (Table 7), all
     metrics per experiment (Tables 14–16), AUROC against the generalisation gap (Fig. 2) and
     against the number of reference models and queries (Fig. 4)."""
-    from miaflow.attacks import ATTACKS
-    from miaflow.evaluation import tables as build
-    from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_auroc_vs_gap, plot_scaling_sweep
 
     long = _classifier_metrics(metrics)
@@ -183,30 +155,27 @@ def study_tables(
     means = summary(long)
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
     spent = pd.concat([pd.read_csv(p, sep="\t") for p in timings], ignore_index=True)
-    _write(build.auroc_by_architecture(means), by_architecture)
-    _write(build.family_table(means, spent, family_of), families)
+    write_report_table(build.auroc_by_architecture(means), by_architecture)
+    write_report_table(build.family_table(means, spent, family_of), families)
     architectures = {(e.dataset, e.label): (e.arch, e.ref_arch) for e in experiments}
-    _write(build.reference_mismatch_table(means, architectures), reference_mismatch)
+    write_report_table(build.reference_mismatch_table(means, architectures), reference_mismatch)
+    plot_auroc_vs_gap(long, io.read_parquet(models), family_of, gap_figure)
+    swept = concat_parquet(sweeps)
     for experiment in experiments:
         table = build.all_metrics_table(means, experiment.dataset, experiment.label)
-        stem = experiment.file_name("metrics", "")
-        _write(table, [p for p in metric_tables if Path(p).with_suffix("").name == stem])
-    plot_auroc_vs_gap(long, io.read_parquet(models), family_of, gap_figure)
-    swept = _concat(sweeps)
-    for experiment in experiments:
+        write_report_table(table, experiment_table(metric_tables, experiment, "metrics"))
         plot_scaling_sweep(
-            _rows_of(swept, experiment),
-            _file_named(scaling_figures, experiment.file_name("scaling", ".png")),
+            rows_of(swept, experiment),
+            experiment_file(scaling_figures, experiment, "scaling", ".png"),
             f"{experiment.dataset} / {experiment.label}",
         )
 
 
 def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
     """Time and peak memory per stage and rule, from every job's benchmark file."""
-    from miaflow.evaluation import tables as build
     from miaflow.runtime.joblog import read_benchmarks
 
-    _write(build.cost_table(read_benchmarks([Path(p) for p in benchmarks])), cost)
+    write_report_table(build.cost_table(read_benchmarks([Path(p) for p in benchmarks])), cost)
 
 
 def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
@@ -214,8 +183,9 @@ def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
     from miaflow.attacks.song_mittal import DECISION_THRESHOLDS
     from miaflow.evaluation.song_mittal_tables import song_mittal_table as build
 
-    _write(
-        build(_concat(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])), song_mittal
+    write_report_table(
+        build(concat_parquet(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])),
+        song_mittal,
     )
 
 
@@ -237,14 +207,14 @@ def defense_report(
     from miaflow.evaluation.song_mittal_tables import DEFENSE_ATTACKS, defense_table
 
     wanted = sorted({*(a for a in DEFENSE_ATTACKS if a.startswith("sm-")), "sm-risk"})
-    read = _concat(scores, filters=[("attack", "in", wanted)])
+    read = concat_parquet(scores, filters=[("attack", "in", wanted)])
     table = defense_table(
         io.read_parquet(models),
         _classifier_metrics(metrics),
         read,
         {(d, t): (a, architectures[a]) for d, t, a in recipes},
     )
-    _write(table, defenses)
+    write_report_table(table, defenses)
     plot_defense_tradeoff(table, tradeoff)
     plot_defense_risk_cdfs(read[read["attack"] == "sm-risk"], table, risk)
 
@@ -254,7 +224,7 @@ def published_table(*, models: str | Path, metrics: str | Path, table: Paths, pr
     from miaflow.evaluation.published import PUBLISHED
     from miaflow.evaluation.published import published_table as build
 
-    _write(
+    write_report_table(
         build(
             pd.read_csv(PUBLISHED), io.read_parquet(models), _classifier_metrics(metrics), profile
         ),
@@ -269,12 +239,12 @@ def risk_score_report(
     from miaflow.evaluation.plots import plot_risk_cdf
     from miaflow.evaluation.song_mittal_tables import risk_precision_table
 
-    risk = _concat(scores, filters=[("attack", "==", "sm-risk")])
-    _write(risk_precision_table(risk), risk_precision)
+    risk = concat_parquet(scores, filters=[("attack", "==", "sm-risk")])
+    write_report_table(risk_precision_table(risk), risk_precision)
     for experiment in experiments:
         plot_risk_cdf(
-            _rows_of(risk, experiment),
-            _file_named(risk_figures, experiment.file_name("risk-cdf", ".png")),
+            rows_of(risk, experiment),
+            experiment_file(risk_figures, experiment, "risk-cdf", ".png"),
             f"Privacy risk: {experiment.dataset} / {experiment.label}",
         )
 
@@ -300,43 +270,35 @@ def hparam_report(
     seed: int,
 ) -> None:
     """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
-    from miaflow.evaluation import hparam_figures as draw
-    from miaflow.evaluation import hparam_tables as build
-    from miaflow.evaluation.hparam_baselines import plot_baselines
-    from miaflow.evaluation.hparam_blackbox import blackbox_table, plot_blackbox
+    from miaflow.hparams.figures import draw_study
+    from miaflow.hparams.tables import study_tables, td_vs_ed_tests
     from miaflow.seeding import derive_seed
 
     results = io.read_parquet(study)
     curves, limits, chosen = (io.read_parquet(path) for path in (roc, bound, selection))
-    tests = build.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
-    for table, paths in (
-        (build.headline_table(results), headline),
-        (build.relative_tpr_table(results), relative),
-        (build.kl_budget_table(results), budget),
-        (tests, td_vs_ed),
-        (build.selection_table(chosen), choices),
-        (build.baselines_table(results), baselines),
-        (blackbox_table(results), blackbox),
-    ):
-        _write(table, paths)
-    for setting, part in curves.groupby("setting"):
-        draw.plot_study_roc(
-            part,
-            limits,
-            _file_named(roc_figures, f"hparam-roc-{setting}.png"),
-            f"LiRA, ACC-LiRA and KL-LiRA: {setting}",
-            draw.lowest_measured_fpr(results[results["setting"] == setting]),
-        )
-    named = {Path(p).stem.removeprefix("hparam-"): p for p in figures}
-    draw.plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
-    draw.plot_kl_budget(
-        results[results["hpo"] == "td"], named["kl-budget"], "KL-LiRA with reduced budgets"
+    tests = td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
+    paths = {
+        "headline": headline,
+        "relative": relative,
+        "budget": budget,
+        "td_vs_ed": td_vs_ed,
+        "choices": choices,
+        "baselines": baselines,
+        "blackbox": blackbox,
+    }
+    for name, table in study_tables(results, chosen, tests).items():
+        write_report_table(table, paths[name])
+    draw_study(
+        results,
+        curves,
+        limits,
+        chosen,
+        tests,
+        lambda setting: file_named(roc_figures, f"hparam-roc-{setting}.png"),
+        {Path(p).stem.removeprefix("hparam-"): p for p in figures},
+        alpha,
+        confidence,
     )
-    draw.plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
-    draw.plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
-    draw.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
-    plot_baselines(results, named["baselines"], "LiRA and attacks without shadow calibration")
-    plot_blackbox(results, named["blackbox"], "Shadows on the targets' backbone or another")
 
 
 def llm_report(
@@ -357,30 +319,18 @@ def llm_report(
     EM-MIA's per-iteration AUROC (a diagnostic using labels); the attacks on EM-MIA's benchmark
     settings (`setting_metrics`) in a table and figure."""
     from miaflow.attacks.llm import LLM_ATTACKS
+    from miaflow.attacks.llm_inputs import ITERATE_COLUMNS
     from miaflow.evaluation import llm_report as build
     from miaflow.evaluation import llm_settings_report as on_settings
-    from miaflow.evaluation.metrics import METRICS_COLUMNS
-    from miaflow.evaluation.tables import write_table
 
     knowledge = {name: attack.knowledge for name, attack in LLM_ATTACKS.items()}
-    long = _concat(metrics) if metrics else pd.DataFrame(columns=METRICS_COLUMNS)
-    settings = (
-        _concat(setting_metrics) if setting_metrics else pd.DataFrame(columns=METRICS_COLUMNS)
-    )
-    table = on_settings.settings_table(settings, knowledge)
-    write_table(
-        table, _stem(settings_table), table.attrs["caption"], on_settings.settings_markdown(table)
-    )
+    long = concat_parquet(metrics, METRICS_COLUMNS)
+    table = on_settings.settings_table(concat_parquet(setting_metrics, METRICS_COLUMNS), knowledge)
+    markdown = on_settings.settings_markdown(table)
+    write_table(table, table_stem(settings_table), table.attrs["caption"], markdown)
     on_settings.plot_settings(table, settings_figure)
-    fits = _concat(prefix_fit) if prefix_fit else None
-    _write(build.llm_table(long, knowledge, prefix_fit=fits), llm_table)
-    _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
-    build.plot_em_iterations(
-        _concat(iterates)
-        if iterates
-        else pd.DataFrame(
-            columns=["dataset", "target_model", "repeat", "attack", "iteration", "auroc"]
-        ),
-        em_figure,
-    )
+    fits = concat_parquet(prefix_fit) if prefix_fit else None
+    write_report_table(build.llm_table(long, knowledge, prefix_fit=fits), llm_table)
+    write_report_table(build.mink_sweep_table(long, knowledge), mink_sweep_table)
+    build.plot_em_iterations(concat_parquet(iterates, ITERATE_COLUMNS), em_figure)
     build.plot_mink_sweep(long, mink_figure)

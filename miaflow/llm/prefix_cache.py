@@ -4,7 +4,7 @@ ReCaLL and EM-MIA score a target x after a prefix p; EM-MIA's N × N matrix has 
 the prefix of all N texts. Running every (prefix, target) pair as one sequence computes each
 prefix N times. Here a prefix runs once, with `use_cache=True`, and its key/value cache is
 expanded over rows of its targets, whose positions continue after the prefix: the same values
-(`miaflow.llm.tokens.conditional_log_likelihood`, `reuse_prefix`) up to rounding.
+(`miaflow.llm.conditional.conditional_log_likelihood`, `reuse_prefix`) up to rounding.
 
 Several targets share a row, each attending to the prefix and to its own earlier tokens only
 (a block mask), so rows need almost no padding; a target's last token predicts nothing scored

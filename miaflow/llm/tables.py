@@ -70,7 +70,7 @@ def recall_table(
     """LL(x ; P) of each scored text, P its repeat's known non-member shots (ReCaLL), in
     miaflow's form and in the ReCaLL code's (`compat`; both, so the option needs no rerun), and
     K, the text's tokens that both cover."""
-    from miaflow.llm.tokens import prefix_shots, recall_conditional, target_lengths
+    from miaflow.llm.conditional import prefix_shots, recall_conditional, target_lengths
 
     values = {
         compat: recall_conditional(
@@ -123,7 +123,7 @@ def pair_shard(
     """One shard of EM-MIA's matrix LL(x ; p) of each scored set of a repeat (its eval set, or
     each of its settings): prefix rows p of this shard (of all sets' rows in turn), every text
     x of the prefix's set."""
-    from miaflow.llm.tokens import pair_rows, target_lengths
+    from miaflow.llm.conditional import pair_rows, target_lengths
 
     starts = np.cumsum([0] + [ids.size for _, ids, _, _ in scored_sets])
     mine = np.array_split(np.arange(starts[-1]), n_shards)[shard]

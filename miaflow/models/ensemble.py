@@ -22,10 +22,6 @@ member without a batch at a step, and counted per member; the last batch of one 
 out as the loop's `trainable_batches` does; crop-and-flip augmentation draws from each member's
 own generator as the loop does, and crops all members at once. Anything else (e.g. dropout)
 trains one by one.
-
-Over 400 lines because the grouped forward, the masked optimizer and the training loop share
-private layouts (stacked weights, per-member masks and step counts) that a split would have to
-make public.
 """
 
 from __future__ import annotations

@@ -4,10 +4,6 @@ A shard is a few models of one (dataset, architecture), trained by one job to am
 interpreter's start-up. Every model is a plain dict of arrays (its weights), so all kinds share
 one storage format: a shard is one safetensors file whose keys are `<model_id>/<tensor name>`.
 CatBoost models are kept in CatBoost's own `cbm` format, stored as a byte tensor.
-
-Over 400 lines because the per-model torch loop, its defended variant and the shard format stay
-together: the loop is the reference the batched ensemble (`miaflow.models.ensemble`) and the
-defenses are tested against, and both write through the same shard functions.
 """
 
 from __future__ import annotations

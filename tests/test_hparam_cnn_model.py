@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from miaflow.models.heads import HeadRecipe, batch_schedules
-from miaflow.models.study_cnn import (
+from miaflow.hparams.cnn import (
     NAMES,
     clipped_gradients,
     cnn_module,
@@ -16,6 +15,7 @@ from miaflow.models.study_cnn import (
     inner_layout,
     module_layout,
 )
+from miaflow.models.heads import HeadRecipe, batch_schedules
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -136,14 +136,14 @@ def test_dp_noise_changes_the_weights_and_members_learn(digits):
 
 
 def test_chunks_of_members_and_images_change_nothing(digits, monkeypatch):
-    from miaflow.models import study_cnn
+    from miaflow.hparams import cnn
 
     x, y = digits
     sets = [np.arange(0, 300, 2), np.arange(1, 300, 2), np.arange(300)]
     recipes = [HeadRecipe(16, 1e-2), HeadRecipe(16, 1e-2, 1.0, 1.0), HeadRecipe(40, 3e-3, 1.0, 0.5)]
     whole = fit_cnns(x, y, 10, sets, recipes, epochs=2, seeds=[5, 6, 7])
     logits = whole.logits(x[:50])
-    monkeypatch.setattr(study_cnn, "ACTIVATIONS", 1)  # one member (or image) per chunk
+    monkeypatch.setattr(cnn, "ACTIVATIONS", 1)  # one member (or image) per chunk
     chunked = fit_cnns(x, y, 10, sets, recipes, epochs=2, seeds=[5, 6, 7])
     for name in NAMES:
         np.testing.assert_allclose(chunked.params[name], whole.params[name], atol=1e-5)

@@ -1,7 +1,7 @@
 """The hyperparameter study's Fig. 5: LiRA, ACC-LiRA and KL-LiRA beside the attacks without
 LiRA's shadow calibration (`miaflow.hparams.baselines`), TPR at each of the study's FPR levels.
 
-A module of its own beside `hparam_figures` (already at its size limit); drawing follows
+Beside `miaflow.hparams.figures`, as its own figure's module; drawing follows
 `miaflow.evaluation.plots`, so identical inputs give byte-identical files.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from miaflow.evaluation.hparam_figures import ATTACK_COLOURS
-from miaflow.evaluation.hparam_tables import BASELINES, FULL_ATTACKS, format_epsilon, wrapped_name
 from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
+from miaflow.hparams.figures import ATTACK_COLOURS
+from miaflow.hparams.tables import BASELINES, FULL_ATTACKS, format_epsilon, wrapped_name
 
 BASELINE_COLOURS = {"ml-leaks": "tab:red", "attack-p": "tab:purple", "qmia": "tab:brown"}
 

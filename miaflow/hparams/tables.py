@@ -1,5 +1,5 @@
 """Tables and tests of the hyperparameter study (docs/algorithms.md#hyperparameter-study); its
-figures are in `hparam_figures`.
+figures are in `miaflow.hparams.figures`.
 
 Pradhan et al. (SaTML 2025), "Hyperparameters in score-based membership inference attacks":
 LiRA (the attacker knows the target's hyperparameters) against ACC-LiRA and KL-LiRA (the attacker
@@ -8,8 +8,8 @@ whether tuning the target's hyperparameters on its training data (TD-HPO) leaks 
 them on external data (ED-HPO); and, as the paper's Fig. 5, attacks without LiRA's shadow
 calibration on the same targets (`miaflow.hparams.baselines`).
 
-The data come from the study's jobs; this module and `hparam_figures` only turn them into tables
-and figures:
+The data come from the study's jobs; this module and `miaflow.hparams.figures` only turn them
+into tables and figures:
 
 * `study`: one row per (setting, epsilon, hpo, attack, run, fpr) with the TPR at that FPR level
   (`tpr`, the canonical "last ROC point with FPR < level"; `tpr_interp`, the interpolated ROC,
@@ -346,3 +346,21 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
         return math.nan
     return float(spearmanr(a, b).statistic)
+
+
+def study_tables(
+    results: pd.DataFrame, chosen: pd.DataFrame, tests: pd.DataFrame
+) -> dict[str, pd.DataFrame]:
+    """Every table of the study by name: headline, relative, budget, td_vs_ed (`tests`, from
+    `td_vs_ed_tests`), choices, baselines, blackbox."""
+    from miaflow.hparams.blackbox import blackbox_table
+
+    return {
+        "headline": headline_table(results),
+        "relative": relative_tpr_table(results),
+        "budget": kl_budget_table(results),
+        "td_vs_ed": tests,
+        "choices": selection_table(chosen),
+        "baselines": baselines_table(results),
+        "blackbox": blackbox_table(results),
+    }

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from miaflow.evaluation.hparam_figures import ATTACK_COLOURS
-from miaflow.evaluation.hparam_tables import FULL_ATTACKS, format_epsilon, wrapped_name
 from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
+from miaflow.hparams.figures import ATTACK_COLOURS
+from miaflow.hparams.tables import FULL_ATTACKS, format_epsilon, wrapped_name
 
 COLUMNS = [
     "dataset",

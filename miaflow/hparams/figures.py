@@ -1,23 +1,29 @@
 """Figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study): the paper's
-Figs. 3, 4, 7–11 and A10, from the inputs and tables described in `hparam_tables`.
+Figs. 3, 4, 7–11 and A10, from the inputs and tables described in `miaflow.hparams.tables`.
 
 Figures follow `miaflow.evaluation.plots`: matplotlib is imported inside each function, drawing
 uses a bare `Figure`, and PNGs carry no software version, so identical inputs give byte-identical
 files.
-
-Over 400 lines (by a few) because the study's six figures share their colours, styles and the
-measured-FPR and tick helpers here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from miaflow.evaluation.hparam_tables import (
+from miaflow.evaluation.metrics import clopper_pearson
+from miaflow.evaluation.plots import (
+    PANEL_SIZE,
+    decade_ticks,
+    plot_mean_band,
+    save_png,
+    small_legend,
+)
+from miaflow.hparams.tables import (
     FULL_ATTACKS,
     HPO_NAMES,
     HPO_ORDER,
@@ -26,14 +32,6 @@ from miaflow.evaluation.hparam_tables import (
     kl_budget_table,
     relative_tpr_table,
     wrapped_name,
-)
-from miaflow.evaluation.metrics import clopper_pearson
-from miaflow.evaluation.plots import (
-    PANEL_SIZE,
-    decade_ticks,
-    plot_mean_band,
-    save_png,
-    small_legend,
 )
 
 ATTACK_COLOURS = {"lira": "tab:blue", "acc-lira": "tab:orange", "kl-lira": "tab:green"}
@@ -416,3 +414,39 @@ def plot_selection(selection: pd.DataFrame, path: str | Path, title: str) -> Non
     )
     small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     save_png(figure, path)
+
+
+def draw_study(
+    results: pd.DataFrame,
+    curves: pd.DataFrame,
+    limits: pd.DataFrame,
+    chosen: pd.DataFrame,
+    tests: pd.DataFrame,
+    roc_path: Callable[[str], Path],
+    named: Mapping[str, str | Path],
+    alpha: float,
+    confidence: float,
+) -> None:
+    """Every figure of the study: one ROC per setting (`roc_path(setting)`), and the figures
+    `named` by their stem without `hparam-` (relative-tpr, kl-budget, td-vs-ed, pvalues,
+    selection, baselines, blackbox)."""
+    from miaflow.hparams.baselines_figure import plot_baselines
+    from miaflow.hparams.blackbox import plot_blackbox
+
+    for setting, part in curves.groupby("setting"):
+        plot_study_roc(
+            part,
+            limits,
+            roc_path(setting),
+            f"LiRA, ACC-LiRA and KL-LiRA: {setting}",
+            lowest_measured_fpr(results[results["setting"] == setting]),
+        )
+    plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
+    plot_kl_budget(
+        results[results["hpo"] == "td"], named["kl-budget"], "KL-LiRA with reduced budgets"
+    )
+    plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
+    plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
+    plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
+    plot_baselines(results, named["baselines"], "LiRA and attacks without shadow calibration")
+    plot_blackbox(results, named["blackbox"], "Shadows on the targets' backbone or another")
