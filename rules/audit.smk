@@ -26,7 +26,7 @@ rule audit_outputs:
     input:
         outputs=lambda w: audit_entry(w)["outputs"],
         membership=lambda w: audit_entry(w)["membership"],
-        code=code("audit"),
+        code=code("audit.audit_outputs"),
     output:
         splits=AUDIT_SPLITS,
         signals=AUDIT_SIGNALS,
@@ -52,7 +52,7 @@ rule audit_checkpoint:
         members=lambda w: audit_entry(w)["members"],
         data=DATA,
         base_splits=SPLITS,
-        code=code("audit"),
+        code=code("audit.audit_checkpoint"),
     output:
         splits=AUDIT_SPLITS,
         signals=AUDIT_SIGNALS,
@@ -81,7 +81,7 @@ rule score_audit:
         splits=AUDIT_SPLITS,
         signals=[AUDIT_SIGNALS],
         reference_signals=audit_reference_signals,
-        code=code("audit"),
+        code=code("audit.score_audit"),
     output:
         scores=AUDIT_SCORES,
         timings=AUDIT_TIMINGS,

@@ -63,15 +63,15 @@ SOFTWARE = "../envs/miaflow.yaml"
 LONG_CHAIN = 1
 
 
-# The import closure of every jobs module, cached under .snakemake/ by the package's sources.
+# The import closure of every job function, cached under .snakemake/ by the package's sources.
 JOB_FILES = library.job_files(Path(".snakemake/miaflow-code.json"))
 
 
-def code(stage):
-    """The library files the jobs of `stage` run (the import closures of miaflow.jobs.<stage> and
-    of the adapter every script calls), listed as inputs so that editing one reruns exactly the
-    jobs that use it."""
-    return sorted({*JOB_FILES[f"miaflow.jobs.{stage}"], *JOB_FILES[ADAPTER]})
+def code(job):
+    """The library files job `<stage>.<job>` runs (the import closures of the job function
+    miaflow.jobs.<stage>.<job> and of the adapter every script calls), listed as inputs so
+    that editing one reruns exactly the jobs that use it."""
+    return sorted({*JOB_FILES[f"miaflow.jobs.{job}"], *JOB_FILES[ADAPTER]})
 
 
 def per_experiment(pattern):

@@ -28,7 +28,7 @@ rule score_attacks:
         splits=SPLITS,
         signals=shard_files(SIGNALS, "arch"),
         reference_signals=shard_files(SIGNALS, "ref_arch"),
-        code=code("evaluate"),
+        code=code("evaluate.score_attacks"),
     output:
         scores=SCORES,
         timings=ATTACK_TIMINGS,
@@ -58,7 +58,7 @@ rule scaling_sweep:
         splits=SPLITS,
         signals=shard_files(SIGNALS, "arch"),
         reference_signals=shard_files(SIGNALS, "ref_arch"),
-        code=code("evaluate"),
+        code=code("evaluate.scaling_sweep"),
     output:
         sweep=SWEEP,
     log:

@@ -53,7 +53,7 @@ rule hparam_features:
     """Frozen features of a dataset's images from a pretrained backbone (e.g. ViT-B/16)."""
     input:
         data=DATA,
-        code=code("hparams"),
+        code=code("hparams.hparam_features"),
     output:
         features=HPARAM_FEATURES,
     log:
@@ -76,7 +76,7 @@ rule hparam_splits:
     """One run's few-shot universes V, V^e and their M+1 Bernoulli halves (the membership)."""
     input:
         data=study_data,
-        code=code("hparams"),
+        code=code("hparams.hparam_splits"),
     output:
         splits=HPARAM_SPLITS,
     log:
@@ -98,7 +98,7 @@ rule hparam_noise:
     """DP-Adam's noise multiplier for each batches-per-epoch count (Opacus' PRV accountant)."""
     input:
         splits=lambda w: expand(HPARAM_SPLITS, setting=w.setting, run=range(STUDY["runs"])),
-        code=code("hparams"),
+        code=code("hparams.hparam_noise"),
     output:
         noise=HPARAM_NOISE,
     log:
@@ -128,7 +128,7 @@ rule hparam_run:
         shadow_data=study_shadow_data,
         splits=HPARAM_SPLITS,
         noise=study_noise,
-        code=code("hparams"),
+        code=code("hparams.hparam_run"),
     output:
         trials=HPARAM_TRIALS,
         grid=HPARAM_GRID,
@@ -165,7 +165,7 @@ rule hparam_bound:
         grids=lambda w: expand(
             HPARAM_GRID, setting=w.setting, epsilon=w.epsilon, run=range(STUDY["runs"])
         ),
-        code=code("hparams"),
+        code=code("hparams.hparam_bound"),
     output:
         bound=HPARAM_BOUND,
     log:
@@ -191,7 +191,7 @@ rule hparam_collect:
         rocs=per_study_run(HPARAM_ROC),
         selections=per_study_run(HPARAM_SELECTION),
         bounds=expand(HPARAM_BOUND, setting=list(HPARAM_SETTINGS), epsilon=PRIVATE),
-        code=code("hparams"),
+        code=code("hparams.hparam_collect"),
     output:
         study=HPARAM_STUDY,
         roc=HPARAM_ROC_ALL,

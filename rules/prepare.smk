@@ -5,7 +5,7 @@ rule download_dataset:
     """Fetch one upstream file of a dataset (retries, sha256 check, atomic write). Runs only when
     prepare_dataset needs a data/raw file that is missing; `path` options bypass it."""
     input:
-        code=code("prepare"),
+        code=code("prepare.download_dataset"),
     output:
         file="data/raw/{dataset}/{filename}",
     log:
@@ -28,7 +28,7 @@ rule prepare_dataset:
     protocol, or the dataset's own under splits.datasets)."""
     input:
         sources=lambda w: plan.local_inputs(config, w.dataset),
-        code=code("prepare"),
+        code=code("prepare.prepare_dataset"),
     output:
         data=DATA,
         splits=SPLITS,

@@ -39,7 +39,7 @@ rule query_sets:
     input:
         data=DATA,
         splits=SPLITS,
-        code=code("queries"),
+        code=code("queries.query_sets"),
     output:
         query_set=QUERY_SET,
     log:
@@ -65,7 +65,7 @@ rule query_outputs:
         data=DATA,
         query_set=QUERY_SET,
         models=queried_shards,
-        code=code("queries"),
+        code=code("queries.query_outputs"),
     output:
         outputs=QUERY_ARTIFACTS[QUERY_OUTPUTS],
     log:
@@ -87,7 +87,7 @@ rule query_distances:
         data=DATA,
         splits=SPLITS,
         models=queried_shards,
-        code=code("queries"),
+        code=code("queries.query_distances"),
     output:
         distances=QUERY_ARTIFACTS[DISTANCES],
     log:
@@ -113,7 +113,7 @@ rule query_surrogates:
         data=DATA,
         splits=SPLITS,
         signals=job_shards(SIGNALS),
-        code=code("queries"),
+        code=code("queries.query_surrogates"),
     output:
         surrogates=QUERY_ARTIFACTS[SURROGATES],
     log:
@@ -140,7 +140,7 @@ rule query_regressors:
         data=DATA,
         splits=SPLITS,
         signals=job_shards(SIGNALS),
-        code=code("queries"),
+        code=code("queries.query_regressors"),
     output:
         regressors=QUERY_ARTIFACTS[REGRESSORS],
     log:
@@ -167,7 +167,7 @@ rule query_canaries:
         data=DATA,
         splits=SPLITS,
         models=job_shards(MODELS),
-        code=code("queries"),
+        code=code("queries.query_canaries"),
     output:
         canaries=QUERY_ARTIFACTS[CANARIES],
     log:

@@ -69,7 +69,7 @@ rule collect_metrics:
             + per_llm_settings_experiment(LLM_SETTING_METRICS)
             + per_audit(AUDIT_METRICS)
         ),
-        code=code("report"),
+        code=code("report.collect_metrics"),
     output:
         metrics=METRICS,
         summary="results/summary.json",
@@ -87,7 +87,7 @@ rule collect_models:
     """Train/test accuracy of every trained model in one table."""
     input:
         records=per_shard(RECORDS) + per_audit(AUDIT_RECORDS),
-        code=code("report"),
+        code=code("report.collect_models"),
     output:
         models=MODEL_RECORDS,
     log:
@@ -111,7 +111,7 @@ rule paired_tests:
             + per_llm_settings_experiment(LLM_SETTING_SCORES)
             + per_audit(AUDIT_SCORES)
         ),
-        code=code("report"),
+        code=code("report.paired_tests"),
     output:
         tests=TESTS,
     log:
@@ -136,7 +136,7 @@ rule tables:
         tests=TESTS,
         models=MODEL_RECORDS,
         roc=per_experiment(ROC) + per_audit(AUDIT_ROC),
-        code=code("report"),
+        code=code("report.tables"),
     output:
         auroc_table=REPORT_TABLE(
             "results/tables/auroc",
@@ -190,7 +190,7 @@ rule study_tables:
         models=MODEL_RECORDS,
         sweeps=per_experiment(SWEEP),
         timings=per_experiment(ATTACK_TIMINGS),
-        code=code("report"),
+        code=code("report.study_tables"),
     output:
         by_architecture=REPORT_TABLE(
             "results/tables/by_architecture",
@@ -258,7 +258,7 @@ rule song_mittal_table:
     """Song & Mittal attack accuracy at learned thresholds: class-dependent vs global."""
     input:
         scores=per_experiment(SCORES) + per_audit(AUDIT_SCORES),
-        code=code("report"),
+        code=code("report.song_mittal_table"),
     output:
         song_mittal=REPORT_TABLE(
             "results/tables/song_mittal",
@@ -284,7 +284,7 @@ rule published_table:
     input:
         models=MODEL_RECORDS,
         metrics=METRICS,
-        code=code("report"),
+        code=code("report.published_table"),
     output:
         table=REPORT_TABLE(
             "results/tables/published",
@@ -313,7 +313,7 @@ rule defense_report:
         models=MODEL_RECORDS,
         metrics=METRICS,
         scores=per_experiment(SCORES),
-        code=code("report"),
+        code=code("report.defense_report"),
     output:
         defenses=REPORT_TABLE(
             "results/tables/defenses",
@@ -353,7 +353,7 @@ rule risk_score_report:
     """Privacy risk score: precision/recall of r ≥ τ and risk CDFs of members vs non-members."""
     input:
         scores=per_experiment(SCORES),
-        code=code("report"),
+        code=code("report.risk_score_report"),
     output:
         risk_precision=REPORT_TABLE(
             "results/tables/risk_precision",
@@ -396,7 +396,7 @@ rule hparam_report:
         bound=DP_BOUND,
         roc=HPARAM_ROC_ALL,
         selection=HPARAM_SELECTION_ALL,
-        code=code("report"),
+        code=code("report.hparam_report"),
     output:
         headline=REPORT_TABLE(
             "results/tables/hparam_tpr",
@@ -510,7 +510,7 @@ rule llm_report:
         iterates=per_llm_experiment(LLM_ITERATES),
         prefix_fit=per_llm_experiment(LLM_PREFIX_FIT),
         setting_metrics=per_llm_settings_experiment(LLM_SETTING_METRICS),
-        code=code("report"),
+        code=code("report.llm_report"),
     output:
         llm_table=REPORT_TABLE(
             "results/tables/llm",
@@ -578,7 +578,7 @@ rule cost_table:
                 skip="cost_table",
             ),
         ),
-        code=code("report"),
+        code=code("report.cost_table"),
     output:
         cost=REPORT_TABLE(
             "records/report/cost",

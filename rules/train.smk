@@ -8,7 +8,7 @@ rule train_shard:
     input:
         data=DATA,
         splits=SPLITS,
-        code=code("train"),
+        code=code("train.train_shard"),
     output:
         models=MODELS,
         records=RECORDS,

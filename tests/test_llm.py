@@ -237,7 +237,7 @@ def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
     labels[:, : len(prefix_ids)] = -100
     assert joined.shape[1] <= 128
     with torch.no_grad():
-        conditional = -float(model(joined, labels=labels).loss)
+        after_shots = -float(model(joined, labels=labels).loss)
         plain_ids = torch.tensor([target_ids])
         plain = -float(model(plain_ids, labels=plain_ids).loss)
     values = {
@@ -255,11 +255,11 @@ def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
         conditioned_tokens=conditional.target_lengths(tokenizer, [target], 128),
         options={"llm-recall": {"compat": True}},
     )
-    assert values[True][0] == pytest.approx(conditional, abs=1e-5)
-    assert run_attack("llm-recall", inputs)[0] == pytest.approx(conditional / plain, rel=1e-5)
+    assert values[True][0] == pytest.approx(after_shots, abs=1e-5)
+    assert run_attack("llm-recall", inputs)[0] == pytest.approx(after_shots / plain, rel=1e-5)
     default = dataclasses.replace(inputs, options={})
     assert run_attack("llm-recall", default)[0] == pytest.approx(values[False][0] / plain, rel=1e-5)
-    assert values[False][0] != pytest.approx(conditional, abs=1e-3)
+    assert values[False][0] != pytest.approx(after_shots, abs=1e-3)
 
 
 def test_recall_prefix_drops_the_oldest_shots_and_logs_when_none_fits(tokenizer, texts, caplog):

@@ -26,7 +26,8 @@ HEAVY = ("scipy", "sklearn", "torch", "transformers", "catboost", "matplotlib", 
 
 
 def small_package(root: Path) -> Path:
-    """A package `miaflow` with a jobs module that imports one module lazily."""
+    """A package `miaflow` with a jobs module whose job imports one module lazily, and a second
+    job that imports another."""
     package = root / "miaflow"
     (package / "jobs").mkdir(parents=True)
     (package / "runtime").mkdir()
@@ -34,9 +35,12 @@ def small_package(root: Path) -> Path:
     (package / "jobs" / "__init__.py").write_text("")
     (package / "runtime" / "__init__.py").write_text("")
     (package / "runtime" / "adapter.py").write_text("import json\n")
-    (package / "jobs" / "train.py").write_text("def job():\n    from miaflow import a\n")
+    (package / "jobs" / "train.py").write_text(
+        "def job():\n    from miaflow import a\n\n\ndef other():\n    from miaflow import c\n"
+    )
     (package / "a.py").write_text("x = 1\n")
     (package / "b.py").write_text("y = 2\n")
+    (package / "c.py").write_text("z = 3\n")
     return root
 
 
@@ -45,9 +49,17 @@ def test_the_cached_job_files_are_the_closures(tmp_path):
     found = code.job_files(cache, root)
     assert found == {
         "miaflow.runtime.adapter": code.files("miaflow.runtime.adapter", root),
-        "miaflow.jobs.train": code.files("miaflow.jobs.train", root),
+        "miaflow.jobs.train.job": code.source_files(
+            code.function_closure("miaflow.jobs.train", "job", root), root
+        ),
+        "miaflow.jobs.train.other": code.source_files(
+            code.function_closure("miaflow.jobs.train", "other", root), root
+        ),
     }
-    assert "miaflow/a.py" in found["miaflow.jobs.train"]
+    # each job's own imports, not its neighbour's
+    assert "miaflow/a.py" in found["miaflow.jobs.train.job"]
+    assert "miaflow/c.py" not in found["miaflow.jobs.train.job"]
+    assert "miaflow/c.py" in found["miaflow.jobs.train.other"]
     assert json.loads(cache.read_text())["value"] == found
     assert code.job_files(cache, root) == found  # read back
 
@@ -58,24 +70,26 @@ def test_the_job_files_cache_is_read_again_after_any_edit(tmp_path):
     root, cache = small_package(tmp_path / "project"), tmp_path / "cache.json"
     code.job_files(cache, root)
     train = root / "miaflow" / "jobs" / "train.py"
-    train.write_text("def job():\n    from miaflow import b\n")  # same size
-    assert "miaflow/b.py" in code.job_files(cache, root)["miaflow.jobs.train"]
-    (root / "miaflow" / "jobs" / "audit.py").write_text("import miaflow.a\n")
-    assert code.job_files(cache, root)["miaflow.jobs.audit"] == [
+    train.write_text(train.read_text().replace("import a", "import b"))  # same size
+    assert "miaflow/b.py" in code.job_files(cache, root)["miaflow.jobs.train.job"]
+    (root / "miaflow" / "jobs" / "audit.py").write_text(
+        "import miaflow.a\n\n\ndef job():\n    pass\n"
+    )
+    assert code.job_files(cache, root)["miaflow.jobs.audit.job"] == [
         "miaflow/__init__.py",
         "miaflow/a.py",
         "miaflow/jobs/__init__.py",
         "miaflow/jobs/audit.py",
     ]
     (root / "miaflow" / "b.py").unlink()
-    assert "miaflow/b.py" not in code.job_files(cache, root)["miaflow.jobs.train"]
+    assert "miaflow/b.py" not in code.job_files(cache, root)["miaflow.jobs.train.job"]
     stored = json.loads(cache.read_text())
-    cache.write_text(json.dumps({**stored, "value": {"miaflow.jobs.train": ["stale"]}}))
-    assert code.job_files(cache, root)["miaflow.jobs.train"] == ["stale"]  # same key: read
+    cache.write_text(json.dumps({**stored, "value": {"miaflow.jobs.train.job": ["stale"]}}))
+    assert code.job_files(cache, root)["miaflow.jobs.train.job"] == ["stale"]  # same key: read
     cache.write_text(json.dumps({"key": "another", "value": {}}))
-    assert "miaflow.jobs.train" in code.job_files(cache, root)  # other key: computed
+    assert "miaflow.jobs.train.job" in code.job_files(cache, root)  # other key: computed
     cache.write_text("{not json")
-    assert "miaflow.jobs.train" in code.job_files(cache, root)
+    assert "miaflow.jobs.train.job" in code.job_files(cache, root)
 
 
 def test_the_workflow_digest_follows_package_rules_and_config(tmp_path):

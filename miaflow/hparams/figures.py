@@ -9,7 +9,6 @@ files.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -414,39 +413,3 @@ def plot_selection(selection: pd.DataFrame, path: str | Path, title: str) -> Non
     )
     small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     save_png(figure, path)
-
-
-def draw_study(
-    results: pd.DataFrame,
-    curves: pd.DataFrame,
-    limits: pd.DataFrame,
-    chosen: pd.DataFrame,
-    tests: pd.DataFrame,
-    roc_path: Callable[[str], Path],
-    named: Mapping[str, str | Path],
-    alpha: float,
-    confidence: float,
-) -> None:
-    """Every figure of the study: one ROC per setting (`roc_path(setting)`), and the figures
-    `named` by their stem without `hparam-` (relative-tpr, kl-budget, td-vs-ed, pvalues,
-    selection, baselines, blackbox)."""
-    from miaflow.hparams.baselines_figure import plot_baselines
-    from miaflow.hparams.blackbox import plot_blackbox
-
-    for setting, part in curves.groupby("setting"):
-        plot_study_roc(
-            part,
-            limits,
-            roc_path(setting),
-            f"LiRA, ACC-LiRA and KL-LiRA: {setting}",
-            lowest_measured_fpr(results[results["setting"] == setting]),
-        )
-    plot_relative_tpr(results, named["relative-tpr"], "TPR relative to LiRA")
-    plot_kl_budget(
-        results[results["hpo"] == "td"], named["kl-budget"], "KL-LiRA with reduced budgets"
-    )
-    plot_td_vs_ed(results, named["td-vs-ed"], "TD-HPO vs ED-HPO", confidence)
-    plot_pvalues(tests, named["pvalues"], "TD-HPO vs ED-HPO: p-values", alpha)
-    plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
-    plot_baselines(results, named["baselines"], "LiRA and attacks without shadow calibration")
-    plot_blackbox(results, named["blackbox"], "Shadows on the targets' backbone or another")

@@ -346,21 +346,3 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
         return math.nan
     return float(spearmanr(a, b).statistic)
-
-
-def study_tables(
-    results: pd.DataFrame, chosen: pd.DataFrame, tests: pd.DataFrame
-) -> dict[str, pd.DataFrame]:
-    """Every table of the study by name: headline, relative, budget, td_vs_ed (`tests`, from
-    `td_vs_ed_tests`), choices, baselines, blackbox."""
-    from miaflow.hparams.blackbox import blackbox_table
-
-    return {
-        "headline": headline_table(results),
-        "relative": relative_tpr_table(results),
-        "budget": kl_budget_table(results),
-        "td_vs_ed": tests,
-        "choices": selection_table(chosen),
-        "baselines": baselines_table(results),
-        "blackbox": blackbox_table(results),
-    }

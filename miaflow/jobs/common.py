@@ -72,13 +72,6 @@ def table_stem(paths: Paths) -> Path:
     return stems.pop()
 
 
-def write_report_table(table: pd.DataFrame, paths: Paths) -> None:
-    """A table builder's table (its caption in `attrs`) to the files of one table output."""
-    from miaflow.evaluation.tables import write_table
-
-    write_table(table, table_stem(paths), table.attrs["caption"])
-
-
 def concat_parquet(paths: Paths, columns: Sequence[str] = (), **read: Any) -> pd.DataFrame:
     """The Parquet files of a list input, read (`read`: options of io.read_parquet) and
     concatenated; an empty list gives an empty table of `columns`."""

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
-from miaflow.attacks import llm_inputs
 from miaflow.data import read_dataset
 from miaflow.jobs.common import Paths, torch_session
 from miaflow.llm import corpus, scored
@@ -263,6 +262,7 @@ def llm_scores(
     and of the shots (`embeddings`). Where the rule asks: ROC curves, the EM-MIA iterates' AUROC
     (a diagnostic that uses the labels) and the share of targets whose ReCaLL prefix lost shots
     (in the form `llm-recall` scores)."""
+    from miaflow.attacks import llm_inputs
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
     table, texts, drawn = io.read_parquet(splits), _texts(data), _settings(settings)

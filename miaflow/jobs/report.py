@@ -25,9 +25,13 @@ from miaflow.jobs.common import (
     file_named,
     rows_of,
     table_stem,
-    write_report_table,
 )
 from miaflow.plan import Experiment
+
+
+def _write(table: pd.DataFrame, paths: Paths) -> None:
+    """A table builder's table (its caption in `attrs`) to the files of one table output."""
+    write_table(table, table_stem(paths), table.attrs["caption"])
 
 
 def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
@@ -112,8 +116,8 @@ def tables(
     from miaflow.evaluation.plots import plot_roc_loglog
 
     means = summary(_classifier_metrics(metrics))
-    write_report_table(build.auroc_table(means), auroc_table)
-    write_report_table(build.accuracy_table(io.read_parquet(models)), accuracy_table)
+    _write(build.auroc_table(means), auroc_table)
+    _write(build.accuracy_table(io.read_parquet(models)), accuracy_table)
     build.write_tests_table(io.read_parquet(tests), table_stem(tests_table))
     curves = concat_parquet(roc)
     auroc = means[means["metric"] == "auroc"]
@@ -155,15 +159,15 @@ def study_tables(
     means = summary(long)
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
     spent = pd.concat([pd.read_csv(p, sep="\t") for p in timings], ignore_index=True)
-    write_report_table(build.auroc_by_architecture(means), by_architecture)
-    write_report_table(build.family_table(means, spent, family_of), families)
+    _write(build.auroc_by_architecture(means), by_architecture)
+    _write(build.family_table(means, spent, family_of), families)
     architectures = {(e.dataset, e.label): (e.arch, e.ref_arch) for e in experiments}
-    write_report_table(build.reference_mismatch_table(means, architectures), reference_mismatch)
+    _write(build.reference_mismatch_table(means, architectures), reference_mismatch)
     plot_auroc_vs_gap(long, io.read_parquet(models), family_of, gap_figure)
     swept = concat_parquet(sweeps)
     for experiment in experiments:
         table = build.all_metrics_table(means, experiment.dataset, experiment.label)
-        write_report_table(table, experiment_table(metric_tables, experiment, "metrics"))
+        _write(table, experiment_table(metric_tables, experiment, "metrics"))
         plot_scaling_sweep(
             rows_of(swept, experiment),
             experiment_file(scaling_figures, experiment, "scaling", ".png"),
@@ -175,7 +179,7 @@ def cost_table(*, benchmarks: Paths, cost: Paths) -> None:
     """Time and peak memory per stage and rule, from every job's benchmark file."""
     from miaflow.runtime.joblog import read_benchmarks
 
-    write_report_table(build.cost_table(read_benchmarks([Path(p) for p in benchmarks])), cost)
+    _write(build.cost_table(read_benchmarks([Path(p) for p in benchmarks])), cost)
 
 
 def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
@@ -183,7 +187,7 @@ def song_mittal_table(*, scores: Paths, song_mittal: Paths) -> None:
     from miaflow.attacks.song_mittal import DECISION_THRESHOLDS
     from miaflow.evaluation.song_mittal_tables import song_mittal_table as build
 
-    write_report_table(
+    _write(
         build(concat_parquet(scores, filters=[("attack", "in", sorted(DECISION_THRESHOLDS))])),
         song_mittal,
     )
@@ -214,7 +218,7 @@ def defense_report(
         read,
         {(d, t): (a, architectures[a]) for d, t, a in recipes},
     )
-    write_report_table(table, defenses)
+    _write(table, defenses)
     plot_defense_tradeoff(table, tradeoff)
     plot_defense_risk_cdfs(read[read["attack"] == "sm-risk"], table, risk)
 
@@ -224,7 +228,7 @@ def published_table(*, models: str | Path, metrics: str | Path, table: Paths, pr
     from miaflow.evaluation.published import PUBLISHED
     from miaflow.evaluation.published import published_table as build
 
-    write_report_table(
+    _write(
         build(
             pd.read_csv(PUBLISHED), io.read_parquet(models), _classifier_metrics(metrics), profile
         ),
@@ -240,7 +244,7 @@ def risk_score_report(
     from miaflow.evaluation.song_mittal_tables import risk_precision_table
 
     risk = concat_parquet(scores, filters=[("attack", "==", "sm-risk")])
-    write_report_table(risk_precision_table(risk), risk_precision)
+    _write(risk_precision_table(risk), risk_precision)
     for experiment in experiments:
         plot_risk_cdf(
             rows_of(risk, experiment),
@@ -270,8 +274,8 @@ def hparam_report(
     seed: int,
 ) -> None:
     """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
-    from miaflow.hparams.figures import draw_study
-    from miaflow.hparams.tables import study_tables, td_vs_ed_tests
+    from miaflow.hparams.report import draw_study, study_tables
+    from miaflow.hparams.tables import td_vs_ed_tests
     from miaflow.seeding import derive_seed
 
     results = io.read_parquet(study)
@@ -287,7 +291,7 @@ def hparam_report(
         "blackbox": blackbox,
     }
     for name, table in study_tables(results, chosen, tests).items():
-        write_report_table(table, paths[name])
+        _write(table, paths[name])
     draw_study(
         results,
         curves,
@@ -330,7 +334,7 @@ def llm_report(
     write_table(table, table_stem(settings_table), table.attrs["caption"], markdown)
     on_settings.plot_settings(table, settings_figure)
     fits = concat_parquet(prefix_fit) if prefix_fit else None
-    write_report_table(build.llm_table(long, knowledge, prefix_fit=fits), llm_table)
-    write_report_table(build.mink_sweep_table(long, knowledge), mink_sweep_table)
+    _write(build.llm_table(long, knowledge, prefix_fit=fits), llm_table)
+    _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
     build.plot_em_iterations(concat_parquet(iterates, ITERATE_COLUMNS), em_figure)
     build.plot_mink_sweep(long, mink_figure)

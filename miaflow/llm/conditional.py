@@ -1,6 +1,5 @@
 """Likelihoods of a text after a prefix: ReCaLL's conditional likelihood after known non-member
-shots, and the rows of EM-MIA's pairwise matrix LL(x ; p) (docs/algorithms.md#recall,
-#em-mia).
+shots, and the rows of EM-MIA's pairwise matrix LL(x ; p) (docs/algorithms.md#em-mia).
 
 A prefix and its target form one segment (`miaflow.llm.tokens`), whose scored tokens are the
 target's 2..K (1..K in ReCaLL's `compat` form), K = min(T, context); which shots fit before a

@@ -1,9 +1,12 @@
-"""The library files a job runs: the import closure of its jobs module, found by reading code.
+"""The library files a job runs: the import closure of its job function, found by reading code.
 
 Every `import miaflow...` and `from miaflow... import ...` statement of a module counts, also
-those inside functions (jobs import their heavy dependencies lazily), together with the
-`__init__.py` of every package on the way. Rules list these files as inputs, and DVC stages as
-deps, so that editing any module a job imports, directly or not, reruns exactly that job.
+those inside functions (heavy dependencies are imported lazily), together with the
+`__init__.py` of every package on the way. A job function (`miaflow.jobs.<stage>.<job>`) runs
+its module's top-level imports, its own, and those of the module's functions and classes it
+names; each module it reaches counts whole (`closure`). Rules list these files as their `code`
+input, and DVC stages as deps, so that editing any module a job imports, directly or not,
+reruns exactly the jobs that can run it.
 
 Reading the whole package's code takes seconds, on every parse of the workflow. So the workflow
 reads the jobs modules' files through `job_files`, which keeps them in a cache under .snakemake/
@@ -47,9 +50,10 @@ def imported_modules(module: str, root: Path = ROOT) -> set[str]:
 
 
 def imports_in(tree: ast.AST, root: Path = ROOT) -> set[str]:
-    """Modules of the package that the import statements in `tree` load, with their parents."""
+    """Modules of the package that the import statements in `tree` load, with their parents
+    (not those under `if TYPE_CHECKING:`, which only type checkers run)."""
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -62,6 +66,18 @@ def imports_in(tree: ast.AST, root: Path = ROOT) -> set[str]:
             )
     ours = {name for name in found if name == PACKAGE or name.startswith(f"{PACKAGE}.")}
     return {parent for name in ours for parent in _with_parents(name) if module_file(parent, root)}
+
+
+def _runtime_nodes(tree: ast.AST):
+    """The nodes of `tree`, leaving out the bodies of `if TYPE_CHECKING:` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def _with_parents(module: str) -> list[str]:
@@ -95,6 +111,53 @@ def closures(modules: Iterable[str], root: Path = ROOT) -> dict[str, tuple[str, 
     return found
 
 
+def function_closure(module: str, function: str, root: Path = ROOT) -> tuple[str, ...]:
+    """Every module of the package that running `function` of `module` can load: the module
+    itself and its parents, and the closure of each module that its top-level statements, the
+    function and the module-level functions and classes it names (in turn) import; sorted."""
+    path = module_file(module, root)
+    if path is None:
+        raise ModuleNotFoundError(f"no module {module} below {root}")
+    tree = ast.parse((root / path).read_text(), str(path))
+    defining = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    definitions = {node.name: node for node in tree.body if isinstance(node, defining)}
+    if function not in definitions:
+        raise AttributeError(f"{module} defines no {function}")
+    reached, todo = set(), [function]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += [
+                node.id
+                for node in ast.walk(definitions[name])
+                if isinstance(node, ast.Name) and node.id in definitions
+            ]
+    top = [
+        node for node in tree.body if not isinstance(node, tuple(map(type, definitions.values())))
+    ]
+    body = ast.Module(body=[*top, *(definitions[name] for name in reached)], type_ignores=[])
+    seeds = imports_in(body, root) - {module}
+    found = closures(sorted(seeds), root)
+    return tuple(sorted({*_with_parents(module), *(m for c in found.values() for m in c)}))
+
+
+def job_names(root: Path = ROOT) -> list[str]:
+    """Every job function of the package (`miaflow.jobs.<stage>.<job>`: the public functions of
+    the jobs modules)."""
+    names = []
+    for path in sorted((root / PACKAGE / "jobs").glob("*.py")):
+        if path.stem == "common":  # what the stages' jobs share: no stage's job itself
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        names += [
+            f"{PACKAGE}.jobs.{path.stem}.{node.name}"
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+        ]
+    return names
+
+
 # Package data and the module that reads it.
 PACKAGE_DATA = {
     f"{PACKAGE}.config": f"{PACKAGE}/schemas/params.schema.json",
@@ -105,10 +168,10 @@ PACKAGE_DATA = {
 def files(module: str, root: Path = ROOT) -> list[str]:
     """Source files (relative to `root`, posix) of `closure(module)`, plus the package data the
     closure reads (PACKAGE_DATA: the params schema, the published values)."""
-    return _source_files(closure(module, root), root)
+    return source_files(closure(module, root), root)
 
 
-def _source_files(modules: tuple[str, ...], root: Path) -> list[str]:
+def source_files(modules: tuple[str, ...], root: Path) -> list[str]:
     found = [module_file(name, root).as_posix() for name in modules]
     found += [data for reader, data in PACKAGE_DATA.items() if reader in modules]
     return sorted(found)
@@ -126,16 +189,17 @@ def package_digest(root: Path = ROOT) -> str:
 
 
 def job_files(cache: Path, root: Path = ROOT) -> dict[str, list[str]]:
-    """`files` of every module of the package's `jobs` subpackage and of the adapter, by module
-    name: read from the JSON file `cache` if it was computed from the same package
-    (`package_digest`), else computed and written there."""
+    """The source files of every job function (`function_closure`, by its dotted name) and of
+    the adapter module every script runs, with the package data they read: read from the JSON
+    file `cache` if it was computed from the same package (`package_digest`), else computed and
+    written there."""
 
     def compute() -> dict[str, list[str]]:
-        jobs = sorted((root / PACKAGE / "jobs").glob("*.py"))
-        modules = [f"{PACKAGE}.jobs.{path.stem}" for path in jobs if path.stem != "__init__"]
-        modules.append(ADAPTER)
-        reached = closures(modules, root)
-        return {module: _source_files(reached[module], root) for module in modules}
+        found = {ADAPTER: source_files(closure(ADAPTER, root), root)}
+        for job in job_names(root):
+            module, function = job.rsplit(".", 1)
+            found[job] = source_files(function_closure(module, function, root), root)
+        return found
 
     return remembered(cache, package_digest(root), compute)
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from miaflow.plan.code import ADAPTER, ROOT, closure, files, imports_in
+from miaflow.plan.code import ADAPTER, ROOT, files, function_closure, imports_in, source_files
 
 STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
@@ -56,20 +56,34 @@ def parse_modules(root: Path = ROOT) -> list[str]:
     return sorted(imports_in(ast.parse("\n".join(lines)), root))
 
 
-def code_deps(stage: str, root: Path = ROOT) -> list[str]:
-    """Every file the stage's command runs, relative to `root`, sorted."""
+def jobs(stage: str, root: Path = ROOT) -> list[str]:
+    """The job functions the stage's rules run (`miaflow.jobs.<stage>.<job>`, one per script)."""
     scripts = _SCRIPT.findall((root / "rules" / f"{stage}.smk").read_text())
-    library = {
-        path
-        for module in [*parse_modules(root), f"miaflow.jobs.{stage}", ADAPTER]
-        for path in files(module, root)
+    return sorted({f"miaflow.jobs.{stage}.{Path(script).stem}" for script in scripts})
+
+
+def job_modules(stage: str, root: Path = ROOT) -> set[str]:
+    """The package modules the stage's jobs can run (not counting what parsing runs)."""
+    return {
+        module
+        for job in jobs(stage, root)
+        for module in function_closure(*job.rsplit(".", 1), root)
     }
-    return sorted({*WORKFLOW_FILES, f"rules/{stage}.smk", *scripts, *library})
+
+
+def code_deps(stage: str, root: Path = ROOT) -> list[str]:
+    """Every file the stage's command runs, relative to `root`, sorted: the workflow files, the
+    stage's rule file and scripts, what parsing the workflow imports, and what its jobs (and the
+    adapter they run through) can import."""
+    scripts = _SCRIPT.findall((root / "rules" / f"{stage}.smk").read_text())
+    parsed = {path for module in [*parse_modules(root), ADAPTER] for path in files(module, root)}
+    ran = source_files(tuple(sorted(job_modules(stage, root))), root)
+    return sorted({*WORKFLOW_FILES, f"rules/{stage}.smk", *scripts, *parsed, *ran})
 
 
 def uses(stage: str, module: str, root: Path = ROOT) -> bool:
     """Whether the jobs of `stage` run `module` (not counting what parsing the workflow runs)."""
-    return module in closure(f"miaflow.jobs.{stage}", root)
+    return module in job_modules(stage, root)
 
 
 def rule_file(path: Path) -> ast.Module:
