@@ -23,7 +23,7 @@ from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
 from miaflow.runtime import forkserver, profiles
-from miaflow.runtime.start import runs_jobs, start
+from miaflow.runtime.start import RunAlive, runs_jobs, start
 
 
 configfile: checked_yaml("params.yaml")  # names the line of a YAML error
@@ -56,8 +56,11 @@ report: "report/workflow.rst"
 # jobs (-n, --summary, --dag, --report, ...) changes nothing: it only names the damage
 # (miaflow.runtime.start).
 if workflow.is_main_process:
-    for said in start(runs_jobs(workflow)):
-        print(said, file=sys.stderr)
+    try:
+        for said in start(runs_jobs(workflow)):
+            print(said, file=sys.stderr)
+    except RunAlive as error:
+        raise WorkflowError(str(error)) from None
 
 
 # The selected profile applied (`--config profile=NAME` works too). A config validated before, with

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from miaflow.io import ExplainedError
 from miaflow.splits import AUXILIARY_POOL, ROLES, TARGET_POOL, Splits, role_of
 
 MODEL_ID = re.compile(r"^(target|reference|population)-(\d+)$")
@@ -36,7 +37,7 @@ PROBABILITY_TOLERANCE = 1e-3  # |sum - 1| allowed per row: CSV exports round pro
 EXAMPLES = 5  # sample ids or rows quoted in an error message
 
 
-class AuditInputError(ValueError):
+class AuditInputError(ExplainedError, ValueError):
     """A user's audit file is unusable; the message names the file and the problem."""
 
     def __init__(self, path: str | Path, problem: str) -> None:

@@ -18,11 +18,11 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:  # imported where used: writing text or JSON needs neither (parse time, commit)
+    import pandas as pd
+    import pyarrow as pa
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -66,6 +66,9 @@ def write_parquet(
     path: str | os.PathLike, table: pa.Table | Any, metadata: Mapping[str, str] | None = None
 ) -> None:
     """Write a pyarrow Table (or pandas DataFrame) with optional string metadata, atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     if not isinstance(table, pa.Table):
         table = pa.Table.from_pandas(table, preserve_index=False)
     if metadata:
@@ -76,7 +79,13 @@ def write_parquet(
         pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
 
 
-class CorruptArtifact(RuntimeError):
+class ExplainedError(Exception):
+    """An error whose message is the whole story for a user: the file and what is wrong with it.
+    A job that stops on one says it in a line (`miaflow.runtime.adapter`); its log keeps the
+    traceback."""
+
+
+class CorruptArtifact(ExplainedError, RuntimeError):
     """An artifact whose content does not match its checksums, or does not parse at all."""
 
 
@@ -103,6 +112,8 @@ def corrupt(path: str | os.PathLike, reason: str) -> CorruptArtifact:
 
 
 def _checked(path: str | os.PathLike, read: Callable[[], Any]) -> Any:
+    import pyarrow as pa
+
     try:
         return read()
     except (FileNotFoundError, PermissionError, IsADirectoryError):
@@ -116,6 +127,8 @@ def _checked(path: str | os.PathLike, read: Callable[[], Any]) -> Any:
 
 def _intact(path: str | os.PathLike) -> bool:
     """Whether the whole file reads, every page's CRC checked."""
+    import pyarrow as pa
+
     try:
         _verified_table(path, {}).to_pandas()
     except (OSError, pa.ArrowException, ValueError):
@@ -130,6 +143,8 @@ def read_table(path: str | os.PathLike, **options: Any) -> pa.Table:
 
 def read_schema(path: str | os.PathLike) -> pa.Schema:
     """The schema in a Parquet artifact's footer."""
+    import pyarrow.parquet as pq
+
     return _checked(path, lambda: pq.read_schema(path))
 
 
@@ -139,6 +154,8 @@ def read_parquet(path: str | os.PathLike, **options: Any) -> pd.DataFrame:
 
 
 def _verified_table(path: str | os.PathLike, options: Mapping[str, Any]) -> pa.Table:
+    import pyarrow.parquet as pq
+
     return pq.read_table(path, page_checksum_verification=True, **options)
 
 

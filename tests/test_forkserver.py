@@ -91,18 +91,28 @@ run("jobs_for_test." + sys.argv[1], Job({"out": sys.argv[2]}, params, "job.log")
 
 @pytest.fixture
 def server(tmp_path: Path):
-    """A fork server preloading nothing (no stages), and the environment that points to it."""
+    """A fork server preloading nothing (no stages) that forks the job functions of the module
+    `jobs_for_test` for `tmp_path`, and the environment that points to it; its stderr is in
+    `server.err`."""
     (tmp_path / "jobs_for_test.py").write_text(JOBS)
     (tmp_path / "script.py").write_text(SCRIPT)
     address = str(tmp_path / "socket")
     environment = dict(os.environ, PYTHONPATH=str(tmp_path), JOB_SETTING="from the script")
+    errors = (tmp_path / "server.err").open("w")
     with forkserver.listening_socket(address) as listener:  # as `forkserver.start` does
         process = forkserver.spawn(
-            listener, [], env=dict(environment, JOB_SETTING="from the server"), cwd="/"
+            listener,
+            [],
+            directory=str(tmp_path),
+            jobs="jobs_for_test",
+            env=dict(environment, JOB_SETTING="from the server"),
+            cwd="/",
+            stderr=errors,
         )
     yield dict(environment, **{forkclient.FORKSERVER: address})
     process.terminate()
     process.wait(timeout=10)
+    errors.close()
 
 
 def script(tmp_path: Path, environment: dict, *arguments: str, **options) -> subprocess.Popen:
@@ -174,6 +184,82 @@ def test_a_forked_job_logs_to_its_log_only(server_that_configured_logging, tmp_p
     assert "a warning of the job" not in stderr
 
 
+def _pid(path: Path) -> int:
+    return int(path.read_text().split("|")[-1])
+
+
+def test_the_server_forks_only_job_functions_of_its_package_for_its_directory(tmp_path, server):
+    """A request for anything else (a library's function, a private one, another directory)
+    gets no fork: its script runs what it asked for itself."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "script.py").write_text(SCRIPT)
+    ended = script(elsewhere, server, "describe", str(tmp_path / "far.txt"), "word", "x")
+    assert ended.wait(timeout=60) == 0 and _pid(tmp_path / "far.txt") == ended.pid
+    forged = dict(server, PYTHONPATH=f"{tmp_path}:{server['PYTHONPATH']}")
+    (tmp_path / "script.py").write_text(
+        SCRIPT.replace('"jobs_for_test." + sys.argv[1]', "sys.argv[1]")
+    )
+    ended = script(tmp_path, forged, "os.getcwd", "x.txt")
+    ended.wait(timeout=60)
+    refused = (tmp_path / "server.err").read_text()
+    assert "refused 'jobs_for_test.describe'" in refused and "refused 'os.getcwd'" in refused
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_an_edited_module_stops_the_forking_and_later_jobs_run_the_edit(tmp_path, server):
+    """A job never runs code older than the files: once a module the server imported changes
+    on disk, the server forks no more, and each script runs its job itself with the edit."""
+    first = script(tmp_path, server, "describe", "first.txt", "word", "x")
+    assert first.wait(timeout=60) == 0 and _pid(tmp_path / "first.txt") != first.pid
+    jobs = tmp_path / "jobs_for_test.py"
+    jobs.write_text(jobs.read_text().replace('f"{word}|', 'f"edited {word}|'))
+    for name in ("second", "third"):
+        ended = script(tmp_path, server, "describe", f"{name}.txt", "word", "x")
+        _, stderr = ended.communicate(timeout=60)
+        assert ended.returncode == 0
+        written = (tmp_path / f"{name}.txt").read_text()
+        assert written.startswith("edited x|") and _pid(tmp_path / f"{name}.txt") == ended.pid
+        assert "fork server has stopped" not in stderr  # the server said why itself, once
+    said = (tmp_path / "server.err").read_text()
+    assert said.count("jobs_for_test.py changed during the run") == 1
+
+
+def test_a_dead_server_is_said_once(tmp_path, server):
+    """A server that died (killed) refuses connections: the first job to find it says so, the
+    others run as quietly."""
+    address = server[forkclient.FORKSERVER]
+    dead = subprocess.run(["pkill", "-9", "-f", f"forkserver [0-9]+ [0-9]+ {tmp_path}"])
+    assert dead.returncode == 0
+    time.sleep(0.5)
+    said = []
+    for name in ("one", "two"):
+        ended = script(tmp_path, server, "describe", f"{name}.txt", "word", "x")
+        _, stderr = ended.communicate(timeout=60)
+        assert ended.returncode == 0 and _pid(tmp_path / f"{name}.txt") == ended.pid
+        said.append("fork server has stopped" in stderr)
+    assert said == [True, False] and Path(f"{address}.gone").exists()
+
+
+def test_stale_socket_folders_of_dead_runs_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(forkserver.tempfile, "gettempdir", lambda: str(tmp_path))
+    alive = tmp_path / f"{forkserver.FOLDER_PREFIX}{os.getpid()}-abc"
+    dead_pid = _exited_pid()
+    dead = tmp_path / f"{forkserver.FOLDER_PREFIX}{dead_pid}-def"
+    for folder in (alive, dead):
+        folder.mkdir()
+        (folder / "socket").write_text("")
+    assert forkserver.remove_stale_folders() == [dead]
+    assert alive.exists() and not dead.exists()
+
+
+def _exited_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    return ended.pid
+
+
 def test_without_a_server_the_script_runs_the_job_itself(tmp_path, server):
     for unreachable in ({forkclient.FORKSERVER: str(tmp_path / "absent")}, {}):
         environment = {k: v for k, v in server.items() if k != forkclient.FORKSERVER}
@@ -195,7 +281,9 @@ def test_a_script_before_the_server_waits_for_it_and_one_left_waiting_runs_its_j
         early = script(tmp_path, environment, "describe", "early.txt", "word", "x")
         time.sleep(1)
         assert early.poll() is None and not (tmp_path / "early.txt").exists()  # waiting
-        late_server = forkserver.spawn(listener, [], env=environment)
+        late_server = forkserver.spawn(
+            listener, [], directory=str(tmp_path), jobs="jobs_for_test", env=environment
+        )
     try:
         assert early.wait(timeout=60) == 0
         assert int((tmp_path / "early.txt").read_text().split("|")[3]) != early.pid
@@ -298,4 +386,4 @@ def test_a_process_with_a_second_thread_is_unsafe_to_fork():
     said = subprocess.run(
         [sys.executable, "-c", UNSAFE_PROBE], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert said == ["None", "started a thread"]
+    assert said == ["None", "the server started a thread"]

@@ -66,3 +66,26 @@ def test_the_command_line_needs_a_log_and_a_command(tmp_path: Path, capsys):
     assert main([str(tmp_path / "run.log")]) == 2
     assert "python -m miaflow.runtime.quiet LOG -- COMMAND" in capsys.readouterr().err
     assert main([str(tmp_path / "run.log"), "--", *python_printing(["ok"])]) == 0
+
+
+def test_a_job_that_says_why_it_stopped_is_the_whole_error_on_screen(tmp_path: Path):
+    """An explained job failure (the adapter's line) is shown alone: Snakemake's error block and
+    the log's end stay in the log."""
+    lines = [
+        "1 of 3 steps (33%) done",
+        "miaflow: rule audit_outputs: audit/outputs.parquet: prob_3 holds text, not numbers",
+        "Error in rule audit_outputs:",
+        "    jobid: 7",
+        "    log: records/audit/logs/x.log (check log file(s) for error details)",
+        "Shutting down, this might take some time.",
+        "Exiting because a job execution failed. Look below for error messages",
+        "Complete log(s): .snakemake/log/x.log",
+    ]
+    echoed: list[str] = []
+    assert run_quietly(python_printing(lines, status=1), tmp_path / "run.log", echoed.append) == 1
+    assert echoed == [
+        "snakemake: 1 of 3 jobs done",
+        lines[1],
+        f"Full log: {tmp_path / 'run.log'}",
+        "Failed (exit status 1): the reason is above.",
+    ]

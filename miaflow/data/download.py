@@ -8,14 +8,16 @@ import logging
 import os
 from pathlib import Path
 
+from miaflow.io import ExplainedError
+
 log = logging.getLogger(__name__)
 
 
-class ChecksumError(ValueError):
+class ChecksumError(ExplainedError, ValueError):
     """A downloaded file's sha256 differs from the published one."""
 
 
-class DownloadError(OSError):
+class DownloadError(ExplainedError, OSError):
     """A file could not be fetched, after retries."""
 
 

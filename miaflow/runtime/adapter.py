@@ -4,10 +4,12 @@ Every file in `scripts/` is `adapter.run("miaflow.jobs.<stage>.<job>", snakemake
 named input, output and params fields become the job's keyword arguments under the same names
 (and `threads` when the job takes it), so a key that is misnamed on either side fails loudly with
 the name in the message. Inputs named `code` are the library files the job runs, listed only so
-that editing one reruns the job; they are not passed. Around the call, every input is checked
-against its provenance record and every output under results/ gets one
-(`miaflow.runtime.provenance`). The job's log records its start-up (process start to the job's
-first line), its whole time, wall and CPU, and its peak memory (`miaflow.runtime.joblog`).
+that editing one reruns the job; they are not passed, but their digests go into the provenance
+record every output under results/ gets (`miaflow.runtime.provenance`), beside those of the
+inputs, each checked against its own record first: an artifact computed by code that has
+changed since is stale to `make verify`. The job's log records its start-up (process start to
+the job's first line), its whole time, wall and CPU, and its peak memory
+(`miaflow.runtime.joblog`).
 
 In a local run the job is forked from the run's warm process (`miaflow.runtime.forkclient`, the
 server: `miaflow.runtime.forkserver`), which has imported the libraries once; without a
@@ -17,6 +19,7 @@ at the top, so that a forked job's script starts in a tenth of a second.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import logging
 import os
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from miaflow.io import ExplainedError
 from miaflow.runtime.forkclient import forked
 from miaflow.runtime.joblog import (
     FORKED,
@@ -124,12 +128,37 @@ def call(
         spent = cpu.user + cpu.system + cpu.children_user + cpu.children_system
         return time.time() - since, cpu_before + spent
 
-    with job_log(snakemake.log[0] if snakemake.log else None):
-        inputs = provenance.check_inputs(named_files(snakemake.input, leave_out=CODE_INPUT))
-        log.info(STARTUP_LINE, *times())
-        job(**arguments(job, snakemake))
-        if (stage := stage_of(snakemake)) is not None:
-            provenance.write_records(named_files(snakemake.output), inputs, stage, snakemake.rule)
-        imported = [name for name in HEAVY_MODULES if name in sys.modules]
-        log.info(WHOLE_LINE, *times(), ", ".join(imported) or "none of the heavy ones")
-        log.info(PEAK_LINE, peak_memory_mib(), FORKED if started else OWN_PROCESS)
+    log_file = snakemake.log[0] if snakemake.log else None
+    try:
+        with job_log(log_file):
+            # the code files too: each output's record holds the digest of the code that ran
+            inputs = provenance.check_inputs(named_files(snakemake.input))
+            log.info(STARTUP_LINE, *times())
+            job(**arguments(job, snakemake))
+            if (stage := stage_of(snakemake)) is not None:
+                outputs = named_files(snakemake.output)
+                provenance.write_records(outputs, inputs, stage, snakemake.rule)
+            imported = [name for name in HEAVY_MODULES if name in sys.modules]
+            log.info(WHOLE_LINE, *times(), ", ".join(imported) or "none of the heavy ones")
+            log.info(PEAK_LINE, peak_memory_mib(), FORKED if started else OWN_PROCESS)
+    except Exception as error:
+        if (reason := explained(error)) is None:
+            raise
+        where = f" (the traceback is in {log_file})" if log_file else ""
+        print(f"miaflow: rule {snakemake.rule}: {reason}{where}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def explained(error: BaseException) -> str | None:
+    """The line that tells a user why a job stopped, for an error whose cause is theirs to fix
+    (a bad input file, a corrupt artifact, a full disk); None for anything else (a bug: its
+    traceback says more)."""
+    if isinstance(error, ExplainedError):
+        return str(error)
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        writing = f" writing {error.filename}" if error.filename else ""
+        return (
+            f"no space left on device{writing}. Free space and run the same command again: "
+            "no half-written file is left behind"
+        )
+    return None

@@ -25,6 +25,29 @@ from miaflow.runtime.wire import LENGTH, PID, from_plain, receive_exactly, send_
 FORKSERVER = "MIAFLOW_FORKSERVER"
 
 
+def mark_gone(address: str) -> bool:
+    """Mark the server at `address` as stopped; False if it was marked already (or its run's
+    folder is gone)."""
+    try:
+        os.close(os.open(f"{address}.gone", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:
+        return False
+    return True
+
+
+def said_gone(address: str, why: str) -> None:
+    """Say once per run (the first job, or the run's end, to find it) that the run's fork
+    server has stopped: from then on every job pays its interpreter's start-up. A server that
+    stopped on purpose said why itself (and marked itself gone)."""
+    if not mark_gone(address):
+        return
+    print(
+        f"miaflow: the run's fork server has stopped ({why}); jobs run in their own "
+        "interpreters from here on",
+        file=sys.stderr,
+    )
+
+
 def job_fields(snakemake: Any) -> dict[str, Any]:
     """What the adapter's `call` reads of a Snakemake job, as plain data: the forked job gets
     these, not the `snakemake` object (nothing is unpickled)."""
@@ -60,8 +83,10 @@ def forked(job: str, snakemake: Any) -> int | None:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(address)
-    except OSError:  # not listening yet, gone, or on another machine
+    except OSError as error:  # gone (refused), or on another machine (no such file)
         connection.close()
+        if isinstance(error, ConnectionRefusedError):
+            said_gone(address, "its socket refuses connections")
         return None
     try:
         send_message(connection, payload.encode(), fds=[0, 1, 2])

@@ -15,12 +15,20 @@ itself. The server never runs a torch operation, and it stops forking (jobs then
 if an import starts a thread or the CUDA driver, neither of which survives a fork; it exits when
 the run that started it does.
 
+A job never runs code older than the files it records: before each fork the server checks that
+every module of the package it has imported is unchanged on disk, and stops forking for the
+rest of the run when one is not (a researcher edited it mid-run), so later jobs import the
+edited code in their own interpreters; each job's provenance records also hold the digest of
+every library file it runs (`miaflow.runtime.adapter`), so `make verify` names an artifact
+computed from code that has changed since. The server forks only the job functions of
+`miaflow.jobs` and only for the run's own working directory.
+
 Where the server cannot be reached (a cluster job on another machine, `--no-hooks`), scripts run
 their jobs themselves, as they always could. Snakemake's benchmark file of a forked job measures
 only its script, so each job's log has the job's own CPU seconds and peak memory, which the cost
 table reads (miaflow.runtime.joblog.read_benchmarks).
 
-    python -m miaflow.runtime.forkserver LISTENER_FD PARENT_PID STAGE...    (started by `start`)
+    python -m miaflow.runtime.forkserver FD PARENT_PID DIRECTORY JOBS STAGE...   (by `start`)
 """
 
 from __future__ import annotations
@@ -29,10 +37,13 @@ import ast
 import atexit
 import contextlib
 import importlib
+import importlib.util
+import inspect
 import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,10 +58,13 @@ from typing import Any
 
 from miaflow.plan import code
 from miaflow.runtime import adapter, wire
-from miaflow.runtime.forkclient import FORKSERVER
+from miaflow.runtime.forkclient import FORKSERVER, mark_gone, said_gone
 
 POLL_SECONDS = 0.5  # how often the server looks for ended children and a gone parent
 MIN_JOBS = 3  # fewer script jobs than this run in their own interpreters
+REQUEST_SECONDS = 10  # a script that connected sends its request at once
+FOLDER_PREFIX = "miaflow-forkserver-"  # the run's private socket folder: <prefix><run pid>-...
+JOBS = f"{code.PACKAGE}.jobs"  # the package whose job functions a run's server forks
 
 
 def preload_names(
@@ -104,13 +118,48 @@ def listening_socket(address: str) -> socket.socket:
     return listener
 
 
-def serve(listener: socket.socket, parent: int, run_stages: list[str]) -> None:
+class ImportedFiles:
+    """The source files of `packages` (folders or single modules) this process has imported,
+    each with its status (size, modification time) when it was first seen: what a fork runs."""
+
+    def __init__(self, packages: list[Path]) -> None:
+        self.packages = [path.resolve() for path in packages]
+        self.seen: dict[str, tuple[int, int]] = {}
+
+    def _ours(self, path: str) -> bool:
+        resolved = Path(path).resolve()
+        return any(resolved == root or resolved.is_relative_to(root) for root in self.packages)
+
+    def changed(self) -> str | None:
+        """The first imported file that changed on disk since it was seen (new ones are seen
+        now), or None."""
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if not path or not self._ours(path):
+                continue
+            try:
+                status = os.stat(path)
+            except OSError:
+                return path  # removed
+            now = (status.st_size, status.st_mtime_ns)
+            if self.seen.setdefault(path, now) != now:
+                return path
+        return None
+
+
+def serve(
+    listener: socket.socket, parent: int, directory: str, jobs: str, run_stages: list[str]
+) -> None:
     """Fork one child per connection on `listener` until `parent` (the run) is gone; while no
     script is waiting, import the next module that the jobs of `run_stages` may need
-    (`preload_names`' order), so that the server is of use from the run's first jobs on."""
+    (`preload_names`' order), so that the server is of use from the run's first jobs on. Jobs
+    are forked only if they are functions of the package `jobs`, for `directory` (the run's),
+    and while the package's files the server imported are unchanged on disk."""
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA check at import leaves CUDA unused
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it stops us
     pending = preload_names(run_stages)
+    imported = ImportedFiles([code.ROOT / code.PACKAGE, _package_folder(jobs)])
+    imported.changed()  # what the server imported to start
     while os.getppid() == parent:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
@@ -120,23 +169,84 @@ def serve(listener: socket.socket, parent: int, run_stages: list[str]) -> None:
             if pending:
                 module, taken = pending.pop(0)
                 preload(module, taken)
+                imported.changed()  # seen as imported: an edit from now on stops the forking
                 if why := unsafe_to_fork():
-                    print(f"miaflow: importing {module} {why}; jobs run unforked", file=sys.stderr)
+                    print(f"miaflow: importing {module}, {why}; jobs run unforked", file=sys.stderr)
+                    mark_gone(listener.getsockname())
                     return
             continue
         connection, _ = listener.accept()
+        taken = take_request(connection)
+        if taken is None:
+            connection.close()
+            continue
+        request, fds = taken
+        if not _is_job(request.get("job"), jobs) or not _same_directory(
+            request.get("directory"), directory
+        ):
+            refuse(connection, fds, f"the fork server refused {request.get('job')!r}")
+            continue
+        if edited := _edited(imported.changed()) or unsafe_to_fork():
+            # the script runs its job itself, with the code as it is now
+            refuse(
+                connection, fds, f"{edited}: the jobs from here on run in their own interpreters"
+            )
+            mark_gone(listener.getsockname())
+            return
         sys.stdout.flush()
         sys.stderr.flush()
         if os.fork() == 0:  # the child leaves only through os._exit, never into this loop
             status = 1
             try:
                 listener.close()
-                status = child(connection)
+                status = child(connection, request, fds)
             except BaseException:  # noqa: BLE001 - taking the request on failed
                 traceback.print_exc()
             finally:
                 os._exit(status)
+        for fd in fds:
+            os.close(fd)
         connection.close()
+
+
+def _package_folder(name: str) -> Path:
+    """The folder of the top-level package of `name` (or its file, for a single module)."""
+    origin = Path(importlib.util.find_spec(name.split(".")[0]).origin)
+    return origin.parent if origin.name == "__init__.py" else origin
+
+
+def _edited(path: str | None) -> str | None:
+    return None if path is None else f"{path} changed during the run"
+
+
+def take_request(connection: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """A script's request and its standard streams, or None if it gave up (or stalled for
+    `REQUEST_SECONDS`) before sending it whole."""
+    connection.settimeout(REQUEST_SECONDS)
+    try:
+        header, fds, _, _ = socket.recv_fds(connection, wire.LENGTH.size, 3)
+        if len(header) < wire.LENGTH.size:
+            raise ConnectionError("no request")
+        (size,) = wire.LENGTH.unpack(header)
+        payload = wire.receive_exactly(connection, size)
+        request = json.loads(payload) if len(payload) == size else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        connection.settimeout(None)
+    if not isinstance(request, dict):
+        for fd in fds:
+            os.close(fd)
+        return None
+    return request, fds
+
+
+def refuse(connection: socket.socket, fds: list[int], why: str) -> None:
+    """Close a request unforked (its script then runs the job itself), saying why."""
+    for fd in fds:
+        os.close(fd)
+    connection.close()
+    print(f"miaflow: {why}", file=sys.stderr)
 
 
 def unsafe_to_fork() -> str | None:
@@ -144,20 +254,16 @@ def unsafe_to_fork() -> str | None:
     lock the child then waits for forever), or the CUDA driver in use (CUDA does not survive a
     fork: GPU jobs would fail). None if it is safe."""
     if threading.active_count() > 1:
-        return "started a thread"
+        return "the server started a thread"
     with contextlib.suppress(OSError), open("/proc/self/maps") as mapped:
         if "libcuda.so" in mapped.read():
-            return "loaded the CUDA driver"
+            return "the server loaded the CUDA driver"
     return None
 
 
-def child(connection: socket.socket) -> int:
-    """Take on the script's request and run its job; the exit code, also sent to the script."""
-    header, fds, _, _ = socket.recv_fds(connection, wire.LENGTH.size, 3)
-    if len(header) < wire.LENGTH.size:  # the script gave up before sending its job
-        return 1
-    (size,) = wire.LENGTH.unpack(header)
-    request: dict[str, Any] = json.loads(wire.receive_exactly(connection, size))
+def child(connection: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
+    """Take on the script's request (its job, directory, environment and standard streams
+    `fds`) and run its job; the exit code, also sent to the script."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -187,6 +293,24 @@ def child(connection: socket.socket) -> int:
     return status
 
 
+def _is_job(name: Any, jobs: str) -> bool:
+    """Whether `name` names a public function defined in the package `jobs`."""
+    if not isinstance(name, str) or not name.startswith(f"{jobs}."):
+        return False
+    if name.rsplit(".", 1)[1].startswith("_"):
+        return False
+    try:
+        found = wire.named(name)
+    except (ImportError, AttributeError, ValueError):
+        return False
+    module = getattr(found, "__module__", "") or ""
+    return inspect.isfunction(found) and (module == jobs or module.startswith(f"{jobs}."))
+
+
+def _same_directory(asked: Any, directory: str) -> bool:
+    return isinstance(asked, str) and os.path.realpath(asked) == os.path.realpath(directory)
+
+
 def take_on_environment(environment: dict[str, str]) -> None:
     """The script's environment, also where libraries read it only once, when they were loaded:
     the job's thread count for BLAS and OpenMP (Snakemake sets OMP_NUM_THREADS, ... per job; the
@@ -208,15 +332,38 @@ def _die_with_script(connection: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def spawn(listener: socket.socket, run_stages: list[str], **options: Any) -> subprocess.Popen:
-    """The server's process, serving this process's run on `listener`, which it inherits;
-    `options` go to `subprocess.Popen`."""
+def spawn(
+    listener: socket.socket,
+    run_stages: list[str],
+    directory: str | None = None,
+    jobs: str = JOBS,
+    **options: Any,
+) -> subprocess.Popen:
+    """The server's process, serving this process's run on `listener`, which it inherits: the
+    job functions of the package `jobs`, for the run's `directory` (default: this process's
+    working directory); `options` go to `subprocess.Popen`."""
     descriptor = listener.fileno()
+    arguments = [str(descriptor), str(os.getpid()), directory or os.getcwd(), jobs, *run_stages]
     return subprocess.Popen(
-        [sys.executable, "-m", __name__, str(descriptor), str(os.getpid()), *run_stages],
-        pass_fds=[descriptor],
-        **options,
+        [sys.executable, "-m", __name__, *arguments], pass_fds=[descriptor], **options
     )
+
+
+def remove_stale_folders() -> list[Path]:
+    """The socket folders of this user's runs that are no longer alive (killed), removed."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        try:
+            pid = int(folder.name.removeprefix(FOLDER_PREFIX).split("-")[0])
+            if folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        except (ValueError, OSError):
+            continue
+    return removed
 
 
 def start(workflow: Any) -> None:
@@ -235,13 +382,16 @@ def start(workflow: Any) -> None:
     run_stages = sorted({stage for job in jobs if (stage := adapter.stage_of(job))})
     if len(jobs) < MIN_JOBS:
         return
-    folder = tempfile.mkdtemp(prefix="miaflow-forkserver-")  # private: mode 0700
+    remove_stale_folders()
+    folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")  # private: mode 0700
     address = os.path.join(folder, "socket")
     with listening_socket(address) as listener:  # closed here; the server's copy stays open
         server = spawn(listener, run_stages, stdin=subprocess.DEVNULL)
     os.environ[FORKSERVER] = address
 
     def stop() -> None:
+        if server.poll() is not None and server.returncode != 0:
+            said_gone(address, f"exit status {server.returncode}")
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(timeout=5)
@@ -254,4 +404,4 @@ def start(workflow: Any) -> None:
 
 
 if __name__ == "__main__":
-    serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]), sys.argv[3:])
+    serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]), *sys.argv[3:5], sys.argv[5:])

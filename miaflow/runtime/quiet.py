@@ -8,8 +8,11 @@ run printed about 1,900 lines before its summary. Here each line goes to LOG as 
 terminal gets the lines that say where the run is (its jobs done at every tenth of them, and
 under `dvc repro` each stage as it starts or is skipped) and anything that looks like a failure.
 When the command fails, the end of the log follows, so the error is on screen without opening
-the file. Snakemake's own log (`.snakemake/log/`) is filtered like its terminal output, so LOG is
-the only complete record of a run.
+the file; a job that stopped for a reason a user can fix (a bad input file, a full disk) says it
+in one line (`miaflow: rule <rule>: ...`, miaflow.runtime.adapter), and then that line alone is
+the error on screen: Snakemake's error block and the log's end are left to the log. Snakemake's
+own log (`.snakemake/log/`) is filtered like its terminal output, so LOG is the only complete
+record of a run.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ TROUBLE = re.compile(r"error|exception|traceback|failed|removed|warning", re.IGN
 # DVC's note on every empty file among a stage's deps (the package's empty __init__.py).
 EMPTY_DEP = re.compile(r"^WARNING: '.*' is empty\.$")
 TAIL_LINES = 40  # shown from the log when the command fails
+EXPLAINED = re.compile(r"^miaflow: rule \w+: ")  # a job's one-line reason (the adapter's)
+# Snakemake's report of a failed job and run, which an explained reason makes redundant.
+FAILURE_BLOCK = re.compile(
+    r"^(Error in rule|\s+log: .*error details|Exiting because|Shutting down|Complete log|"
+    r"Removing output files of failed job|WorkflowError|Job failed|\s+(message|jobid|input|"
+    r"output|conda-env|shell|reason|wildcards|resources|threads):)"
+)
 
 
 class Progress:
@@ -36,9 +46,15 @@ class Progress:
     def __init__(self) -> None:
         self.stage = "snakemake"  # the DVC stage running, once one has started
         self.tenths_shown = -1
+        self.explained = 0  # jobs that stopped with a one-line reason
 
     def shown(self, line: str) -> str | None:
         """The line's text for the terminal, or None."""
+        if EXPLAINED.match(line):
+            self.explained += 1
+            return line
+        if self.explained and FAILURE_BLOCK.match(line):
+            return None
         if match := STAGE.match(line):
             self.stage, self.tenths_shown = match["stage"], -1
             return f"{self.stage}: running"
@@ -78,7 +94,9 @@ def run_quietly(command: Sequence[str], log: Path, echo: Callable[[str], None] =
                 echo(shown)
         status = process.wait()
     echo(f"Full log: {log}")
-    if status != 0:
+    if status != 0 and progress.explained:
+        echo(f"Failed (exit status {status}): the reason is above.")
+    elif status != 0:
         echo(f"Failed (exit status {status}); the end of the log:")
         for line in tail:
             echo(f"  {line}")

@@ -9,7 +9,9 @@ process that parses the workflow tries to take an OS lock on `.snakemake/miaflow
 kernel releases it when its holder dies, even on `kill -9`. Whoever gets it knows that no other run
 in this working directory is alive (a live run, or this run's own job processes, hold it), and
 removes what dead runs left. A process that does not get it leaves everything as it is, and a
-second concurrent run still stops on Snakemake's lock, as it should.
+second run that would run jobs stops there, naming the live run (its pid, which the holder
+writes into the lock file): also after `snakemake --unlock`, which removes Snakemake's own lock
+of a live run too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 from pathlib import Path
 
 RUN_LOCK = Path(".snakemake/miaflow-run.lock")
@@ -46,7 +49,18 @@ def claim_working_directory(root: str | os.PathLike = ".") -> list[Path] | None:
         os.close(descriptor)
         return None
     _held.append(descriptor)
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, f"{os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
     return stale_leftovers(root, remove=True)
+
+
+def live_run(root: str | os.PathLike = ".") -> str:
+    """Who holds the run lock of `root`, as its holder wrote it ("<pid> <start time>")."""
+    try:
+        pid, _, started = (Path(root) / RUN_LOCK).read_text().strip().partition(" ")
+    except OSError:
+        return "a live run"
+    return f"pid {pid}, started {started}" if pid else "a live run"
 
 
 def no_run_alive(root: str | os.PathLike = ".") -> bool:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from miaflow.runtime.provenance import Damage, RememberedHashes, damaged, remove_damaged
-from miaflow.runtime.resume import claim_working_directory, no_run_alive
+from miaflow.runtime.resume import claim_working_directory, live_run, no_run_alive
 
 # The artifacts' hashes as the last command that runs no jobs found them.
 HASHES = Path(".snakemake/miaflow-hashes.json")
@@ -107,8 +107,8 @@ def runs_jobs(workflow: Any) -> bool:
 def start(runs: bool, root: Path = Path(".")) -> list[str]:
     """Prepare the working directory for a command, and say what was done or found.
 
-    A command that runs jobs claims the working directory (None from the claim: another run is
-    alive, and nothing is touched), removes what dead runs left and the damaged artifacts. Any
+    A command that runs jobs claims the working directory and removes what dead runs left and
+    the damaged artifacts; RunAlive if another run is alive there (nothing is touched). Any
     other command, if no run is alive, only names the damage (reading again only the artifacts
     written since the last such command)."""
     if not runs:
@@ -124,10 +124,17 @@ def start(runs: bool, root: Path = Path(".")) -> list[str]:
         ]
     leftovers = claim_working_directory(root)
     if leftovers is None:
-        return []
+        raise RunAlive(
+            f"another run is alive in this directory ({live_run(root)}): wait for it or stop "
+            "it; `snakemake --unlock` does not end it, and two runs would write the same files"
+        )
     return [f"removed what a dead run left: {leftover}" for leftover in leftovers] + [
         f"removed {found.artifact}, to be rebuilt: {_why(found)}" for found in remove_damaged(root)
     ]
+
+
+class RunAlive(RuntimeError):
+    """A command that runs jobs found another live run in its working directory."""
 
 
 def _why(found: Damage) -> str:

@@ -24,6 +24,7 @@ import yaml
 
 from miaflow.io import file_hash
 from miaflow.runtime import provenance
+from miaflow.runtime.commit import lock_gaps, lock_problem
 
 CACHE = Path(".dvc/cache/files/md5")
 
@@ -31,7 +32,7 @@ CACHE = Path(".dvc/cache/files/md5")
 @dataclass(frozen=True)
 class Problem:
     path: str
-    what: str  # corrupt, missing, stale, unverifiable
+    what: str  # corrupt, missing, stale, orphan, unverifiable, unreadable
     detail: str
 
 
@@ -115,10 +116,20 @@ def check_provenance(root: Path, known_bad: set[str]) -> tuple[int, list[Problem
 
 
 def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
-    """(number of files checked, problems): dvc.lock's files when there is one, then every
-    artifact with a provenance record."""
+    """(number of files checked, problems): dvc.lock's files when there is one (an unreadable
+    lock is one problem, and its files go unchecked), then every artifact with a provenance
+    record."""
     root = Path(root)
-    checked, problems = check_lock(root) if (root / "dvc.lock").is_file() else (0, [])
+    checked, problems = 0, []
+    if (why := lock_problem(root)) is not None:
+        fix = "`make run` (or `python -m miaflow.runtime.commit`) records it again"
+        problems.append(Problem("dvc.lock", "unreadable", f"{why}; {fix}"))
+    elif (root / "dvc.lock").is_file():
+        checked, problems = check_lock(root)
+        if gaps := lock_gaps(root):
+            shown = ", ".join(gaps[:3]) + (f" (+{len(gaps) - 3})" if len(gaps) > 3 else "")
+            detail = f"records no {shown}; `make run` records them again"
+            problems.insert(0, Problem("dvc.lock", "incomplete", detail))
     recorded, provenance_problems = check_provenance(root, {p.path for p in problems})
     return checked + recorded, problems + [p for p in provenance_problems if p not in problems]
 
