@@ -35,6 +35,8 @@ MODEL_ID = re.compile(r"^(target|reference|population)-(\d+)$")
 OUTPUT_COLUMN = re.compile(r"^(logit|prob)_(\d+)$")
 PROBABILITY_TOLERANCE = 1e-3  # |sum - 1| allowed per row: CSV exports round probabilities
 EXAMPLES = 5  # sample ids or rows quoted in an error message
+# Buffers a torch state dict holds as integers by design (batch norm's step count).
+INTEGER_BUFFERS = ("num_batches_tracked",)
 
 
 class AuditInputError(ExplainedError, ValueError):
@@ -77,9 +79,63 @@ def read_user_table(path: str | Path) -> pd.DataFrame:
     raise AuditInputError(path, f"unknown format {suffix!r}: use .parquet or .csv")
 
 
+def normalised_model_ids(ids: pd.Series, path: Path) -> pd.Series:
+    """Model ids as miaflow writes them (`reference-03` -> `reference-3`); AuditInputError for an
+    id of another form, or for two spellings of one model."""
+    text = ids.astype(str)
+    spellings = sorted(set(text))
+    bad = [m for m in spellings if not MODEL_ID.match(m)]
+    if bad:
+        raise AuditInputError(
+            path,
+            f"model ids must be target-<i>, reference-<i> or population-<i> "
+            f"(found {_examples(bad)})",
+        )
+    canonical = {m: "{}-{}".format(*_model_role_index(m)) for m in spellings}
+    by_model: dict[str, list[str]] = {}
+    for spelling, model in canonical.items():
+        by_model.setdefault(model, []).append(spelling)
+    clashes = [" and ".join(names) for names in by_model.values() if len(names) > 1]
+    if clashes:
+        raise AuditInputError(path, f"model ids {_examples(clashes)} name the same model")
+    return text.map(canonical)
+
+
+def _model_role_index(model_id: str) -> tuple[str, int]:
+    role, index = MODEL_ID.match(model_id).groups()
+    return role, int(index)
+
+
 def _model_order(model_id: str) -> tuple[int, int]:
     role, index = MODEL_ID.match(model_id).groups()
     return ROLES.index(role), int(index)
+
+
+def _numeric_columns(frame: pd.DataFrame, columns: list[str], path: Path) -> None:
+    """Output columns hold numbers as numbers: text that looks like one is rejected, not parsed."""
+    text = [c for c in columns if not pd.api.types.is_numeric_dtype(frame[c].dtype)]
+    text += [c for c in columns if pd.api.types.is_bool_dtype(frame[c].dtype)]
+    if text:
+        kinds = ", ".join(f"{c} ({frame[c].dtype})" for c in text[:EXAMPLES])
+        raise AuditInputError(path, f"columns must hold numbers, not text or booleans: {kinds}")
+
+
+def _sample_range(sample_ids: np.ndarray, path: Path) -> int:
+    """n, for sample ids that are 0 … n-1 without gaps (each model covers them all): checked on
+    the distinct ids, so that a huge id costs no memory in proportion to it."""
+    distinct = np.unique(sample_ids)
+    if len(distinct) and distinct[0] < 0:
+        raise AuditInputError(path, f"sample ids must be 0 … n-1 (found {distinct[0]})")
+    gaps = np.flatnonzero(distinct != np.arange(len(distinct)))
+    if len(gaps):
+        first = int(gaps[0])  # ids first..distinct[first]-1 are missing
+        missing = range(first, min(int(distinct[first]), first + EXAMPLES + 1))
+        raise AuditInputError(
+            path,
+            f"sample ids must be 0 … n-1 without gaps: {len(distinct)} distinct ids, the largest "
+            f"{int(distinct[-1])}; no rows for {_examples(list(missing))}",
+        )
+    return len(distinct)
 
 
 def _integer_column(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
@@ -128,18 +184,13 @@ def read_outputs(path: str | Path) -> ModelOutputs:
     if missing:
         raise AuditInputError(path, f"missing columns {missing}")
     kind, columns = _output_columns(frame, path)
+    _numeric_columns(frame, columns, path)
     sample_ids, labels = (
         _integer_column(frame, "sample_id", path),
         _integer_column(frame, "label", path),
     )
-    bad_ids = sorted({str(m) for m in frame["model_id"] if not MODEL_ID.match(str(m))})
-    if bad_ids:
-        raise AuditInputError(
-            path,
-            f"model ids must be target-<i>, reference-<i> or population-<i> "
-            f"(found {_examples(bad_ids)})",
-        )
-    model_ids = tuple(sorted(set(frame["model_id"].astype(str)), key=_model_order))
+    frame["model_id"] = normalised_model_ids(frame["model_id"], path)
+    model_ids = tuple(sorted(set(frame["model_id"]), key=_model_order))
     if not any(role_of(m) == "target" for m in model_ids):
         raise AuditInputError(path, "has no target model (model_id target-0, …)")
     if frame.duplicated(["model_id", "sample_id"]).any():
@@ -171,9 +222,7 @@ def read_outputs(path: str | Path) -> ModelOutputs:
                 "softmax outputs, or logits as logit_<c> columns",
             )
 
-    n_samples = int(sample_ids.max()) + 1 if len(sample_ids) else 0
-    if sample_ids.min(initial=0) < 0:
-        raise AuditInputError(path, "sample ids must be 0 … n-1")
+    n_samples = _sample_range(sample_ids, path)
     n_classes = len(columns)
     if ((labels < 0) | (labels >= n_classes)).any():
         rows = np.flatnonzero((labels < 0) | (labels >= n_classes))
@@ -188,12 +237,6 @@ def read_outputs(path: str | Path) -> ModelOutputs:
         rows = np.flatnonzero(label_of[sample_ids] != labels)
         raise AuditInputError(
             path, f"models disagree on the label of a sample ({_where(frame, rows)})"
-        )
-    if (label_of < 0).any():
-        raise AuditInputError(
-            path,
-            f"sample ids must be 0 … n-1 without gaps: no rows for "
-            f"{_examples(np.flatnonzero(label_of < 0))}",
         )
 
     model_rows = (
@@ -270,6 +313,9 @@ def read_membership(path: str | Path, outputs: ModelOutputs, outputs_path: str |
     in_target = pool == TARGET_POOL
 
     model_columns = [c for c in frame.columns if c not in ("sample_id", "pool")]
+    canonical = normalised_model_ids(pd.Series(model_columns, dtype=str), path)
+    frame = frame.rename(columns=dict(zip(model_columns, canonical)))
+    model_columns = list(canonical)
     lacking = [m for m in outputs.model_ids if m not in model_columns]
     unexpected = [c for c in model_columns if c not in outputs.model_ids]
     if lacking or unexpected:
@@ -339,9 +385,21 @@ def checkpoint_weights(path: str | Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise AuditInputError(path, "file not found")
     try:
-        return load_file(str(path))
+        weights = load_file(str(path))
     except Exception as error:  # safetensors' own errors: truncated file, garbled header
         raise AuditInputError(path, f"is not a readable safetensors file: {error}") from None
+    integer = [
+        f"{name} ({tensor.dtype})"
+        for name, tensor in weights.items()
+        if not np.issubdtype(tensor.dtype, np.floating) and not name.endswith(INTEGER_BUFFERS)
+    ]
+    if integer:
+        raise AuditInputError(
+            path,
+            f"tensors must hold floating-point weights (torch would cast these silently): "
+            f"{_examples(integer)}",
+        )
+    return weights
 
 
 def checkpoint_logits(

@@ -401,59 +401,63 @@ def test_checkpoint_members_outside_the_target_pool_are_rejected(tmp_path):
             "audits[0]: give either outputs and membership (the models' outputs) or checkpoint",
         ),
         (
-            {"name": "mine", "outputs": "o.parquet"},
+            {"name": "mine", "outputs": "audit/o.parquet"},
             "audits[0].membership: missing (an audit of outputs needs outputs, membership)",
         ),
         (
-            {"name": "mine", "outputs": "o.parquet", "membership": "absent.csv"},
-            "audits[0].membership: absent.csv not found",
+            {"name": "mine", "outputs": "audit/o.parquet", "membership": "audit/absent.csv"},
+            "audits[0].membership: audit/absent.csv not found",
         ),
         (
-            {"name": "mine", "outputs": "o.parquet", "membership": "o.parquet", "arch": "mlp"},
+            {"name": "mine", "outputs": "audit/o.parquet", "membership": "audit/o.parquet", "arch": "mlp"},
             "audits[0].arch: only an audit of a checkpoint takes it",
         ),
         (
             {
                 "name": "mine",
-                "outputs": "o.parquet",
-                "membership": "o.parquet",
-                "checkpoint": "o.parquet",
+                "outputs": "audit/o.parquet",
+                "membership": "audit/o.parquet",
+                "checkpoint": "audit/o.parquet",
             },
             "audits[0]: give either outputs and membership",
         ),
         (
             {
                 "name": "mine",
-                "checkpoint": "o.parquet",
+                "checkpoint": "audit/o.parquet",
                 "arch": "mlp",
                 "dataset": "nope",
-                "members": "o.parquet",
+                "members": "audit/o.parquet",
             },
             "audits[0].dataset: 'nope' is not a miaflow dataset",
         ),
         (
             {
                 "name": "mine",
-                "checkpoint": "o.parquet",
+                "checkpoint": "audit/o.parquet",
                 "arch": "catboost",
                 "dataset": "purchase",
-                "members": "o.parquet",
+                "members": "audit/o.parquet",
             },
             "audits[0].arch: checkpoints of kind 'catboost' are not supported",
         ),
         (
             {
                 "name": "mlp",
-                "checkpoint": "o.parquet",
+                "checkpoint": "audit/o.parquet",
                 "arch": "mlp",
                 "dataset": "purchase",
-                "members": "o.parquet",
+                "members": "audit/o.parquet",
             },
             "audits[0].name: purchase/mlp is already the name of another result",
         ),
         (
-            {"name": "Mine", "outputs": "o.parquet", "membership": "o.parquet"},
+            {"name": "Mine", "outputs": "audit/o.parquet", "membership": "audit/o.parquet"},
             "audits[0].name: 'Mine' does not match",
+        ),
+        (  # not versioned by the audit stage's DVC dependency: a reviewer would lack it
+            {"name": "mine", "outputs": "o.parquet", "membership": "audit/o.parquet"},
+            "audits[0].outputs: o.parquet is outside audit/",
         ),
     ],
 )
@@ -467,6 +471,8 @@ def test_audits_are_validated_before_any_job(repo, tmp_path, monkeypatch, audit,
         k: v for k, v in params["datasets"].items() if "path" not in v
     }  # no ../shared
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "o.parquet").write_bytes(b"")
     (tmp_path / "o.parquet").write_bytes(b"")
     params["audits"] = [audit]
     with pytest.raises(config.ConfigError) as caught:
@@ -480,20 +486,22 @@ def test_a_valid_audit_passes_validation(repo, tmp_path, monkeypatch):
     from miaflow import config, plan
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    monkeypatch.chdir(repo)
-    (tmp_path / "o.parquet").write_bytes(b"")
+    params["datasets"] = {k: v for k, v in params["datasets"].items() if "path" not in v}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "o.parquet").write_bytes(b"")
     params["audits"] = [
         {
             "name": "mine",
-            "outputs": str(tmp_path / "o.parquet"),
-            "membership": str(tmp_path / "o.parquet"),
+            "outputs": "audit/o.parquet",
+            "membership": "audit/o.parquet",
         },
         {
             "name": "mine_mlp",
-            "checkpoint": str(tmp_path / "o.parquet"),
+            "checkpoint": "audit/o.parquet",
             "arch": "mlp",
             "dataset": "digits",
-            "members": str(tmp_path / "o.parquet"),
+            "members": "audit/o.parquet",
         },
     ]
     effective = config.validate(params)

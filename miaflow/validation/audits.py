@@ -1,6 +1,6 @@
 """Section `audits`: audits of models trained elsewhere (`miaflow.audit`), each with one kind of
-input whose files exist, as `miaflow.plan.audits` reads them; and no file in audit/ that
-no audit names.
+input whose files exist in audit/, as `miaflow.plan.audits` reads them; and no file in audit/
+that no audit names.
 
 DVC's stage `audit` depends on the folder audit/ as a whole (miaflow.plan.stages), so that
 adding, editing or removing an audit's file reruns it. A stray file there (a scratch copy, an
@@ -59,7 +59,16 @@ def problems(config: Mapping[str, Any]) -> list[str]:
             if key in audit
         ]
         for key in FILE_KEYS:
-            if key in audit and not Path(audit[key]).is_file():
+            if key not in audit:
+                continue
+            if not Path(audit[key]).resolve().is_relative_to(FOLDER.resolve()):
+                problems.append(
+                    f"{where}.{key}: {audit[key]} is outside {FOLDER}/: DVC's stage audit "
+                    f"depends on {FOLDER}/, so a file elsewhere is neither versioned nor pushed, "
+                    f"and a reviewer cannot reproduce the audit; move it into {FOLDER}/ (and "
+                    "`dvc add` it there)"
+                )
+            elif not Path(audit[key]).is_file():
                 problems.append(
                     f"{where}.{key}: {audit[key]} not found (working directory {Path.cwd()})"
                 )
