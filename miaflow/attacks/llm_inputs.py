@@ -88,7 +88,8 @@ def scored_inputs(
     """The attacks' inputs on one scored set `draw` (`_draws`) of one target model, from its
     files: `target`, `reference`, `lowercase`, `neighbors`, `recall` (a path or None) and `pairs`
     (the repeat's shards, possibly none); the repeat's `shots` and, for the blind baselines, the
-    sentence embeddings of the draw's texts and of the shots."""
+    sentence embeddings of the draw's texts and of the shots. `options`: llm.attack_options (each
+    attack's overrides, `LLMInputs.attack_options`)."""
     from miaflow.attacks.llm import LLMInputs
 
     name, ids, is_member, texts = draw
@@ -115,7 +116,7 @@ def scored_inputs(
         conditioned_tokens=pair_lengths
         if conditional is None
         else conditional["target_tokens"].to_numpy(),
-        options=options,
+        attack_options=options,
         seed=seed,
         shots=shots,
         embeddings=None if embeddings is None else embeddings[0],
@@ -148,7 +149,7 @@ def score_frame(
     inputs: Any, attack: str, dataset: str, label: str, repeat: int, ids: np.ndarray
 ) -> pd.DataFrame:
     """One attack's scores on one scored set, in the scores table's columns."""
-    from miaflow.attacks import run_attack
+    from miaflow.attacks.llm import run_llm_attack
 
     return pd.DataFrame(
         {
@@ -157,7 +158,7 @@ def score_frame(
             "attack": attack,
             "repeat": repeat,
             "sample_id": ids,
-            "score": run_attack(attack, inputs),
+            "score": run_llm_attack(attack, inputs),
             "is_member": inputs.is_member,
         }
     )

@@ -582,7 +582,8 @@ def llm_scores(
     the share of targets whose prefix lost shots (in the form `llm-recall` scores)."""
     from sklearn.metrics import roc_auc_score
 
-    from miaflow.attacks.llm import em_mia_run, em_settings
+    from miaflow.attacks.llm import em_mia_run
+    from miaflow.attacks.registry import attack_options
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
     table, texts = io.read_parquet(splits), _texts(data)
@@ -628,10 +629,7 @@ def llm_scores(
                 llm_inputs.score_frame(attack_inputs, attack, dataset, label, repeat, ids)
             )
             if attack.startswith("em-mia"):
-                settings = em_settings(attack, options)
-                _, steps = em_mia_run(
-                    attack_inputs, settings["init"], settings["scoring"], settings["iterations"]
-                )
+                _, steps = em_mia_run(attack_inputs, attack_options(attack, options))
                 per_iteration += [
                     (dataset, label, repeat, attack, step, roc_auc_score(is_member, f))
                     for step, f in enumerate(steps)

@@ -52,7 +52,7 @@ def _rows_of(frame: pd.DataFrame, experiment: Experiment) -> pd.DataFrame:
 
 def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
     """The metrics contract without the language-model attacks, which `llm_report` tabulates."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     long = io.read_parquet(metrics)
     return long[[ATTACKS[a].family != "llm" for a in long["attack"]]].reset_index(drop=True)
@@ -101,7 +101,7 @@ def paired_tests(
 ) -> None:
     """Each experiment's best attack against the others and the attack families' bests against
     each other, tested over target models and over samples (miaflow.evaluation.stats)."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
     from miaflow.evaluation.stats import paired_tests as run_tests
 
     family_of = {name: attack.family for name, attack in ATTACKS.items()}
@@ -132,7 +132,7 @@ def tables(
     experiments: Sequence[Experiment],
 ) -> None:
     """Headline tables (csv, md, tex) and one log-log ROC figure per experiment."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
     from miaflow.evaluation import tables as build
     from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_roc_loglog
@@ -172,7 +172,7 @@ def study_tables(
     references of another architecture (Table 6), attack families with cost (Table 7), all
     metrics per experiment (Tables 14–16), AUROC against the generalisation gap (Fig. 2) and
     against the number of reference models and queries (Fig. 4)."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
     from miaflow.evaluation import tables as build
     from miaflow.evaluation.metrics import summary
     from miaflow.evaluation.plots import plot_auroc_vs_gap, plot_scaling_sweep
@@ -356,13 +356,13 @@ def llm_report(
     share of ReCaLL targets with a cut prefix beside them), the Min-K% / Min-K%++ k sweep, and
     EM-MIA's per-iteration AUROC (a diagnostic using labels); the attacks on EM-MIA's benchmark
     settings (`setting_metrics`) in a table and figure."""
-    from miaflow.attacks.llm import LLM_ATTACKS
+    from miaflow.attacks.registry import ATTACKS, LLM
     from miaflow.evaluation import llm_report as build
     from miaflow.evaluation import llm_settings_report as on_settings
     from miaflow.evaluation.metrics import METRICS_COLUMNS
     from miaflow.evaluation.tables import write_table
 
-    knowledge = {name: attack.knowledge for name, attack in LLM_ATTACKS.items()}
+    knowledge = {name: attack.knowledge for name, attack in ATTACKS.items() if attack.family == LLM}
     long = _concat(metrics) if metrics else pd.DataFrame(columns=METRICS_COLUMNS)
     settings = (
         _concat(setting_metrics) if setting_metrics else pd.DataFrame(columns=METRICS_COLUMNS)
