@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from miaflow import config, io, plan
-from miaflow.attacks import ATTACKS
+from miaflow.attacks.registry import ATTACKS
 from miaflow.data import DATASETS, MODALITIES, Dataset, write_dataset
 from miaflow.jobs import evaluate, queries, train
 from miaflow.models.kinds import KINDS
