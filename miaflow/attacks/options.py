@@ -127,7 +127,7 @@ BOUNDARY_EVA_NUM = Shared(
     "At most this many points of T evaluated (after a seeded shuffle); TDDBench's 1e8 means all.",
     {"minimum": 1, "maximum": 100000000},
 )
-ALL_QUERIES = "null: all that were generated"
+ALL_QUERIES = f"{QUERIES_USED.description} Unset: all of them."
 
 
 # --- attacks on a model's signals -----------------------------------------------------------------
@@ -380,7 +380,8 @@ class EmMiaOptions(Options):
     """EM-MIA (`em-mia`; its variants fix init and scoring)."""
 
     init: EmInit = option(
-        "minkpp", doc="The attack whose scores EM starts from (llm-<init>, with its options)."
+        "minkpp",
+        doc="The start: the scores of the attack named llm- and this value, with its options.",
     )
     scoring: EmScoring = option(
         "auroc", doc="How a prefix is scored against the current membership scores."

@@ -152,17 +152,40 @@ def _value(value: Any) -> str:
     return str(value)
 
 
+def _default(option: dataclasses.Field) -> str:
+    """A field's default; None in a field params.yaml cannot set to null reads "unset"."""
+    if option.default is None and not option.metadata["nullable"]:
+        return "unset"
+    return f"`{_value(option.default)}`"
+
+
 def _allowed(option: dataclasses.Field, hint: Any) -> str:
-    """What values a field takes, in words: its type or enum and bounds."""
-    spec: Shared | None = option.metadata["shared"]
+    """What values a field takes, in words: its type or enum and its bounds (on x)."""
     kind = value_type(hint)
     if typing.get_origin(kind) is typing.Literal:
         return ", ".join(f"`{value}`" for value in typing.get_args(kind))
-    words = JSON_TYPES[kind]
+    spec: Shared | None = option.metadata["shared"]
     bounds = spec.bounds if spec else option.metadata["bounds"]
-    signs = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
-    words += "".join(f" {signs[key]} {value:,}" for key, value in bounds.items())
-    return words + (" or null" if option.metadata["nullable"] else "")
+    low = [
+        (f"{bounds[key]:,}", sign)
+        for key, sign in (("minimum", "≤"), ("exclusiveMinimum", "<"))
+        if key in bounds
+    ]
+    high = [
+        (sign, f"{bounds[key]:,}")
+        for key, sign in (("maximum", "≤"), ("exclusiveMaximum", "<"))
+        if key in bounds
+    ]
+    words = JSON_TYPES[kind] + (" or null" if option.metadata["nullable"] else "")
+    if low or high:
+        words += ", " + " ".join(
+            [*(f"{v} {s}" for v, s in low), "x", *(f"{s} {v}" for s, v in high)]
+        )
+    return words
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def options_table() -> str:
@@ -177,9 +200,10 @@ def options_table() -> str:
         for option in dataclasses.fields(options):
             paper = option.metadata["paper"]
             rows.append(
-                f"| `{name}` | `{option.name}` | `{_value(option.default)}` "
+                f"| `{name}` | `{option.name}` | {_default(option)} "
                 f"| {_allowed(option, hints[option.name])} "
-                f"| {'' if paper is None else f'`{_value(paper)}`'} | {option.metadata['doc']} |"
+                f"| {'' if paper is None else f'`{_value(paper)}`'} "
+                f"| {_cell(option.metadata['doc'])} |"
             )
     sharing: dict[str, list[Attack]] = {}
     for attack in ATTACKS.values():
