@@ -31,7 +31,8 @@ from miaflow.attacks.registry import (
 )
 from miaflow.jobs import audit, evaluate
 from miaflow.jobs import llm as llm_jobs
-from miaflow.llm.scores import SCORING_FUNCTIONS
+from miaflow.llm.scores import SCORING_FUNCTIONS, em_mia
+from miaflow.llm.tokens import TokenStats
 from miaflow.plan.code import ROOT, closure
 
 FAMILY_MODULES = {attack.module for attack in ATTACKS.values()}
@@ -199,3 +200,43 @@ def test_an_attack_runs_only_with_options_of_its_class():
         scoring.run_attack("query-neighbor", _inputs({"queries_used": 1}))
     with pytest.raises(TypeError, match="reads options QueryNeighborOptions, not ModelRobust"):
         scoring.run_attack("query-neighbor", _inputs(ModelRobustOptions()))
+
+
+def _llm_inputs(attack_options: dict) -> llm.LLMInputs:
+    """Four texts of four tokens, whose order by Min-K% depends on k."""
+    logprobs = [
+        np.array(v) for v in ([-1, -1, -2, -5], [-4, -4, -4, -4], [-1, -2, -3, -6], [-3] * 4)
+    ]
+    target = TokenStats(np.arange(4), logprobs, [np.zeros(4)] * 4, [np.ones(4)] * 4)
+    pairs = -np.random.default_rng(0).uniform(1, 4, size=(4, 4))  # LL(x ; p), any negative values
+    return llm.LLMInputs(
+        texts=["a", "b", "c", "d"],
+        target=target,
+        is_member=np.array([True, False, True, False]),
+        pairs=pairs,
+        attack_options=attack_options,
+    )
+
+
+# Min-K% at k = 0.5: the mean of each text's two lowest log-probabilities (either n_k convention)
+HALF = [-3.5, -4.0, -4.5, -3.0]
+
+
+def test_a_sweep_variant_fixes_k_and_keeps_the_compat_of_the_attack_it_varies():
+    inputs = _llm_inputs({"llm-mink": {"k": 0.9, "compat": True}})
+    np.testing.assert_allclose(llm.run_llm_attack("llm-mink-k50", inputs), HALF)
+    # llm-mink itself at its k = 0.9: three or four of the four tokens, never two
+    assert not np.allclose(llm.run_llm_attack("llm-mink", inputs), HALF)
+
+
+def test_em_mia_starts_from_its_start_attack_with_that_attacks_options():
+    inputs = _llm_inputs({"llm-mink": {"k": 0.5}, "em-mia": {"init": "mink", "iterations": 2}})
+    final, steps = llm.em_mia_run(inputs, attack_options("em-mia", inputs.attack_options))
+    expected = em_mia(inputs.ratio_matrix(), np.array(HALF), "auroc", 2)
+    np.testing.assert_array_equal(final, expected[0])
+    np.testing.assert_array_equal(steps, expected[1])
+    np.testing.assert_array_equal(llm.run_llm_attack("em-mia", inputs), final)
+    # from llm-mink's default k = 0.2 (one token: [-5, -4, -6, -3], another order) EM differs
+    start_default = {"em-mia": {"init": "mink", "iterations": 2}}
+    default = dataclasses.replace(inputs, attack_options=start_default)
+    assert not np.array_equal(llm.run_llm_attack("em-mia", default), final)
