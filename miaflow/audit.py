@@ -425,7 +425,7 @@ def checkpoint_logits(
 def applicable(attacks: Sequence[str], splits: Splits) -> tuple[list[str], dict[str, str]]:
     """The attacks an audit can run with the models it has, and why the others cannot: no access
     to the model (query attacks, language-model attacks), or a missing model set."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     have = {
         need

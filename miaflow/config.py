@@ -46,7 +46,12 @@ class ConfigWarning(UserWarning):
 
 
 def schema() -> dict[str, Any]:
-    return json.loads(resources.files("miaflow").joinpath("schemas/params.schema.json").read_text())
+    """The params schema: miaflow/schemas/params.schema.json with its attack ids and options
+    generated from the attack catalogue (`miaflow.attacks.schema`, which says why)."""
+    from miaflow.attacks.schema import completed
+
+    text = resources.files("miaflow").joinpath("schemas/params.schema.json").read_text()
+    return completed(json.loads(text))
 
 
 def _key_path(path: Iterable[Any]) -> str:
@@ -58,7 +63,8 @@ def _key_path(path: Iterable[Any]) -> str:
 
 def _schema_problems(config: Any) -> list[str]:
     """Every schema violation as `<key path>: <reason>`; an upper bound also gives the bounded
-    key's description, which says why the bound is there."""
+    key's description, which says why the bound is there, and an unknown key or value the
+    closest known one (a misspelt attack id, option or dataset)."""
     import jsonschema  # a tenth of a second: only for a config not validated before
 
     validator = jsonschema.Draft202012Validator(schema())
@@ -70,14 +76,28 @@ def _schema_problems(config: Any) -> list[str]:
             continue  # the failing `then` branch reports the precise key itself
         key = _key_path(error.absolute_path)
         if error.validator == "additionalProperties":
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})), key=str)
-            key = ", ".join(_key_path([*error.absolute_path, name]) for name in extra)
-            problems.append(f"{key}: unknown key")
+            known = error.schema.get("properties", {})
+            for name in sorted(set(error.instance) - set(known), key=str):
+                where = _key_path([*error.absolute_path, name])
+                problems.append(f"{where}: unknown key{_closest(name, known)}")
         elif error.validator == "maximum" and "description" in error.schema:
             problems.append(f"{key}: {error.message}; {error.schema['description']}")
+        elif error.validator == "enum":
+            problems.append(
+                f"{key}: {error.message}{_closest(error.instance, error.validator_value)}"
+            )
         else:
             problems.append(f"{key}: {error.message}")
     return problems
+
+
+def _closest(given: Any, known: Iterable[Any]) -> str:
+    """ "; did you mean '<the closest of `known`>'?" for a misspelt name, else nothing."""
+    import difflib
+
+    names = [name for name in known if isinstance(name, str)]
+    found = difflib.get_close_matches(given, names, n=1) if isinstance(given, str) else []
+    return f"; did you mean {found[0]!r}?" if found else ""
 
 
 # --- profiles and the effective config ---------------------------------------------------------

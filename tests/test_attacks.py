@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from miaflow.attacks import ATTACKS, FAMILIES, Attack, AttackInputs, attack_inputs, run_attack
+from miaflow.attacks import scoring
+from miaflow.attacks.inputs import AttackInputs, attack_inputs
+from miaflow.attacks.options import ModelRobustOptions
+from miaflow.attacks.registry import ATTACKS, FAMILIES, Attack
+from miaflow.attacks.scoring import run_attack
 from miaflow.signals import SignalStore, outputs_table, write_signal_shard
 from miaflow.splits import make_splits
 
@@ -53,14 +58,14 @@ def _write_toy_store(tmp_path, *, n_reference: int = 16, n_population: int = 16)
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     store, splits = _write_toy_store(tmp_path_factory.mktemp("toy"))
-    return attack_inputs(store, splits, repeat=1, options={})
+    return attack_inputs(store, splits, repeat=1)
 
 
 def test_registry_entries_are_documented():
     assert ATTACKS
     for name, attack in ATTACKS.items():
         assert attack.name == name
-        assert attack.doc, f"{name} has no docstring"
+        assert attack.doc, f"{name} has no description"
         assert attack.family in FAMILIES, name
         assert attack.needs <= {"reference", "population"}, name
 
@@ -113,7 +118,7 @@ def _inputs(
     target_on_population: dict | None = None,
     population: dict | None = None,
     population_keep: np.ndarray | None = None,
-    options: dict | None = None,
+    options: object = None,
 ) -> AttackInputs:
     return AttackInputs(
         target={k: np.asarray(v, dtype=float) for k, v in target.items()},
@@ -122,7 +127,7 @@ def _inputs(
         target_on_population=target_on_population or {},
         population=population or {},
         population_keep=np.zeros((0, 0), bool) if population_keep is None else population_keep,
-        options=options or {},
+        options=options,
     )
 
 
@@ -235,7 +240,7 @@ def test_model_robust_counts_population_points():
         target_on_population=inputs.target_on_population,
         population=inputs.population,
         population_keep=population_keep,
-        options={"gamma": 1.0},
+        options=ModelRobustOptions(gamma=1.0),
     )
     np.testing.assert_array_equal(run_attack("model-robust", inputs), [1.0, 0.25])
 
@@ -245,7 +250,11 @@ def test_model_robust_counts_population_points():
 
 def test_non_finite_scores_are_replaced_and_counted(monkeypatch, caplog):
     raw = np.array([1.0, np.inf, -np.inf, np.nan, -2.0], dtype=np.float32)
-    monkeypatch.setitem(ATTACKS, "broken", Attack("broken", "metric", frozenset(), lambda _: raw))
+    broken = Attack("broken", "metric", "miaflow.attacks.toy.broken", "Non-finite scores.")
+    monkeypatch.setitem(ATTACKS, "broken", broken)
+    monkeypatch.setitem(
+        scoring.MODULES, "miaflow.attacks.toy", SimpleNamespace(broken=lambda _: raw)
+    )
     with caplog.at_level(logging.WARNING, logger="miaflow.attacks"):
         scores = run_attack("broken", _inputs({}, {}))
     assert scores.dtype == np.float64
@@ -255,7 +264,7 @@ def test_non_finite_scores_are_replaced_and_counted(monkeypatch, caplog):
 
 def test_attacks_without_their_models_raise(tmp_path):
     store, splits = _write_toy_store(tmp_path, n_reference=0, n_population=0)
-    inputs, _ = attack_inputs(store, splits, repeat=0, options={})
+    inputs, _ = attack_inputs(store, splits, repeat=0)
     n = len(splits.target_samples)
     assert inputs.reference["phi"].shape == inputs.reference_keep.shape == (0, n)
     assert inputs.population_keep.shape == (0, len(splits.auxiliary_samples))
@@ -274,7 +283,7 @@ def test_model_robust_without_population_raises():
 
 def test_reference_subset_keeps_the_first_whole_pairs(tmp_path):
     store, splits = _write_toy_store(tmp_path)
-    inputs, _ = attack_inputs(store, splits, repeat=0, options={}, n_reference=4)
+    inputs, _ = attack_inputs(store, splits, repeat=0, n_reference=4)
     assert inputs.reference["phi"].shape[0] == inputs.reference_keep.shape[0] == 4
     np.testing.assert_array_equal(inputs.reference_keep.sum(axis=0), 2)  # two complementary pairs
 
@@ -304,7 +313,7 @@ def test_references_can_come_from_another_store(tmp_path):
     another's."""
     store, splits = _write_toy_store(tmp_path / "a")
     other, _ = _write_toy_store(tmp_path / "b", n_reference=16, n_population=16)
-    inputs, _ = attack_inputs(store, splits, repeat=0, options={}, reference_store=other)
+    inputs, _ = attack_inputs(store, splits, repeat=0, reference_store=other)
     np.testing.assert_array_equal(
         inputs.reference["phi"],
         other.matrix(splits.models("reference"), "phi", splits.target_samples),

@@ -12,7 +12,10 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from test_attacks import _write_toy_store
 
-from miaflow.attacks import AttackInputs, attack_inputs, learning, run_attack
+from miaflow.attacks import learning
+from miaflow.attacks.inputs import AttackInputs, attack_inputs
+from miaflow.attacks.options import RmiaOfflineOptions
+from miaflow.attacks.scoring import run_attack
 from miaflow.signals import LOG_ZERO_PROB, signals_from_logits
 
 LEARN = ["learn-original", "learn-top3", "learn-sorted", "learn-label", "learn-merge"]
@@ -21,7 +24,7 @@ LEARN = ["learn-original", "learn-top3", "learn-sorted", "learn-label", "learn-m
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     store, splits = _write_toy_store(tmp_path_factory.mktemp("toy"))
-    return attack_inputs(store, splits, repeat=0, options={}, seed=11)
+    return attack_inputs(store, splits, repeat=0, seed=11)
 
 
 # --- feature maps ------------------------------------------------------------------------------
@@ -147,7 +150,7 @@ def test_an_auxiliary_shadow_is_population_model_0(tmp_path):
     by its membership there; reference 0 is not read."""
     store, splits = _write_toy_store(tmp_path, n_reference=2, n_population=2)
     auxiliary = dataclasses.replace(splits, shadow_pool="auxiliary")
-    inputs, is_member = attack_inputs(store, auxiliary, repeat=0, options={}, seed=11)
+    inputs, is_member = attack_inputs(store, auxiliary, repeat=0, seed=11)
     shadow, members = inputs.shadow()
     assert np.array_equal(members, splits.members("population-0")[splits.auxiliary_samples])
     assert np.array_equal(
@@ -176,7 +179,6 @@ def _inputs(target: dict, reference: dict, keep: np.ndarray, **more) -> AttackIn
         "target_on_population": {},
         "population": {},
         "population_keep": np.zeros((0, 0), bool),
-        "options": {},
     }
     return AttackInputs(
         target=target, reference=reference, reference_keep=keep, **{**fields, **more}
@@ -207,7 +209,7 @@ def _rmia_inputs(options: dict, in_value: float = 0.9) -> AttackInputs:
         target_on_population={"confidence": np.array([0.125, 0.25, 0.375, 0.5])},
         population={"confidence": population},
         population_keep=population_keep,
-        options=options,
+        options=RmiaOfflineOptions(**options),
     )
 
 

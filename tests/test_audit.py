@@ -409,7 +409,12 @@ def test_checkpoint_members_outside_the_target_pool_are_rejected(tmp_path):
             "audits[0].membership: audit/absent.csv not found",
         ),
         (
-            {"name": "mine", "outputs": "audit/o.parquet", "membership": "audit/o.parquet", "arch": "mlp"},
+            {
+                "name": "mine",
+                "outputs": "audit/o.parquet",
+                "membership": "audit/o.parquet",
+                "arch": "mlp",
+            },
             "audits[0].arch: only an audit of a checkpoint takes it",
         ),
         (

@@ -132,7 +132,7 @@ def test_every_problem_is_reported_at_once(params):
 
 
 def test_schema_names_match_registries():
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
     from miaflow.data import DATASETS
 
     defs = config.schema()["$defs"]

@@ -1,11 +1,15 @@
-"""docs/extending.md, step by step: a new attack (in a new family) and a new dataset, registered
-as a fork would add them, accepted by validation, planned by the rules, loaded by the prepare
-job and scored by the evaluate job. Every registration is a monkeypatch, undone after each test,
-so that no other test sees the toys."""
+"""docs/extending.md, step by step: a new attack (in a new family, with an option) and a new
+dataset, added as a fork would add them, accepted by validation, planned by the rules, loaded by
+the prepare job and scored by the evaluate job. Every addition is a monkeypatch, undone after
+each test, so that no other test sees the toys: the attack's catalogue entry, its family, and its
+module among the modules the scoring runner imports (this test module plays that module)."""
 
 from __future__ import annotations
 
 import copy
+import sys
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -14,10 +18,11 @@ import yaml
 from conftest import problems_of
 from test_attacks import _write_toy_store
 
-import miaflow.attacks
 from miaflow import config, io, plan
-from miaflow.attacks import ATTACKS, AttackInputs, register
-from miaflow.attacks import registry as attack_registry
+from miaflow.attacks import registry, scoring
+from miaflow.attacks.inputs import AttackInputs
+from miaflow.attacks.options import Options, option
+from miaflow.attacks.registry import ATTACKS, Attack, catalogue
 from miaflow.data import DATASETS, Dataset, DatasetSize, DatasetSpec, load_dataset, read_dataset
 from miaflow.evaluation.metrics import summary
 from miaflow.evaluation.tables import auroc_table, family_table
@@ -26,18 +31,38 @@ from miaflow.plan import Experiment
 from miaflow.seeding import rng
 
 ATTACK, FAMILY, DATASET = "toy-out-mean", "toy", "toy_blobs"
+MODULE = "miaflow.attacks.toy"  # where the guide puts the attack's function
 
 
-# --- The attack: the guide's module in miaflow/attacks/ (Adding an attack, step 1) -------------
+# --- The attack: the guide's module, options class and catalogue entry (Adding an attack) --------
+
+
+@dataclass(frozen=True)
+class ToyOutMeanOptions(Options):
+    """toy-out-mean's options (the guide's class in miaflow/attacks/options.py)."""
+
+    signal: Literal["loss", "phi"] = option("loss", doc="The signal compared with its OUT mean.")
 
 
 def toy_out_mean(inputs: AttackInputs) -> np.ndarray:
     """Target's loss (or phi) against its mean over the OUT reference models (offline)."""
-    signal = inputs.options.get("signal", "loss")
+    signal = inputs.options.signal
     values, out = inputs.reference[signal], ~inputs.reference_keep
     mean_out = (values * out).sum(axis=0) / out.sum(axis=0)  # NaN without OUT models
     gap = inputs.target[signal] - mean_out
     return -gap if signal == "loss" else gap  # higher = member: a member's loss is low, phi high
+
+
+def toy_entry() -> Attack:
+    """The guide's entry in the catalogue of miaflow/attacks/registry.py."""
+    return Attack(
+        ATTACK,
+        FAMILY,
+        f"{MODULE}.toy_out_mean",
+        "Target's loss (or phi) against its mean over the OUT reference models (offline).",
+        needs=frozenset({"reference"}),
+        options=ToyOutMeanOptions,
+    )
 
 
 # --- The dataset: the guide's loader and DatasetSpec (Adding a dataset, steps 1 and 2) ----------
@@ -64,13 +89,8 @@ TOY_BLOBS = DatasetSpec(
 )
 
 
-# --- The guide's additions to params.schema.json (attack step 2, dataset step 3) ----------------
+# --- The guide's addition to params.schema.json (dataset step 3; an attack needs none) --------
 
-ATTACK_OPTIONS_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"signal": {"enum": ["loss", "phi"]}},
-}
 DATASET_OPTIONS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -83,13 +103,11 @@ DATASET_OPTIONS_SCHEMA = {
 
 @pytest.fixture
 def toy_attack(monkeypatch) -> str:
-    """The family added to FAMILIES, the attack registered in it; undone afterwards."""
-    families = (*attack_registry.FAMILIES, FAMILY)
-    monkeypatch.setattr(attack_registry, "FAMILIES", families)
-    monkeypatch.setattr(miaflow.attacks, "FAMILIES", families)
-    monkeypatch.setitem(ATTACKS, ATTACK, None)  # recorded as absent: the undo removes the entry
-    del ATTACKS[ATTACK]  # `register` refuses a name that is taken
-    register(ATTACK, FAMILY, needs=("reference",))(toy_out_mean)
+    """The family added to FAMILIES, the entry to the catalogue and the module to the scoring
+    runner's; undone afterwards."""
+    monkeypatch.setattr(registry, "FAMILIES", (*registry.FAMILIES, FAMILY))
+    monkeypatch.setitem(ATTACKS, ATTACK, toy_entry())
+    monkeypatch.setitem(scoring.MODULES, MODULE, sys.modules[__name__])
     return ATTACK
 
 
@@ -102,11 +120,10 @@ def toy_dataset(monkeypatch) -> str:
 
 @pytest.fixture
 def toy_schema(monkeypatch) -> dict:
-    """params.schema.json with the toys' names and options, as validation reads it."""
+    """params.schema.json with the toy dataset's name and options, as validation reads it (the
+    attack's id and options come from the catalogue)."""
     schema = config.schema()
-    schema["$defs"]["attack_name"]["enum"].append(ATTACK)
     schema["$defs"]["dataset_name"]["enum"].append(DATASET)
-    schema["properties"]["attack_options"]["properties"][ATTACK] = ATTACK_OPTIONS_SCHEMA
     schema["properties"]["datasets"]["properties"][DATASET] = DATASET_OPTIONS_SCHEMA
     monkeypatch.setattr(config, "schema", lambda: copy.deepcopy(schema))
     return schema
@@ -124,16 +141,16 @@ def params(repo, monkeypatch) -> dict:
     return params
 
 
-# --- Registering ------------------------------------------------------------------------------
+# --- The catalogue entry --------------------------------------------------------------------
 
 
 def test_a_new_family_must_be_added_to_families_first():
     with pytest.raises(ValueError, match=f"unknown family '{FAMILY}'"):
-        register(ATTACK, FAMILY)
+        toy_entry()
     assert ATTACK not in ATTACKS
 
 
-def test_the_attack_is_registered_with_its_family_needs_and_doc(toy_attack):
+def test_the_entry_holds_its_family_needs_options_and_description(toy_attack):
     attack = ATTACKS[toy_attack]
     assert (attack.family, attack.needs, attack.reads, attack.subset) == (
         FAMILY,
@@ -142,9 +159,11 @@ def test_the_attack_is_registered_with_its_family_needs_and_doc(toy_attack):
         False,
     )
     assert attack.modalities == {"image", "tabular", "text"}
-    assert attack.doc.startswith("Target's loss (or phi)")  # Attack.doc, from the docstring
-    with pytest.raises(ValueError, match="registered twice"):
-        register(ATTACK, FAMILY)(toy_out_mean)
+    assert attack.doc.startswith("Target's loss (or phi)")
+    assert registry.attack_options(toy_attack, {}) == ToyOutMeanOptions(signal="loss")
+    assert scoring.score_function(toy_attack) is toy_out_mean
+    with pytest.raises(ValueError, match="in the catalogue twice"):
+        catalogue([*ATTACKS.values(), toy_entry()])
 
 
 def test_the_score_is_known_on_hand_made_arrays(toy_attack):
@@ -158,9 +177,8 @@ def test_the_score_is_known_on_hand_made_arrays(toy_attack):
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options={},
     )
-    np.testing.assert_allclose(miaflow.attacks.run_attack(toy_attack, inputs), [2.5, -0.5])
+    np.testing.assert_allclose(scoring.run_attack(toy_attack, inputs), [2.5, -0.5])
 
 
 # --- Loading ----------------------------------------------------------------------------------
@@ -206,11 +224,18 @@ def test_the_prepare_job_stores_it_with_its_splits(toy_dataset, tmp_path):
 # --- Validating -------------------------------------------------------------------------------
 
 
-def test_without_the_schema_entries_validation_rejects_both_names(toy_attack, toy_dataset, params):
+def test_without_its_entries_validation_rejects_the_attack_and_the_dataset(params):
     message = problems_of(params)
     assert f"attacks[{len(params['attacks']) - 1}]: '{ATTACK}' is not one of" in message
+    assert f"attack_options.{ATTACK}: unknown key" in message
     assert f"experiments[{len(params['experiments']) - 1}].dataset: '{DATASET}'" in message
     assert f"datasets.{DATASET}: unknown key" in message
+
+
+def test_the_catalogue_entry_is_all_the_schema_needs_of_the_attack(toy_attack, params):
+    message = problems_of(params)
+    assert ATTACK not in message  # its id and options are in the schema generated from it
+    assert f"datasets.{DATASET}: unknown key" in message  # the dataset still needs its entries
 
 
 def test_with_them_validation_accepts_a_params_yaml_using_both(
@@ -220,10 +245,15 @@ def test_with_them_validation_accepts_a_params_yaml_using_both(
     assert ATTACK in effective["attacks"] and effective["datasets"][DATASET] == {"n_samples": 400}
 
 
-def test_the_schema_entries_match_the_registries(toy_attack, toy_dataset, toy_schema):
+def test_the_schema_matches_the_registries(toy_attack, toy_dataset, toy_schema):
     """What tests/test_config.py and tests/test_data.py check for every attack and dataset."""
     assert set(toy_schema["$defs"]["attack_name"]["enum"]) == {
         name for name, attack in ATTACKS.items() if attack.family != "llm"
+    }
+    assert toy_schema["properties"]["attack_options"]["properties"][ATTACK] == {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"signal": {"enum": ["loss", "phi"]}},
     }
     assert set(toy_schema["$defs"]["dataset_name"]["enum"]) == set(DATASETS)
     assert set(DATASET_OPTIONS_SCHEMA["properties"]) == set(TOY_BLOBS.defaults)
@@ -327,6 +357,6 @@ def test_the_attack_and_its_family_appear_in_the_tables(scored):
 
 def test_the_toys_are_gone_after_their_tests():
     """Run after the tests above (file order): their monkeypatches left nothing behind."""
-    assert ATTACK not in ATTACKS and DATASET not in DATASETS
-    assert FAMILY not in attack_registry.FAMILIES and FAMILY not in miaflow.attacks.FAMILIES
+    assert ATTACK not in ATTACKS and DATASET not in DATASETS and MODULE not in scoring.MODULES
+    assert FAMILY not in registry.FAMILIES
     assert ATTACK not in config.schema()["$defs"]["attack_name"]["enum"]

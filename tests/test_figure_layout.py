@@ -14,7 +14,7 @@ from test_hparam_report import _bound, _roc, _selection, _study, _with_baselines
 from test_llm_report import _history, _metrics
 from test_llm_settings import settings_metrics
 
-from miaflow.attacks import ATTACKS
+from miaflow.attacks.registry import ATTACKS
 from miaflow.evaluation import llm_report, llm_settings_report, plots
 from miaflow.evaluation.metrics import roc_table
 from miaflow.hparams import baselines_figure as hparam_baselines

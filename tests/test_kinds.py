@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from miaflow import config, io, plan
-from miaflow.attacks import ATTACKS
+from miaflow.attacks.registry import ATTACKS
 from miaflow.data import DATASETS, MODALITIES, Dataset, write_dataset
 from miaflow.jobs import evaluate, queries, train
 from miaflow.models.kinds import KINDS
@@ -186,8 +186,8 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
                 data=data,
                 splits=splits,
                 query_set=query_set,
-                neighbour=options["query-neighbor"],
-                augment=options["query-augment"],
+                neighbour=plan.attack_options(config_, "query-neighbor"),
+                augment=plan.attack_options(config_, "query-augment"),
                 seed=seed,
                 threads=1,
             )
@@ -196,14 +196,17 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
             )
         elif name == "distances":
             queries.query_distances(
-                models=[models], distances=path, options=options["query-adv"], **common
+                models=[models],
+                distances=path,
+                options=plan.attack_options(config_, "query-adv"),
+                **common,
             )
         elif name == "surrogates":
             queries.query_surrogates(
                 signals=[signals],
                 surrogates=path,
                 arch=arch,
-                options=options["query-transfer"],
+                options=plan.attack_options(config_, "query-transfer"),
                 **common,
             )
         elif name == "regressors":
@@ -211,12 +214,15 @@ def run_case(tmp_path, config_: dict) -> pd.DataFrame:
                 signals=[signals],
                 regressors=path,
                 arch=arch,
-                options=options["query-qrm"],
+                options=plan.attack_options(config_, "query-qrm"),
                 **common,
             )
         elif name == "canaries":
             queries.query_canaries(
-                models=[models], canaries=path, options=options["query-ref"], **common
+                models=[models],
+                canaries=path,
+                options=plan.attack_options(config_, "query-ref"),
+                **common,
             )
     scores = tmp_path / "scores.parquet"
     evaluate.score_attacks(

@@ -16,8 +16,8 @@ import torch
 from conftest import toy_texts
 from sklearn.metrics import roc_auc_score
 
-from miaflow.attacks import run_attack
-from miaflow.attacks.llm import LLM_ATTACKS, LLMInputs
+from miaflow.attacks.llm import LLMInputs, run_llm_attack
+from miaflow.attacks.registry import ATTACKS, LLM
 from miaflow.data import load_dataset
 from miaflow.llm import conditional, corpus, models, neighbors, tokens
 from miaflow.llm.tokens import TokenStats
@@ -221,7 +221,7 @@ def test_recall_compares_the_same_tokens_with_and_without_the_prefix(untrained, 
         pairs=np.tile(unconditioned, (2, 1)),
         conditioned_tokens=conditional.target_lengths(tokenizer, long_texts, 24),
     )
-    np.testing.assert_allclose(run_attack("llm-recall", inputs), 1.0, atol=1e-6)
+    np.testing.assert_allclose(run_llm_attack("llm-recall", inputs), 1.0, atol=1e-6)
     np.testing.assert_allclose(inputs.ratio_matrix(), 1.0, atol=1e-6)
 
 
@@ -253,12 +253,14 @@ def test_recall_compat_reproduces_the_recall_repository(tokenizer, texts):
         recall=values[False],
         recall_compat=values[True],
         conditioned_tokens=conditional.target_lengths(tokenizer, [target], 128),
-        options={"llm-recall": {"compat": True}},
+        attack_options={"llm-recall": {"compat": True}},
     )
     assert values[True][0] == pytest.approx(after_shots, abs=1e-5)
-    assert run_attack("llm-recall", inputs)[0] == pytest.approx(after_shots / plain, rel=1e-5)
-    default = dataclasses.replace(inputs, options={})
-    assert run_attack("llm-recall", default)[0] == pytest.approx(values[False][0] / plain, rel=1e-5)
+    assert run_llm_attack("llm-recall", inputs)[0] == pytest.approx(after_shots / plain, rel=1e-5)
+    default = dataclasses.replace(inputs, attack_options={})
+    assert run_llm_attack("llm-recall", default)[0] == pytest.approx(
+        values[False][0] / plain, rel=1e-5
+    )
     assert values[False][0] != pytest.approx(after_shots, abs=1e-3)
 
 
@@ -476,14 +478,12 @@ def test_every_label_free_score_ranks_memorised_members_higher(
         "llm-mink-k50",
         "llm-minkpp-k50",
     ):
-        auroc = roc_auc_score(member, run_attack(name, inputs))
+        auroc = roc_auc_score(member, run_llm_attack(name, inputs))
         assert auroc > 0.8, f"{name}: AUROC {auroc:.2f} on a model that memorised its members"
-    for name, attack in LLM_ATTACKS.items():  # the rest run and give one finite score per text
-        assert np.isfinite(run_attack(name, inputs)).all() and attack.knowledge in (
-            "none",
-            "shots",
-            "oracle",
-        )
+    language_model = [name for name, attack in ATTACKS.items() if attack.family == LLM]
+    for name in language_model:  # the rest run and give one finite score per text
+        assert np.isfinite(run_llm_attack(name, inputs)).all()
+        assert ATTACKS[name].knowledge in ("none", "shots", "oracle")
 
 
 def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
@@ -543,6 +543,6 @@ def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
         "llm-blind-bow": "shots",
         **dict.fromkeys(sweep + em, "none"),
     }
-    assert {name: attack.knowledge for name, attack in LLM_ATTACKS.items()} == named
-    assert "reference" in LLM_ATTACKS["em-mia-ref-kendall"].reads
-    assert LLM_ATTACKS["llm-recall"].reads == ("recall",)
+    assert {name: a.knowledge for name, a in ATTACKS.items() if a.family == LLM} == named
+    assert "reference" in ATTACKS["em-mia-ref-kendall"].reads
+    assert ATTACKS["llm-recall"].reads == ("recall",)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from miaflow.attacks import run_attack
-from miaflow.attacks.llm import LLM_ATTACKS, LLMInputs
+from miaflow.attacks.llm import LLMInputs, run_llm_attack
+from miaflow.attacks.registry import ATTACKS
 from miaflow.data import load_dataset
 from miaflow.llm.blind import EMBEDDING_MODEL, bag_of_words, shot_distance
 from miaflow.pretrained import embed
@@ -58,7 +58,7 @@ def test_blind_baselines_are_at_chance_on_a_random_draw(corpus, embeddings):
     members, non_members, shots = order[:500], order[500:1000], order[1000 : 1000 + N_SHOTS]
     inputs, is_member = blind_inputs(texts, embeddings, members, non_members, shots)
     for name in BLIND:
-        auroc = roc_auc_score(is_member, run_attack(name, inputs))
+        auroc = roc_auc_score(is_member, run_llm_attack(name, inputs))
         assert abs(auroc - 0.5) < 0.1, f"{name}: AUROC {auroc:.3f} on a random draw"
 
 
@@ -73,14 +73,14 @@ def test_blind_baselines_see_a_shifted_selection(corpus, embeddings):
     shots = non_member_side[250 : 250 + N_SHOTS]
     inputs, is_member = blind_inputs(texts, embeddings, members, non_members, shots)
     for name in BLIND:
-        auroc = roc_auc_score(is_member, run_attack(name, inputs))
+        auroc = roc_auc_score(is_member, run_llm_attack(name, inputs))
         assert auroc > 0.9, f"{name}: AUROC {auroc:.3f} on a shifted selection"
 
 
 def test_blind_baselines_know_only_the_shots():
-    assert {LLM_ATTACKS[name].knowledge for name in BLIND} == {"shots"}
-    assert LLM_ATTACKS["llm-blind-shots"].reads == ("embeddings",)
-    assert LLM_ATTACKS["llm-blind-bow"].reads == ()
+    assert {ATTACKS[name].knowledge for name in BLIND} == {"shots"}
+    assert ATTACKS["llm-blind-shots"].reads == ("embeddings",)
+    assert ATTACKS["llm-blind-bow"].reads == ()
 
 
 def test_shot_distance_by_hand():

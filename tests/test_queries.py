@@ -13,7 +13,10 @@ from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
 from miaflow import io
-from miaflow.attacks import ATTACKS, AttackInputs, run_attack
+from miaflow.attacks.inputs import AttackInputs
+from miaflow.attacks.options import QueryAugmentOptions, QueryNeighborOptions
+from miaflow.attacks.registry import ATTACKS
+from miaflow.attacks.scoring import run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.jobs import evaluate, queries, train
 from miaflow.models.training import save_shard, train_models
@@ -35,6 +38,9 @@ from miaflow.queries.sets import (
 )
 from miaflow.splits import make_splits
 
+# The query set as the default options make it (the queries job fills them from params.yaml).
+DEFAULTS = {"neighbour": QueryNeighborOptions(), "augment": QueryAugmentOptions()}
+
 # --- neighbours ---------------------------------------------------------------------------------
 
 
@@ -42,7 +48,7 @@ def test_image_neighbours_use_the_global_scale_of_the_first_image():
     images = np.random.default_rng(0).uniform(-1, 1, size=(400, 1, 6, 6)).astype(np.float32)
     images[0] = 0.0
     images[0, 0, 0, 0], images[0, 0, 0, 1] = -2.0, 2.0  # s = (2 − (−2)) / 2 = 2
-    queries = make_query_set(images, np.arange(400), "image", seed=1, dataset="toy")
+    queries = make_query_set(images, np.arange(400), "image", seed=1, dataset="toy", **DEFAULTS)
     noise = queries.features[NEIGHBOUR] - images[None]
     assert queries.features[NEIGHBOUR].shape == (10, 400, 1, 6, 6)
     assert queries.info[NEIGHBOUR]["scale"] == 2.0
@@ -60,7 +66,8 @@ def test_continuous_tabular_neighbours_use_per_feature_scales():
         "tabular",
         seed=1,
         dataset="toy",
-        neighbour={"magnitude": 0.1, "n_queries": 4},
+        neighbour=QueryNeighborOptions(magnitude=0.1, n_queries=4),
+        augment=QueryAugmentOptions(),
     )
     scales = np.array(queries.info[NEIGHBOUR]["scale"])
     np.testing.assert_allclose(scales, (features.max(0) - features.min(0)) / 2)
@@ -71,7 +78,7 @@ def test_continuous_tabular_neighbours_use_per_feature_scales():
 @pytest.mark.parametrize("n_features, flips", [(600, 6), (446, 4), (99, 0)])
 def test_binary_neighbours_flip_floor_lambda_f_distinct_features(n_features, flips):
     bits = (np.random.default_rng(0).random((50, n_features)) < 0.1).astype(np.float32)
-    queries = make_query_set(bits, np.arange(50), "tabular", seed=1, dataset="toy")
+    queries = make_query_set(bits, np.arange(50), "tabular", seed=1, dataset="toy", **DEFAULTS)
     changed = (queries.features[NEIGHBOUR] != bits[None]).sum(axis=2)
     np.testing.assert_array_equal(changed, flips)
     assert queries.info[NEIGHBOUR]["method"] == "flip"
@@ -81,9 +88,9 @@ def test_binary_neighbours_flip_floor_lambda_f_distinct_features(n_features, fli
 def test_raw_text_queries_are_masked_lm_neighbours_stored_as_strings(tiny_masked_lm, tmp_path):
     texts = np.empty(6, dtype=object)
     texts[:] = toy_texts(6, seed=1)
-    options = {"n_queries": 3, "magnitude": 0.1, "masked_lm": str(tiny_masked_lm)}
+    options = QueryNeighborOptions(n_queries=3, magnitude=0.1, masked_lm=str(tiny_masked_lm))
     made = [
-        make_query_set(texts, np.arange(10, 16), "text", seed, "toy", neighbour=options)
+        make_query_set(texts, np.arange(10, 16), "text", seed, "toy", options, DEFAULTS["augment"])
         for seed in (1, 1, 2)
     ]
     queries = made[0]
@@ -107,7 +114,7 @@ def test_raw_text_queries_are_masked_lm_neighbours_stored_as_strings(tiny_masked
 
 def test_text_embeddings_get_continuous_neighbours_and_no_augmentations():
     embeddings = np.random.default_rng(0).normal(size=(20, 8)).astype(np.float32)
-    queries = make_query_set(embeddings, np.arange(20), "text", seed=1, dataset="toy")
+    queries = make_query_set(embeddings, np.arange(20), "text", seed=1, dataset="toy", **DEFAULTS)
     assert queries.info[NEIGHBOUR]["method"] == "gaussian-per-feature"
     assert set(queries.features) == {ORIG, NEIGHBOUR}
 
@@ -117,7 +124,7 @@ def test_queries_are_deterministic_by_named_seed(tmp_path):
     tables = []
     for seed, name in [(1, "a"), (1, "a"), (2, "a"), (1, "b")]:
         path = tmp_path / f"q-{len(tables)}.parquet"
-        queries = make_query_set(features, np.arange(30), "tabular", seed, name)
+        queries = make_query_set(features, np.arange(30), "tabular", seed, name, **DEFAULTS)
         io.write_parquet(path, queries.to_table(), info_metadata(queries.info))
         tables.append(path.read_bytes())
     assert tables[0] == tables[1]
@@ -132,8 +139,8 @@ def test_queries_table_round_trip():
         "image",
         1,
         "toy",
-        neighbour={"n_queries": 3},
-        augment={"n_queries": 2},
+        neighbour=QueryNeighborOptions(n_queries=3),
+        augment=QueryAugmentOptions(n_queries=2),
     )
     blocks = read_queries(queries.to_table(), (1, 3, 3))
     assert sorted(blocks) == [
@@ -158,7 +165,9 @@ def test_angle_candidates_and_draw():
     assert np.allclose(np.abs(ANGLE_CANDIDATES) * 10, np.round(np.abs(ANGLE_CANDIDATES) * 10))
     assert np.abs(ANGLE_CANDIDATES).min() == 1.0 and np.abs(ANGLE_CANDIDATES).max() == 15.0
     images = np.zeros((3, 1, 5, 5), np.float32)
-    angles = make_query_set(images, np.arange(3), "image", 1, "toy").info[AUGMENT]["angles"]
+    angles = make_query_set(images, np.arange(3), "image", 1, "toy", **DEFAULTS).info[AUGMENT][
+        "angles"
+    ]
     assert len(set(angles)) == 10 and set(angles) <= set(ANGLE_CANDIDATES.tolist())
 
 
@@ -174,15 +183,16 @@ def test_rotation_is_counter_clockwise_nearest_with_zero_fill():
 
 def test_rotations_of_the_query_set_use_the_drawn_angles():
     images = np.random.default_rng(0).normal(size=(4, 1, 8, 8)).astype(np.float32)
-    queries = make_query_set(images, np.arange(4), "image", 1, "toy")
+    queries = make_query_set(images, np.arange(4), "image", 1, "toy", **DEFAULTS)
     for k, angle in enumerate(queries.info[AUGMENT]["angles"]):
         np.testing.assert_array_equal(queries.features[AUGMENT][k], rotate(images, angle))
 
 
 def test_compat_draws_a_separate_augmentation_set_for_the_shadow():
     images = np.random.default_rng(0).normal(size=(4, 1, 8, 8)).astype(np.float32)
-    corrected = make_query_set(images, np.arange(4), "image", 1, "toy")
-    compat = make_query_set(images, np.arange(4), "image", 1, "toy", augment={"compat": True})
+    corrected = make_query_set(images, np.arange(4), "image", 1, "toy", **DEFAULTS)
+    compat_options = {**DEFAULTS, "augment": QueryAugmentOptions(compat=True)}
+    compat = make_query_set(images, np.arange(4), "image", 1, "toy", **compat_options)
     assert AUGMENT_SHADOW not in corrected.features
     assert compat.info[AUGMENT]["angles"] == corrected.info[AUGMENT]["angles"]
     assert compat.info[AUGMENT_SHADOW]["angles"] != compat.info[AUGMENT]["angles"]
@@ -190,7 +200,7 @@ def test_compat_draws_a_separate_augmentation_set_for_the_shadow():
 
 def test_cutmix_is_identity_below_100_features():
     features = np.random.default_rng(0).normal(size=(20, 99)).astype(np.float32)
-    queries = make_query_set(features, np.arange(20), "tabular", 1, "toy")
+    queries = make_query_set(features, np.arange(20), "tabular", 1, "toy", **DEFAULTS)
     np.testing.assert_array_equal(queries.features[AUGMENT], np.repeat(features[None], 10, 0))
 
 
@@ -335,7 +345,6 @@ def _query_inputs(queries: str, ids: np.ndarray, **extra) -> AttackInputs:
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options={},
         seed=0,
         target_model="target-0",
         extra={"outputs": queries, **extra},
@@ -352,7 +361,7 @@ def test_query_neighbor_counts_neighbours_with_higher_loss(tmp_path):
 def test_query_neighbor_with_only_the_first_queries(tmp_path):
     queries, ids = _known_outputs(tmp_path, "tabular")
     inputs = _query_inputs(queries, ids)
-    first = AttackInputs(**{**inputs.__dict__, "options": {"queries_used": 1}})
+    first = AttackInputs(**{**inputs.__dict__, "options": QueryNeighborOptions(queries_used=1)})
     # Neighbour 1 alone has a higher loss than the original for both samples (v: 0 → −1, 2 → 1).
     np.testing.assert_array_equal(run_attack("query-neighbor", first), [1.0, 1.0])
     np.testing.assert_array_equal(run_attack("query-neighbor", inputs), [0.5, 1.0])

@@ -3,6 +3,8 @@ attack's scores on them, and how the workflow plans this image-only, subset atta
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import torch
@@ -10,8 +12,11 @@ from sklearn.metrics import roc_auc_score
 from test_query_surrogates import CNN, _digest, _scores
 
 from miaflow import plan as workflow
-from miaflow.attacks import ATTACKS, AttackInputs, run_attack
+from miaflow.attacks import scoring
+from miaflow.attacks.inputs import AttackInputs
 from miaflow.attacks.reference import in_out_stats
+from miaflow.attacks.registry import ATTACKS, Attack
+from miaflow.attacks.scoring import run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.io import write_parquet
 from miaflow.jobs import queries
@@ -122,7 +127,6 @@ def test_query_ref_scores_are_mean_canary_llrs(tmp_path):
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options={},
         extra={"canaries": _parquet(tmp_path, pd.concat(rows))},
         sample_ids=pool,
     )
@@ -135,7 +139,6 @@ def test_query_ref_scores_are_mean_canary_llrs(tmp_path):
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options={},
     )
     np.testing.assert_allclose(scores[0::2], run_attack("model-lira", lira_inputs))
 
@@ -164,7 +167,6 @@ def test_query_ref_averages_over_canaries(tmp_path):
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options={},
         extra={"canaries": _parquet(tmp_path, pd.concat(rows[::-1]))},
         sample_ids=pool,
     )
@@ -291,8 +293,6 @@ def test_query_ref_is_image_only_and_skipped_on_tabular_data():
 
 
 def test_only_subset_attacks_keep_nan_scores(monkeypatch):
-    from miaflow.attacks import Attack
-
     raw = np.array([1.0, np.nan, np.inf])
     inputs = AttackInputs(
         target={},
@@ -301,11 +301,11 @@ def test_only_subset_attacks_keep_nan_scores(monkeypatch):
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options={},
     )
-    monkeypatch.setitem(
-        ATTACKS, "partial", Attack("partial", "query", frozenset(), lambda _: raw, subset=True)
-    )
-    monkeypatch.setitem(ATTACKS, "whole", Attack("whole", "query", frozenset(), lambda _: raw))
+    toy = "miaflow.attacks.toy"
+    monkeypatch.setitem(scoring.MODULES, toy, SimpleNamespace(scores=lambda _: raw))
+    partial = Attack("partial", "query", f"{toy}.scores", "Some scores.", subset=True)
+    monkeypatch.setitem(ATTACKS, "partial", partial)
+    monkeypatch.setitem(ATTACKS, "whole", Attack("whole", "query", f"{toy}.scores", "Scores."))
     np.testing.assert_array_equal(run_attack("partial", inputs), [1.0, np.nan, 1.0 + 1e-6])
     np.testing.assert_array_equal(run_attack("whole", inputs), [1.0, 0.0, 1.0 + 1e-6])

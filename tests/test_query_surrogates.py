@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from miaflow.attacks import attack_inputs, run_attack
+from miaflow.attacks.inputs import attack_inputs
+from miaflow.attacks.scoring import run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.io import write_parquet
 from miaflow.jobs import evaluate, queries
@@ -190,8 +191,6 @@ def test_rows_of_another_pool_are_rejected(transfer_toy, tmp_path):
     )
     path = tmp_path / "short.parquet"
     write_parquet(path, frame)
-    inputs, _ = attack_inputs(
-        SignalStore.read([signals]), splits, 0, {}, extra={"surrogates": path}
-    )
+    inputs, _ = attack_inputs(SignalStore.read([signals]), splits, 0, extra={"surrogates": path})
     with pytest.raises(ValueError, match="do not cover"):
         run_attack("query-transfer", inputs)

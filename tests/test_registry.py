@@ -4,7 +4,7 @@ classifier attacks, language-models.md for the language-model ones)."""
 
 from __future__ import annotations
 
-from miaflow.attacks import ATTACKS, TDDBENCH_ALGORITHMS
+from miaflow.attacks.registry import ATTACKS, TDDBENCH_ALGORITHMS
 
 
 def test_tddbench_lists_its_21_algorithms_once():

@@ -11,8 +11,10 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from test_attacks import _write_toy_store
 
-from miaflow.attacks import AttackInputs, attack_inputs, run_attack
 from miaflow.attacks import song_mittal as sm
+from miaflow.attacks.inputs import AttackInputs, attack_inputs
+from miaflow.attacks.options import SmRiskOptions
+from miaflow.attacks.scoring import run_attack
 from miaflow.evaluation import tables
 from miaflow.evaluation.song_mittal_tables import risk_precision_table, song_mittal_table
 from miaflow.jobs.report import risk_score_report
@@ -33,7 +35,7 @@ SM_ATTACKS = [
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     store, splits = _write_toy_store(tmp_path_factory.mktemp("toy"))
-    return attack_inputs(store, splits, repeat=0, options={})
+    return attack_inputs(store, splits, repeat=0)
 
 
 def _thre_setting(train, test):
@@ -91,7 +93,7 @@ TARGET_LABEL = np.array([0, 0, 1, 1])
 TARGET_MEMBER = np.array([True, False, True, False])
 
 
-def _threshold_inputs(options: dict | None = None) -> AttackInputs:
+def _threshold_inputs() -> AttackInputs:
     # Other models' rows (reference 1) must not matter: the shadow is reference 0 only.
     def two_models(row):
         return np.stack([row, row[::-1]])
@@ -120,7 +122,6 @@ def _threshold_inputs(options: dict | None = None) -> AttackInputs:
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options=options or {},
     )
 
 
@@ -226,7 +227,7 @@ def _risk_inputs(options: dict) -> AttackInputs:
         target_on_population={},
         population={},
         population_keep=np.zeros((0, 0), bool),
-        options=options,
+        options=SmRiskOptions(**options),
     )
 
 

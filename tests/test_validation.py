@@ -84,13 +84,14 @@ def test_language_model_attacks_that_duplicate_another_are_rejected(params):
     assert (
         f"llm.attacks[{len(params['llm']['attacks'])}]: 'em-mia-minkpp-auroc' duplicates "
         "'em-mia' in effect "
-        "(llm.attack_options.em-mia starts from minkpp and scores prefixes by auroc)"
+        "(llm.attack_options.em-mia.init is minkpp and llm.attack_options.em-mia.scoring is "
+        "auroc)"
     ) in problems_of(em)
-    em["llm"]["attack_options"]["em-mia"]["scoring"] = "kendall"  # now its own variant ...
+    em["llm"]["attack_options"]["em-mia"] = {"scoring": "kendall"}  # now its own variant ...
     assert "em-mia-minkpp-kendall' duplicates 'em-mia'" in problems_of(em)
     em["llm"]["attacks"].remove("em-mia-minkpp-kendall")  # ... which must then go
     assert config.validate(em)
-    min_k = changed(params, lambda p: p["llm"]["attack_options"]["llm-mink"].update(k=0.1))
+    min_k = changed(params, lambda p: p["llm"]["attack_options"].update({"llm-mink": {"k": 0.1}}))
     assert (
         "'llm-mink-k10' duplicates 'llm-mink' in effect (llm.attack_options.llm-mink.k is 0.1)"
     ) in problems_of(min_k)
@@ -439,7 +440,7 @@ def test_absurd_counts_are_rejected_with_the_reason_of_their_bound(params):
 
 
 def test_query_counts_beyond_the_query_set_are_rejected(params):
-    params["attack_options"]["query-neighbor"]["queries_used"] = 10
+    params["attack_options"]["query-neighbor"] = {"queries_used": 10}  # the 10 generated
     assert config.validate(params)
     params["attack_options"]["query-neighbor"]["queries_used"] = 11  # was silently 10
     assert (
@@ -447,16 +448,21 @@ def test_query_counts_beyond_the_query_set_are_rejected(params):
         "for tabular data (attack_options.query-neighbor.n_queries)"
     ) in problems_of(params)
     params["attack_options"]["query-neighbor"].pop("queries_used")
-    params["attack_options"]["query-augment"]["n_queries"] = 283  # crashed drawing the angles
+    params["attack_options"]["query-augment"] = {"n_queries": 283}  # crashed drawing the angles
     assert (
         "attack_options.query-augment.n_queries: 283 is more than the 282 distinct rotation "
         "angles of image augmentations"
     ) in problems_of(params)
     params["attack_options"]["query-augment"]["n_queries"] = 10
-    params["attack_options"]["query-adv"].update(init_eval=2000, max_eval=1000)
+    params["attack_options"]["query-adv"] = {"init_eval": 2000, "max_eval": 1000}
     assert (
         "attack_options.query-adv.init_eval: 2000 is more than attack_options.query-adv.max_eval "
         "1000, which would cap it"
+    ) in problems_of(params)
+    params["attack_options"]["query-adv"] = {"init_eval": 201}  # over the default max_eval 200
+    assert (
+        "attack_options.query-adv.init_eval: 201 is more than attack_options.query-adv.max_eval "
+        "200, which would cap it"
     ) in problems_of(params)
 
 

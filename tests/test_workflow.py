@@ -31,7 +31,8 @@ def test_experiments_datasets_and_inputs(repo):
     assert workflow.local_inputs(params, "digits") == []
     assert workflow.local_inputs(params, "location30") == [params["datasets"]["location30"]["path"]]
     assert workflow.uses_torch(params, "cnn") and not workflow.uses_torch(params, "lr")
-    assert workflow.attack_options(params, "model-robust") == {"gamma": 2.0}
+    params["attack_options"] = {"model-robust": {"gamma": 3.0}}  # overrides, not the defaults
+    assert workflow.attack_options(params, "model-robust") == {"gamma": 3.0}
     assert workflow.attack_options(params, "metric-loss") == {}
 
 

@@ -1,61 +1,8 @@
-"""Membership-inference attacks, one module per family, all behind one registry.
+"""Membership-inference attacks, one module per family (docs/algorithms.md#attack-index).
 
-Importing this package registers every attack: `ATTACKS` maps each id
-(docs/algorithms.md#attack-index) to its score function; `run_attack` runs one on `AttackInputs`
-(signals only, higher = member).
+`registry` is the catalogue of every attack (ids, families, needs, reads, options) and imports no
+family; `options` holds each attack's options class; `inputs` what an attack on a model's signals
+reads (`AttackInputs`). The runners import the families they run: `scoring.run_attack` the
+attacks on a model's signals, `llm.run_llm_attack` the language-model ones. This package imports
+nothing, so that importing any of its modules loads only what that module needs.
 """
-
-from miaflow.attacks import (  # noqa: F401  (importing registers the attacks)
-    learning,
-    llm,
-    metric,
-    query,
-    reference,
-    song_mittal,
-)
-from miaflow.attacks.registry import (
-    ATTACKS,
-    FAMILIES,
-    Attack,
-    AttackInputs,
-    attack_inputs,
-    register,
-    run_attack,
-)
-
-# The 21 algorithms of the TDDBench benchmark (docs/algorithms.md#attack-index), in the paper's
-# order.
-TDDBENCH_ALGORITHMS = (
-    "metric-loss",
-    "metric-conf",
-    "metric-corr",
-    "metric-ent",
-    "metric-ment",
-    "learn-original",
-    "learn-top3",
-    "learn-sorted",
-    "learn-label",
-    "learn-merge",
-    "model-loss",
-    "model-calibration",
-    "model-lira",
-    "model-fpr",
-    "model-robust",
-    "query-augment",
-    "query-transfer",
-    "query-adv",
-    "query-neighbor",
-    "query-qrm",
-    "query-ref",
-)
-
-__all__ = [
-    "TDDBENCH_ALGORITHMS",
-    "ATTACKS",
-    "FAMILIES",
-    "Attack",
-    "AttackInputs",
-    "attack_inputs",
-    "register",
-    "run_attack",
-]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from miaflow.attacks.registry import AttackInputs, register
+from miaflow.attacks.inputs import AttackInputs
 from miaflow.models.optimizers import Adam
 from miaflow.signals import LOG_ZERO_PROB
 
@@ -40,7 +40,7 @@ def _finite_logits(signals: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _probabilities(signals: Mapping[str, np.ndarray]) -> np.ndarray:
-    from scipy.special import softmax  # imported here: params validation reads this registry
+    from scipy.special import softmax  # imported on first use, as every heavy library
 
     return softmax(_finite_logits(signals), axis=-1)
 
@@ -180,35 +180,31 @@ def learning_scores(
     return member_probability(model, features(inputs.target))
 
 
-@register("learn-original", "learning", needs=("reference",))
 def learn_original(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on the probability vector (Shokri et al., one model for all classes)."""
     return learning_scores(inputs, features_original)
 
 
-@register("learn-top3", "learning", needs=("reference",))
 def learn_top3(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on the three largest probabilities (Salem et al.)."""
     return learning_scores(inputs, features_top3)
 
 
-@register("learn-sorted", "learning", needs=("reference",))
 def learn_sorted(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on the probability vector sorted in descending order."""
     return learning_scores(inputs, features_sorted)
 
 
-@register("learn-label", "learning", needs=("reference",))
 def learn_label(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on the probability vector and the one-hot label (Nasr et al., one branch)."""
     return learning_scores(inputs, features_label)
 
 
-@register("learn-merge", "learning", needs=("reference",))
 def learn_merge(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on [onehot(y), loss, Mentr, ULD, −phi, predicted label] (TDDBench's mix).
 
-    Option `uld`: "compat" (default, TDDBench's −1 fill) or "corrected" (max over c ≠ y).
+    Option `uld` (`LearnMergeOptions`): "compat" (TDDBench's −1 fill) or "corrected" (max over
+    c ≠ y).
     """
-    compat = inputs.options.get("uld", "compat") == "compat"
+    compat = inputs.options.uld == "compat"
     return learning_scores(inputs, lambda signals: features_merge(signals, compat))

@@ -98,7 +98,8 @@ def scored_inputs(
     """The attacks' inputs on one scored set `draw` (`scored.draws`) of one target model, from its
     files: `target`, `reference`, `lowercase`, `neighbors`, `recall` (a path or None) and `pairs`
     (the repeat's shards, possibly none); the repeat's `shots` and, for the blind baselines, the
-    sentence embeddings of the draw's texts and of the shots."""
+    sentence embeddings of the draw's texts and of the shots. `options`: llm.attack_options (each
+    attack's overrides, `LLMInputs.attack_options`)."""
     from miaflow.attacks.llm import LLMInputs
 
     name, ids, is_member, texts = draw
@@ -125,7 +126,7 @@ def scored_inputs(
         conditioned_tokens=pair_lengths
         if conditional is None
         else conditional["target_tokens"].to_numpy(),
-        options=options,
+        attack_options=options,
         seed=seed,
         shots=shots,
         embeddings=None if embeddings is None else embeddings[0],
@@ -165,7 +166,7 @@ def score_frame(
     inputs: Any, attack: str, dataset: str, label: str, repeat: int, ids: np.ndarray
 ) -> pd.DataFrame:
     """One attack's scores on one scored set, in the scores table's columns."""
-    from miaflow.attacks import run_attack
+    from miaflow.attacks.llm import run_llm_attack
 
     return pd.DataFrame(
         {
@@ -174,7 +175,7 @@ def score_frame(
             "attack": attack,
             "repeat": repeat,
             "sample_id": ids,
-            "score": run_attack(attack, inputs),
+            "score": run_llm_attack(attack, inputs),
             "is_member": inputs.is_member,
         }
     )
@@ -235,12 +236,12 @@ def em_iterate_rows(
     uses the labels, never a score."""
     from sklearn.metrics import roc_auc_score
 
-    from miaflow.attacks.llm import em_mia_run, em_settings
+    from miaflow.attacks.llm import em_mia_run
+    from miaflow.attacks.registry import attack_options
 
     rows = []
     for attack in (name for name in attacks if name.startswith("em-mia")):
-        settings = em_settings(attack, options)
-        _, steps = em_mia_run(inputs, settings["init"], settings["scoring"], settings["iterations"])
+        _, steps = em_mia_run(inputs, attack_options(attack, options))
         rows += [
             (dataset, label, repeat, attack, step, roc_auc_score(inputs.is_member, f))
             for step, f in enumerate(steps)
@@ -285,7 +286,9 @@ def score_experiment(
     of the texts as scored and of the shots): (scores table, EM-MIA iterates, prefix fit). With
     `diagnostics` (the eval sets) the iterates' AUROC and the share of targets whose ReCaLL
     prefix lost shots, counted in the form `llm-recall` scores; else both tables are empty."""
-    compat = bool(options.get("llm-recall", {}).get("compat", False))
+    from miaflow.attacks.registry import attack_options
+
+    compat = attack_options("llm-recall", options).compat
     frames, iterates, fits = [], [], []
     for repeat, experiment, draw, inputs in scored_repeats(
         splits, texts, settings, cached, options, seed, dataset, label, *embeddings

@@ -8,34 +8,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from miaflow.attacks.registry import AttackInputs, register
+from miaflow.attacks.inputs import AttackInputs
 
 
-@register("metric-loss", "metric")
 def metric_loss(inputs: AttackInputs) -> np.ndarray:
     """Negative cross-entropy loss of the target model."""
     return -inputs.target["loss"]
 
 
-@register("metric-conf", "metric")
 def metric_conf(inputs: AttackInputs) -> np.ndarray:
     """Target model's true-label probability p_y."""
     return inputs.target["confidence"]
 
 
-@register("metric-corr", "metric")
 def metric_corr(inputs: AttackInputs) -> np.ndarray:
     """1 if the target model classifies the sample correctly, else 0."""
     return inputs.target["correct"]
 
 
-@register("metric-ent", "metric")
 def metric_ent(inputs: AttackInputs) -> np.ndarray:
     """Negative prediction entropy (base 2) of the target model."""
     return -inputs.target["entropy"]
 
 
-@register("metric-ment", "metric")
 def metric_ment(inputs: AttackInputs) -> np.ndarray:
     """Negative modified entropy (Song & Mittal) of the target model."""
     return -inputs.target["mentr"]

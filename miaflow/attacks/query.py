@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from miaflow.attacks.inputs import AttackInputs
 from miaflow.attacks.learning import member_probability, train_attack_classifier
 from miaflow.attacks.reference import in_out_stats, log_likelihood_ratio
-from miaflow.attacks.registry import AttackInputs, register
 from miaflow.models.kinds import CANARIES, DISTANCES, QUERY_OUTPUTS, REGRESSORS, SURROGATES
 from miaflow.queries.sets import AUGMENT, AUGMENT_SHADOW, NEIGHBOUR, ORIG
 
@@ -57,13 +57,12 @@ def _queries(inputs: AttackInputs) -> str:
 
 
 def _first_queries(values: np.ndarray, inputs: AttackInputs) -> np.ndarray:
-    """The original query (row 0) and the first `queries_used` extra ones (option; default all):
-    the scaling study's cut in the number of queries."""
-    used = inputs.options.get("queries_used")
-    return values if used is None else values[: 1 + int(used)]
+    """The original query (row 0) and the first `queries_used` extra ones (the attack's option;
+    None: all): the scaling study's cut in the number of queries."""
+    used = inputs.options.queries_used
+    return values if used is None else values[: 1 + used]
 
 
-@register("query-neighbor", "query", reads=(QUERY_OUTPUTS,))
 def query_neighbor(inputs: AttackInputs) -> np.ndarray:
     """Share of noisy neighbours with a higher loss than the sample (mean loss rise for text)."""
     path = _queries(inputs)
@@ -77,7 +76,6 @@ def query_neighbor(inputs: AttackInputs) -> np.ndarray:
     return (rise > 0).mean(axis=0)
 
 
-@register("query-augment", "query", needs=("reference",), reads=(QUERY_OUTPUTS,))
 def query_augment(inputs: AttackInputs) -> np.ndarray:
     """Attack MLP on correctness under 10 augmentations, trained on the shadow model."""
     path = _queries(inputs)
@@ -95,7 +93,6 @@ def query_augment(inputs: AttackInputs) -> np.ndarray:
     return member_probability(model, target.T)
 
 
-@register("query-adv", "query", subset=True, reads=(QUERY_OUTPUTS, DISTANCES))
 def query_adv(inputs: AttackInputs) -> np.ndarray:
     """Distance to the decision boundary (HopSkipJump, images) or correctness under noise."""
     path = _queries(inputs)
@@ -146,14 +143,12 @@ def _target_rows(inputs: AttackInputs, artifact: str, columns: Sequence[str]) ->
     return table
 
 
-@register("query-transfer", "query", reads=(SURROGATES,))
 def query_transfer(inputs: AttackInputs) -> np.ndarray:
     """Li & Zhang: negative true-label loss of a surrogate trained on the target's predicted
     labels."""
     return -_target_rows(inputs, SURROGATES, ["loss"])["loss"].to_numpy(np.float64)
 
 
-@register("query-qrm", "query", reads=(REGRESSORS,))
 def query_qrm(inputs: AttackInputs) -> np.ndarray:
     """Bertran et al.: target score standardised by a regressor fitted on non-members, (s − μ)/σ."""
     from miaflow.io import read_parquet_metadata
@@ -163,14 +158,6 @@ def query_qrm(inputs: AttackInputs) -> np.ndarray:
     return (inputs.target[signal] - table["mu"].to_numpy()) / np.exp(table["log_sigma"].to_numpy())
 
 
-@register(
-    "query-ref",
-    "query",
-    needs=("reference",),
-    subset=True,
-    modalities=("image",),
-    reads=(CANARIES,),
-)
 def query_ref(inputs: AttackInputs) -> np.ndarray:
     """Wen et al.: mean over canaries of LiRA's fixed-variance LLR of the target's canary phi.
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from miaflow.attacks.registry import AttackInputs, register
+from miaflow.attacks.inputs import AttackInputs
 
 STD_EPS = 1e-30  # added to every Gaussian standard deviation, as the reference code does
 
@@ -56,7 +56,7 @@ def _side(values: np.ndarray) -> SideStats:
 
 
 def _norm():
-    """scipy.stats.norm, imported on first use: params validation imports this registry cheaply."""
+    """scipy.stats.norm, imported on first use (importing this module stays cheap)."""
     from scipy.stats import norm
 
     return norm
@@ -79,21 +79,18 @@ def log_likelihood_ratio(
 # (docs/algorithms.md#model-based-attacks)
 
 
-@register("model-loss", "model", needs=("reference",))
 def model_loss(inputs: AttackInputs) -> np.ndarray:
     """Sablayrolles: midpoint of IN and OUT median reference losses minus the target loss."""
     loss_in, loss_out = in_out_stats(inputs.reference["loss"], inputs.reference_keep)
     return 0.5 * (loss_in.median + loss_out.median) - inputs.target["loss"]
 
 
-@register("model-calibration", "model", needs=("reference",))
 def model_calibration(inputs: AttackInputs) -> np.ndarray:
     """Watson: median OUT reference loss minus the target loss."""
     _, loss_out = in_out_stats(inputs.reference["loss"], inputs.reference_keep)
     return loss_out.median - inputs.target["loss"]
 
 
-@register("model-lira", "model", needs=("reference",))
 def model_lira(inputs: AttackInputs) -> np.ndarray:
     """TDDBench LiRA on phi: median locations, global IN and OUT spreads ("tdd" fixed variance)."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
@@ -102,13 +99,12 @@ def model_lira(inputs: AttackInputs) -> np.ndarray:
     )
 
 
-@register("model-robust", "model", needs=("reference", "population"))
 def model_robust(inputs: AttackInputs) -> np.ndarray:
     """RMIA (online): share of population points z with r(x)/r(z) > gamma, r = p_y / mean ref p_y.
 
     Reference means are ½(mean IN + mean OUT), on the target pool for x and on A for z.
     """
-    gamma = float(inputs.options.get("gamma", 2.0))
+    gamma = inputs.options.gamma  # ModelRobustOptions
 
     def ratio(target: np.ndarray, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
         conf_in, conf_out = in_out_stats(values, keep)
@@ -127,7 +123,6 @@ def model_robust(inputs: AttackInputs) -> np.ndarray:
 # --- LiRA family on phi, Q = 1 (docs/algorithms.md#lira-variants) ---------------------------------
 
 
-@register("lira-online", "lira", needs=("reference",))
 def lira_online(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA: Gaussian likelihood ratio of IN vs OUT phi, per-example variance."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
@@ -136,7 +131,6 @@ def lira_online(inputs: AttackInputs) -> np.ndarray:
     )
 
 
-@register("lira-online-fixvar", "lira", needs=("reference",))
 def lira_online_fixvar(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA with Carlini's fixed variance: both spreads are the std of all IN phi values."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
@@ -145,7 +139,6 @@ def lira_online_fixvar(inputs: AttackInputs) -> np.ndarray:
     )
 
 
-@register("lira-online-residual", "lira", needs=("reference",))
 def lira_online_residual(inputs: AttackInputs) -> np.ndarray:
     """Online LiRA with TF-Privacy's fixed variance: spreads of phi around each sample's median."""
     phi_in, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
@@ -158,21 +151,18 @@ def lira_online_residual(inputs: AttackInputs) -> np.ndarray:
     )
 
 
-@register("lira-offline", "lira", needs=("reference",))
 def lira_offline(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA (two-sided pdf form): −log N(phi; OUT median, per-example OUT std)."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
     return -_norm().logpdf(inputs.target["phi"], phi_out.median, phi_out.std + STD_EPS)
 
 
-@register("lira-offline-fixvar", "lira", needs=("reference",))
 def lira_offline_fixvar(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA (two-sided pdf form) with one global OUT std."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
     return -_norm().logpdf(inputs.target["phi"], phi_out.median, phi_out.pooled_std + STD_EPS)
 
 
-@register("lira-offline-onesided", "lira", needs=("reference",))
 def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
     """Offline LiRA, one-sided test of the paper: Phi((phi − OUT median) / per-example OUT std)."""
     _, phi_out = in_out_stats(inputs.reference["phi"], inputs.reference_keep)
@@ -182,7 +172,6 @@ def lira_offline_onesided(inputs: AttackInputs) -> np.ndarray:
 # --- Model-fpr and offline RMIA (docs/algorithms.md#model-based-attacks) --------------------------
 
 
-@register("model-fpr", "model", needs=("reference",))
 def model_fpr(inputs: AttackInputs) -> np.ndarray:
     """Ye et al. Attack R, parametric: Phi((phi − OUT median) / OUT std), the target's percentile.
 
@@ -192,32 +181,19 @@ def model_fpr(inputs: AttackInputs) -> np.ndarray:
     return _norm().cdf((inputs.target["phi"] - phi_out.median) / (phi_out.std + STD_EPS))
 
 
-# TDDBench's per-dataset `a` of offline RMIA (benchmark code); other datasets use the default.
-RMIA_OFFLINE_A = {
-    "cifar10": 0.3,
-    "cinic10": 0.3,
-    "cifar100": 0.6,
-    "imagenet": 1.0,
-    "purchase100": 0.2,
-}
-RMIA_OFFLINE_DEFAULT_A = 0.4
-
-
 def offline_reference_mean(values: np.ndarray, keep: np.ndarray, a: float) -> np.ndarray:
     """RMIA's offline estimate of the IN+OUT mean from OUT models: ½((1 + a)·mean_OUT + (1 − a))."""
     _, out = in_out_stats(values, keep)
     return 0.5 * ((1.0 + a) * out.mean + (1.0 - a))
 
 
-@register("rmia-offline", "model", needs=("reference", "population"))
 def rmia_offline(inputs: AttackInputs) -> np.ndarray:
     """RMIA offline (corrected): as model-robust, with p̄ from OUT models only, for x and for z.
 
-    Options: `a` (default 0.4; TDDBench's per-dataset values are RMIA_OFFLINE_A), `gamma` (2).
+    Options (`RmiaOfflineOptions`): `a` (TDDBench's per-dataset values in its docs), `gamma`.
     Unlike TDDBench, the linear correction is applied to positive probabilities on both sides.
     """
-    a = float(inputs.options.get("a", RMIA_OFFLINE_DEFAULT_A))
-    gamma = float(inputs.options.get("gamma", 2.0))
+    a, gamma = inputs.options.a, inputs.options.gamma
     r_x = inputs.target["confidence"] / offline_reference_mean(
         inputs.reference["confidence"], inputs.reference_keep, a
     )

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from miaflow.attacks.registry import AttackInputs, register
+from miaflow.attacks.inputs import AttackInputs
 
 log = logging.getLogger(__name__)
 
@@ -105,43 +105,36 @@ def _threshold_scores(inputs: AttackInputs, value: str, per_class: bool) -> np.n
     return target_values - np.array([thresholds[int(c)] for c in labels])
 
 
-@register("sm-corr", "song-mittal")
 def sm_corr(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal correctness attack: member iff correctly classified (score = correctness)."""
     return np.asarray(inputs.target["correct"], dtype=np.float64)
 
 
-@register("sm-conf", "song-mittal", needs=("reference",))
 def sm_conf(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal confidence attack, class-dependent thresholds: p_y − τ_y."""
     return _threshold_scores(inputs, "conf", per_class=True)
 
 
-@register("sm-ent", "song-mittal", needs=("reference",))
 def sm_ent(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal entropy attack, class-dependent thresholds: −H − τ_y."""
     return _threshold_scores(inputs, "ent", per_class=True)
 
 
-@register("sm-ment", "song-mittal", needs=("reference",))
 def sm_ment(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal modified-entropy attack, class-dependent thresholds: −Mentr − τ_y."""
     return _threshold_scores(inputs, "ment", per_class=True)
 
 
-@register("sm-conf-global", "song-mittal", needs=("reference",))
 def sm_conf_global(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal confidence attack, one threshold for all classes: p_y − τ."""
     return _threshold_scores(inputs, "conf", per_class=False)
 
 
-@register("sm-ent-global", "song-mittal", needs=("reference",))
 def sm_ent_global(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal entropy attack, one threshold for all classes: −H − τ."""
     return _threshold_scores(inputs, "ent", per_class=False)
 
 
-@register("sm-ment-global", "song-mittal", needs=("reference",))
 def sm_ment_global(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal modified-entropy attack, one threshold for all classes: −Mentr − τ."""
     return _threshold_scores(inputs, "ment", per_class=False)
@@ -279,19 +272,18 @@ def privacy_risk(
     return risk
 
 
-@register("sm-risk", "song-mittal", needs=("reference",))
 def sm_risk(inputs: AttackInputs) -> np.ndarray:
     """Song & Mittal privacy risk score: P(member | signal) from per-class shadow histograms.
 
-    Options: `bins` (5), `log_bins` (true), `prior` (0.5), `signal` (mentr, loss or entropy).
+    Options (`SmRiskOptions`): `bins`, `log_bins`, `prior`, `signal` (mentr, loss or entropy).
     """
     options = inputs.options
     return privacy_risk(
         inputs,
-        bins=int(options.get("bins", 5)),
-        log_bins=bool(options.get("log_bins", True)),
-        prior=float(options.get("prior", 0.5)),
-        signal=str(options.get("signal", "mentr")),
+        bins=options.bins,
+        log_bins=options.log_bins,
+        prior=options.prior,
+        signal=options.signal,
     )
 
 

@@ -3,6 +3,7 @@ ROC curves, and the scaling study (AUROC against the number of reference models 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,7 @@ def _signal_stores(
 
 def _artifacts(attacks: Sequence[str], given: Mapping[str, Artifact]) -> dict[str, dict[str, str]]:
     """{attack: {artifact name: path}} of what each attack reads; a missing one is an error."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     chosen = {}
     for attack in attacks:
@@ -56,14 +57,16 @@ def _attack_frame(
     keep: Splits,
     store: SignalStore,
     reference_store: SignalStore,
-    options: Mapping[str, Any],
+    options: Any,
     experiment: Experiment,
     seed: int,
     artifacts: Mapping[str, str],
 ) -> pd.DataFrame:
-    """Scores of one attack against every target model (repeat) of one experiment. Samples a
-    `subset` attack did not evaluate (NaN scores) are left out."""
-    from miaflow.attacks import ATTACKS, attack_inputs, run_attack
+    """Scores of one attack (with its `options`) against every target model (repeat) of one
+    experiment. Samples a `subset` attack did not evaluate (NaN scores) are left out."""
+    from miaflow.attacks.inputs import attack_inputs
+    from miaflow.attacks.registry import ATTACKS
+    from miaflow.attacks.scoring import run_attack
     from miaflow.seeding import derive_seed
 
     frames = []
@@ -122,10 +125,13 @@ def score_attacks(
 
     `signals` are the shards of the target models' architecture, `reference_signals` those of
     the reference models' one (the same files unless the experiment sets `ref_arch`); `outputs`
-    … `canaries` are the queries stage's artifacts, which the attacks that read them need. Each
+    … `canaries` are the queries stage's artifacts, which the attacks that read them need;
+    `options` is params.yaml's `attack_options` (overrides of the attacks' defaults). Each
     attack's wall and CPU seconds go to `timings` (a run record, like Snakemake's benchmark
     files), so that costs can still be compared per attack.
     """
+    from miaflow.attacks.registry import attack_options
+
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
     artifacts = _artifacts(
         attacks,
@@ -146,7 +152,7 @@ def score_attacks(
                 keep,
                 store,
                 reference_store,
-                options.get(attack, {}),
+                attack_options(attack, options),
                 experiment,
                 seed,
                 artifacts[attack],
@@ -202,12 +208,14 @@ def scaling_sweep(
     """TDDBench Fig. 4: AUROC per target model when attacks use only the first k reference models
     (`axis` "reference models") or only the first k of their extra queries ("queries").
 
-    `query_attacks` maps each swept query attack to its counts; they read `outputs` (and
-    `distances`, Query-adv's, unused by the sweep off images).
+    `query_attacks` maps each swept query attack to its counts (its option `queries_used`); they
+    read `outputs` (and `distances`, Query-adv's, unused by the sweep off images).
     """
     from sklearn.metrics import roc_auc_score
 
-    from miaflow.attacks import attack_inputs, run_attack
+    from miaflow.attacks.inputs import attack_inputs
+    from miaflow.attacks.registry import attack_options
+    from miaflow.attacks.scoring import run_attack
     from miaflow.seeding import derive_seed
 
     keep, store, reference_store = _signal_stores(splits, signals, reference_signals)
@@ -227,11 +235,12 @@ def scaling_sweep(
     rows = []
     for repeat in tracked(range(len(keep.models("target"))), "scaling sweep", "target models"):
         for axis, attack, count, subset, option in plan:
+            configured = attack_options(attack, options)
             inputs, is_member = attack_inputs(
                 store,
                 keep,
                 repeat,
-                {**options.get(attack, {}), **option},
+                dataclasses.replace(configured, **option) if option else configured,
                 seed=derive_seed(
                     seed, "attack", experiment.dataset, experiment.label, attack, repeat
                 ),

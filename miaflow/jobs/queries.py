@@ -36,11 +36,14 @@ def query_sets(
     seed: int,
     threads: int,
 ) -> None:
-    """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv).
+    """Neighbour and augmentation queries of the target pool (Query-neighbor/-augment/-adv), as
+    `neighbour` and `augment` (params.yaml's overrides of Query-neighbor's and Query-augment's
+    options) ask.
 
     Raw-text neighbours come from a masked LM (torch, on the job's GPU slot if any); with none
     named, one is trained on the texts of the auxiliary pool A, which no target is evaluated on.
     """
+    from miaflow.attacks.options import QueryAugmentOptions, QueryNeighborOptions
     from miaflow.data import read_dataset
     from miaflow.queries.sets import info_metadata, make_query_set
 
@@ -54,8 +57,8 @@ def query_sets(
             loaded.modality,
             seed,
             loaded.name,
-            neighbour,
-            augment,
+            QueryNeighborOptions.filled(neighbour),
+            QueryAugmentOptions.filled(augment),
             public_texts=public,
         )
     log.info(
@@ -119,20 +122,22 @@ def query_distances(
     seed: int,
     threads: int,
 ) -> None:
-    """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset.
+    """Query-adv (image): HopSkipJump boundary distances of every target on the evaluated subset,
+    with the budget `options` gives (params.yaml's overrides of Query-adv's options).
 
     Other modalities need no distances (Query-adv is mean correctness under noise there): the
     table is written empty so that the rule's output exists for every experiment.
     """
+    from miaflow.attacks.options import QueryAdvOptions
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard
-    from miaflow.queries.hopskipjump import PAPER, Budget, boundary_distances
+    from miaflow.queries.hopskipjump import Budget, boundary_distances
     from miaflow.queries.sets import evaluated_subset
     from miaflow.seeding import derive_seed
     from miaflow.splits import role_of
 
     loaded = read_dataset(data)
-    opts = {**PAPER, **options}
+    adv = QueryAdvOptions.filled(options)
     frames = [
         pd.DataFrame(
             {
@@ -146,10 +151,10 @@ def query_distances(
     if loaded.modality == "image":
         subset = np.sort(
             evaluated_subset(
-                read_splits(splits).target_samples, int(opts["boundary_eva_num"]), seed, loaded.name
+                read_splits(splits).target_samples, adv.boundary_eva_num, seed, loaded.name
             )
         )
-        budget = Budget(*(int(opts[k]) for k in ("max_iter", "max_eval", "init_eval", "init_size")))
+        budget = Budget(adv.max_iter, adv.max_eval, adv.init_eval, adv.init_size)
         for path in models:
             weights, metadata = load_shard(path)
             with compute_session(metadata["arch"], threads):
@@ -160,7 +165,7 @@ def query_distances(
                         loaded.features[subset],
                         loaded.labels[subset],
                         budget,
-                        int(opts["batch_size"]),
+                        adv.batch_size,
                         derive_seed(seed, "queries", loaded.name, arch_name, "hsj", model),
                     )
                     log.info(
@@ -183,7 +188,7 @@ def query_distances(
     io.write_parquet(
         distances,
         pd.concat(frames, ignore_index=True),
-        {"data_hash": loaded.content_hash(), "hsj": json.dumps(opts, sort_keys=True)},
+        {"data_hash": loaded.content_hash(), "hsj": json.dumps(adv.hopskipjump(), sort_keys=True)},
     )
 
 
@@ -217,13 +222,15 @@ def query_surrogates(
     threads: int,
 ) -> None:
     """Query-transfer: per target, a surrogate trained on pool T relabelled by the target's
-    predictions (argmax of its cached logits); writes the surrogates' outputs on T."""
+    predictions (argmax of its cached logits); writes the surrogates' outputs on T. `options`:
+    params.yaml's overrides of Query-transfer's options."""
+    from miaflow.attacks.options import QueryTransferOptions
     from miaflow.data import read_dataset
-    from miaflow.queries.surrogates import TRANSFER_DEFAULTS, surrogate_logits
+    from miaflow.queries.surrogates import surrogate_logits
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore, outputs_table
 
-    options = _with_defaults(options, TRANSFER_DEFAULTS)
+    val_ratio = QueryTransferOptions.filled(options).val_ratio
     loaded, keep = read_dataset(data), read_splits(splits)
     pool, targets = keep.target_samples, keep.models("target")
     predicted = SignalStore.read(list(signals)).matrix(targets, "logits", pool).argmax(axis=-1)
@@ -235,7 +242,7 @@ def query_surrogates(
                     loaded.features[pool],
                     predicted[t],
                     loaded.n_classes,
-                    options["val_ratio"],
+                    val_ratio,
                     derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
                     threads,
                     f"surrogate-of-{target}",
@@ -263,14 +270,16 @@ def query_regressors(
     threads: int,
 ) -> None:
     """Query-qrm: per target, a Gaussian regressor of its score on the auxiliary pool A (known
-    non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed."""
+    non-members); writes (mu, log sigma) on T and, as metadata, which signal was regressed.
+    `options`: params.yaml's overrides of Query-qrm's options."""
+    from miaflow.attacks.options import QueryQrmOptions
     from miaflow.data import read_dataset
     from miaflow.models.kinds import KINDS
-    from miaflow.queries.regressors import QRM_DEFAULTS, quantile_regression
+    from miaflow.queries.regressors import quantile_regression
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore
 
-    options = _with_defaults(options, QRM_DEFAULTS)
+    qrm = QueryQrmOptions.filled(options)
     loaded, keep = read_dataset(data), read_splits(splits)
     pool, auxiliary, targets = keep.target_samples, keep.auxiliary_samples, keep.models("target")
     signal = KINDS[arch["kind"]].qrm_signal
@@ -285,7 +294,8 @@ def query_regressors(
                 loaded.features[auxiliary],
                 score,
                 loaded.features[pool],
-                options,
+                qrm.epochs,
+                qrm.catboost_iterations,
                 derive_seed(seed, "query-qrm", loaded.name, arch_name, target),
                 threads,
             )
@@ -318,11 +328,12 @@ def query_canaries(
     threads: int,
 ) -> None:
     """Query-ref: canaries for the evaluated points of T, optimised on the reference models;
-    writes phi of every canary under every reference and every target model."""
+    writes phi of every canary under every reference and every target model. `options`:
+    params.yaml's overrides of Query-ref's options."""
+    from miaflow.attacks.options import QueryRefOptions
     from miaflow.data import read_dataset
     from miaflow.models.training import load_shard
     from miaflow.queries.canaries import (
-        REF_DEFAULTS,
         canary_anchors,
         canary_table,
         evaluated_points,
@@ -330,10 +341,10 @@ def query_canaries(
     )
     from miaflow.seeding import derive_seed, rng
 
-    options = _with_defaults(options, REF_DEFAULTS)
+    ref = QueryRefOptions.filled(options)
     loaded, keep = read_dataset(data), read_splits(splits)
     named_seed = derive_seed(seed, "query-ref", loaded.name, arch_name)
-    points = evaluated_points(keep.target_samples, int(options["boundary_eva_num"]), named_seed)
+    points = evaluated_points(keep.target_samples, ref.boundary_eva_num, named_seed)
     references, targets = keep.models("reference"), keep.models("target")
     weights, arch = {}, None
     for path in models:
@@ -344,30 +355,22 @@ def query_canaries(
         modules = _torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
         reference_keep = np.stack([keep.members(m)[points] for m in references])
         anchors = canary_anchors(
-            loaded.features[points], int(options["n_canaries"]), rng(named_seed, "augmentations")
+            loaded.features[points], ref.n_canaries, rng(named_seed, "augmentations")
         )
         optimised = optimise_canaries(
             [modules[m] for m in references],
             reference_keep,
             anchors,
             loaded.labels[points],
-            int(options["steps"]),
+            ref.steps,
             rng(named_seed, "reference-draws"),
         )
         ids = references + targets
         table = canary_table(
             ids, [modules[m] for m in ids], optimised, points, loaded.labels[points]
         )
-    log.info("query-ref: %d points x %d canaries", len(points), int(options["n_canaries"]))
+    log.info("query-ref: %d points x %d canaries", len(points), ref.n_canaries)
     io.write_parquet(canaries, table, {"data_hash": loaded.content_hash()})
-
-
-def _with_defaults(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """`defaults` overridden by `options`; an unknown key is an error (params typos fail loudly)."""
-    unknown = sorted(set(options) - set(defaults))
-    if unknown:
-        raise ValueError(f"unknown options {unknown}; accepted: {sorted(defaults)}")
-    return {**defaults, **options}
 
 
 def _torch_models(

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from miaflow import io
-from miaflow.attacks import ATTACKS
+from miaflow.attacks.registry import ATTACKS, LLM
 from miaflow.evaluation import tables as build
 from miaflow.evaluation.metrics import METRICS_COLUMNS, summary
 from miaflow.evaluation.tables import write_table
@@ -322,12 +322,11 @@ def llm_report(
     share of ReCaLL targets with a cut prefix beside them), the Min-K% / Min-K%++ k sweep, and
     EM-MIA's per-iteration AUROC (a diagnostic using labels); the attacks on EM-MIA's benchmark
     settings (`setting_metrics`) in a table and figure."""
-    from miaflow.attacks.llm import LLM_ATTACKS
     from miaflow.attacks.llm_inputs import ITERATE_COLUMNS
     from miaflow.evaluation import llm_report as build
     from miaflow.evaluation import llm_settings_report as on_settings
 
-    knowledge = {name: attack.knowledge for name, attack in LLM_ATTACKS.items()}
+    knowledge = {name: attack.knowledge for name, attack in ATTACKS.items() if attack.family == LLM}
     long = concat_parquet(metrics, METRICS_COLUMNS)
     table = on_settings.settings_table(concat_parquet(setting_metrics, METRICS_COLUMNS), knowledge)
     markdown = on_settings.settings_markdown(table)

@@ -155,10 +155,10 @@ def llm_settings_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def llm_needs(config: Mapping[str, Any]) -> set[str]:
     """What the configured language-model attacks read beside the targets' token statistics
-    (`miaflow.attacks.llm.READS`, and "reference" when EM-MIA starts from it)."""
-    from miaflow.attacks.llm import needs
+    (`miaflow.attacks.registry.LLM_READS`, and what EM-MIA's start reads)."""
+    from miaflow.attacks.registry import llm_reads
 
-    return needs(config["llm"]["attacks"], config["llm"]["attack_options"])
+    return llm_reads(config["llm"]["attacks"], config["llm"]["attack_options"])
 
 
 def llm_fpr_levels(config: Mapping[str, Any]) -> list[float]:
@@ -263,6 +263,8 @@ def uses_torch(config: Mapping[str, Any], arch: str) -> bool:
 
 
 def attack_options(config: Mapping[str, Any], attack: str) -> dict[str, Any]:
+    """What params.yaml's `attack_options` sets for `attack`: overrides of the defaults of its
+    options class (`miaflow.attacks.options`), which the jobs fill it from."""
     return dict(config.get("attack_options", {}).get(attack, {}))
 
 
@@ -278,7 +280,7 @@ def attacks_for(config: Mapping[str, Any], experiment: Experiment) -> list[str]:
     dataset's modality (e.g. Query-ref: images only), not excluded by it, and, when the
     references have another architecture than the target, not the query family, whose artifacts
     are built per architecture."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     return [
         a
@@ -293,7 +295,7 @@ def artifacts_for(
     config: Mapping[str, Any], experiment: Experiment, attacks: list[str] | None = None
 ) -> list[str]:
     """Names of the queries stage's artifacts that the experiment's attacks (or `attacks`) read."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     chosen = attacks_for(config, experiment) if attacks is None else attacks
     return sorted({name for attack in chosen for name in ATTACKS[attack].reads})
@@ -316,7 +318,7 @@ def reference_counts(config: Mapping[str, Any]) -> list[int]:
 
 def swept_attacks(config: Mapping[str, Any]) -> list[str]:
     """The configured attacks whose scores depend on how many reference models calibrate them."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     return [
         a
@@ -333,7 +335,7 @@ RISK_SCORE = "sm-risk"
 def song_mittal_thresholds(config: Mapping[str, Any]) -> list[str]:
     """The configured attacks of the Song & Mittal family that decide at learned thresholds
     (their class-dependent vs global table): all but the privacy risk score."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     return [a for a in config["attacks"] if ATTACKS[a].family == "song-mittal" and a != RISK_SCORE]
 
@@ -363,11 +365,10 @@ def query_count_option(attack: str, data: str) -> str:
 
 def generated_queries(config: Mapping[str, Any], attack: str, data: str) -> int:
     """Extra queries per sample that the query set holds for a query attack on `data`."""
-    from miaflow.queries.sets import AUGMENT_DEFAULTS, NEIGHBOUR_DEFAULTS
+    from miaflow.attacks import registry
 
     source = query_count_option(attack, data)
-    default = (AUGMENT_DEFAULTS if source == "query-augment" else NEIGHBOUR_DEFAULTS)["n_queries"]
-    return config.get("attack_options", {}).get(source, {}).get("n_queries", default)
+    return registry.attack_options(source, config.get("attack_options", {})).n_queries
 
 
 def swept_query_attacks(config: Mapping[str, Any], experiment: Experiment) -> dict[str, list[int]]:

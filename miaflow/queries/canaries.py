@@ -21,9 +21,6 @@ from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
 
-# Defaults of the attack's `attack_options` (params.yaml documents the paper values).
-REF_DEFAULTS = {"boundary_eva_num": 1000, "n_canaries": 10, "steps": 30}
-
 CANARY_LR, CANARY_WEIGHT_DECAY = 0.05, 1e-3
 CANARY_EPSILON = 1.0 / (255 * 0.5)  # 1/255 in pixel units, for inputs normalised to [-1, 1]
 CANARY_IN_LOGIT, CANARY_OUT_LOGIT = 10.0, 0.0  # true-class logits the canary pushes towards

@@ -16,15 +16,6 @@ import numpy as np
 
 from miaflow.progress import Progress
 
-# Paper/ART values; batch_size = points attacked in lockstep (ART's batch 64 only batches calls).
-PAPER = {
-    "max_iter": 50,
-    "max_eval": 10000,
-    "init_eval": 100,
-    "init_size": 100,
-    "boundary_eva_num": 1000,
-    "batch_size": 64,
-}
 INIT_TOLERANCE = 0.001  # binary search towards the initial adversarial point
 MAX_HALVINGS = 40  # guard of the step-size search (ART loops until success)
 

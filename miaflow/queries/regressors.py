@@ -23,9 +23,6 @@ from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
 
-# Defaults of the attack's `attack_options` (params.yaml documents the paper values).
-QRM_DEFAULTS = {"epochs": 30, "catboost_iterations": 200}
-
 QRM_LR, QRM_WEIGHT_DECAY, QRM_GRAD_CLIP, QRM_VAL_RATIO = 1e-3, 1e-4, 1.0, 0.1
 
 
@@ -34,25 +31,27 @@ def quantile_regression(
     x_train: np.ndarray,
     score: np.ndarray,
     x_eval: np.ndarray,
-    options: Mapping[str, Any],
+    epochs: int,
+    catboost_iterations: int,
     seed: int,
     threads: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(mu, log sigma) on `x_eval` of a Gaussian regressor of `score` fitted on `x_train`.
 
-    The regressor follows the reference architecture's kind: a 2-output network for torch kinds,
-    the pretrained checkpoint with a 2-output head for transformers, CatBoost with
-    RMSEWithUncertainty, or linear regression with one global variance.
+    The regressor follows the reference architecture's kind: a 2-output network for torch kinds
+    (`epochs`), the pretrained checkpoint with a 2-output head for transformers (`epochs`),
+    CatBoost with RMSEWithUncertainty (`catboost_iterations`), or linear regression with one
+    global variance (Query-qrm's options, `miaflow.attacks.options.QueryQrmOptions`).
     """
     regressor = KINDS[arch["kind"]].qrm
     if regressor == "network":
-        return _regress_torch(arch, x_train, score, x_eval, int(options["epochs"]), seed, threads)
+        return _regress_torch(arch, x_train, score, x_eval, epochs, seed, threads)
     if regressor == "transformer":
-        return regress_text(arch, x_train, score, x_eval, int(options["epochs"]), seed)
+        return regress_text(arch, x_train, score, x_eval, epochs, seed)
     # GBDT/LR path: TDDBench regresses -phi; the predicted mean of phi is minus its prediction.
     if regressor == "catboost":
         mu, log_sigma = _regress_catboost(
-            x_train, -score, x_eval, int(options["catboost_iterations"]), seed, threads
+            x_train, -score, x_eval, catboost_iterations, seed, threads
         )
         return -mu, log_sigma
     if regressor == "linear":

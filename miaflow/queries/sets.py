@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -31,10 +31,22 @@ from miaflow.seeding import derive_seed, rng
 
 ORIG, NEIGHBOUR, AUGMENT, AUGMENT_SHADOW = "orig", "neighbour", "augment", "augment-shadow"
 ANGLE_CANDIDATES = np.concatenate([-np.arange(10, 151), np.arange(10, 151)]) / 10.0  # ±1.0..±15.0
-# masked_lm: the masked LM of raw-text neighbours (None: one trained on the auxiliary pool's texts)
-NEIGHBOUR_DEFAULTS = {"n_queries": 10, "magnitude": 0.01, "masked_lm": None}
-AUGMENT_DEFAULTS = {"n_queries": 10, "compat": False}
 CUTMIX_FRACTION = 0.01  # ⌊0.01·F⌋ features per sample and variant
+
+
+class NeighbourOptions(Protocol):
+    """How neighbours are made: Query-neighbor's options (`miaflow.attacks.options`)."""
+
+    n_queries: int
+    magnitude: float  # λ
+    masked_lm: str | None  # raw text's masked LM (None: one trained on `public_texts`)
+
+
+class AugmentOptions(Protocol):
+    """How augmentations are made: Query-augment's options (`miaflow.attacks.options`)."""
+
+    n_queries: int
+    compat: bool  # a separate draw for the shadow model, as TDDBench
 
 
 @dataclass(frozen=True)
@@ -171,26 +183,26 @@ def text_neighbours(
     texts: np.ndarray,
     sample_ids: np.ndarray,
     public_texts: Sequence[str],
-    options: Mapping[str, Any],
+    options: NeighbourOptions,
     seed: int,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """(K, n) masked-LM neighbours of raw texts: each substitutes ⌈λ·tokens⌉ tokens (at least
     one), λ = `magnitude`; the masked LM is `masked_lm`, or one trained on `public_texts`."""
     from miaflow.llm.neighbors import load_masked_lm, masked_lm_neighbours
 
-    masked_lm = load_masked_lm(options["masked_lm"], public_texts, derive_seed(seed, "masked-lm"))
+    masked_lm = load_masked_lm(options.masked_lm, public_texts, derive_seed(seed, "masked-lm"))
     made = masked_lm_neighbours(
         [str(t) for t in texts],
         sample_ids,
         masked_lm,
-        n_neighbors=int(options["n_queries"]),
-        fraction=float(options["magnitude"]),
+        n_neighbors=options.n_queries,
+        fraction=options.magnitude,
         seed=seed,
     )
-    near = np.empty((int(options["n_queries"]), len(texts)), dtype=object)
+    near = np.empty((options.n_queries, len(texts)), dtype=object)
     for i, own in enumerate(made):
         near[:, i] = own
-    return near, {"method": "masked-lm", "model": options["masked_lm"] or "trained"}
+    return near, {"method": "masked-lm", "model": options.masked_lm or "trained"}
 
 
 # --- augmentations (Query-augment) ---------------------------------------------------------------
@@ -280,29 +292,33 @@ def make_query_set(
     modality: str,
     seed: int,
     dataset: str,
-    neighbour: Mapping[str, Any] | None = None,
-    augment: Mapping[str, Any] | None = None,
+    neighbour: NeighbourOptions,
+    augment: AugmentOptions,
     public_texts: Sequence[str] = (),
 ) -> QuerySet:
     """Original, neighbour and augmented queries of the target pool T (sample ids ascending).
 
-    `neighbour` options: n_queries, magnitude (λ), masked_lm (raw text); `augment` options:
-    n_queries, compat. Under the default `target_ref` pool the shadow model's pool is T as well,
-    so one augmented set serves target and shadow (miaflow's corrected default,
+    `neighbour`: n_queries, magnitude (λ), masked_lm (raw text); `augment`: n_queries, compat
+    (both recorded in the set's `info`). Under the default `target_ref` pool the shadow model's
+    pool is T as well, so one augmented set serves target and shadow (miaflow's corrected default,
     docs/algorithms.md#query-augment). With `compat: true` the shadow gets its own draw (kind
     `augment-shadow`), as TDDBench calls the augmentation once per pool. Raw text (an object
     array of str) gets masked-LM neighbours; with no masked LM named, one is trained on
     `public_texts` (texts no target is evaluated on).
     """
-    near_opts = {**NEIGHBOUR_DEFAULTS, **(neighbour or {})}
-    aug_opts = {**AUGMENT_DEFAULTS, **(augment or {})}
+    near_opts = {
+        "n_queries": neighbour.n_queries,
+        "magnitude": neighbour.magnitude,
+        "masked_lm": neighbour.masked_lm,
+    }
+    aug_opts = {"n_queries": augment.n_queries, "compat": augment.compat}
     if modality == "text" and np.asarray(features).dtype == object:
         pool = np.asarray(features)
         near, near_info = text_neighbours(
             pool,
             np.asarray(sample_ids),
             public_texts,
-            near_opts,
+            neighbour,
             derive_seed(seed, "queries", dataset, "neighbour"),
         )
     else:
@@ -310,8 +326,8 @@ def make_query_set(
         near, near_info = neighbours(
             pool,
             modality,
-            int(near_opts["n_queries"]),
-            float(near_opts["magnitude"]),
+            neighbour.n_queries,
+            neighbour.magnitude,
             rng(seed, "queries", dataset, "neighbour"),
         )
     kinds = {ORIG: pool[None], NEIGHBOUR: near}
@@ -323,11 +339,11 @@ def make_query_set(
     if (
         modality != "text"
     ):  # text augmentations are its neighbours (docs/algorithms.md#query-based-attacks)
-        for kind in [AUGMENT, AUGMENT_SHADOW] if aug_opts["compat"] else [AUGMENT]:
+        for kind in [AUGMENT, AUGMENT_SHADOW] if augment.compat else [AUGMENT]:
             kinds[kind], made = augmentations(
                 pool,
                 modality,
-                int(aug_opts["n_queries"]),
+                augment.n_queries,
                 CUTMIX_FRACTION,
                 rng(seed, "queries", dataset, kind),
             )

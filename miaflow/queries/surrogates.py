@@ -15,9 +15,6 @@ import numpy as np
 
 from miaflow.models.training import LEARNERS
 
-# Defaults of the attack's `attack_options` (params.yaml documents the paper values).
-TRANSFER_DEFAULTS = {"val_ratio": 0.1}
-
 
 def surrogate_logits(
     arch: Mapping[str, Any],

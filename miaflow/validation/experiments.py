@@ -99,7 +99,7 @@ def _architecture_problems(
 def _attack_problems(where: str, experiment: Experiment, config: Mapping[str, Any]) -> list[str]:
     """Attacks an experiment would run whose artifacts its architecture kind cannot produce, or
     that would query a MemGuard-defended model around its defense."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
     from miaflow.plan import attacks_for
 
     arch = config["architectures"][experiment.arch]
@@ -124,7 +124,7 @@ def _attack_problems(where: str, experiment: Experiment, config: Mapping[str, An
 
 def need_problems(config: Mapping[str, Any]) -> list[str]:
     """Attacks that need reference or population models the splits do not train."""
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
 
     available = {
         "reference": config["splits"]["n_reference"],

@@ -1,7 +1,7 @@
 """Section `llm`: language-model experiments name known recipes and raw-text corpora that hold
 what they draw, measured with the split sizes of `miaflow.llm.corpus` (`trained_sizes`,
 `scored_needs`); ReCaLL's shots fit beside a typical target (`miaflow.llm.scores.recall_prefix`);
-no attack computes what another configured one does (`miaflow.attacks.llm`); EM-MIA's benchmark
+no attack computes what another configured one does (`miaflow.attacks.registry`); EM-MIA's benchmark
 settings have texts to draw from (`miaflow.llm.settings`)."""
 
 from __future__ import annotations
@@ -166,12 +166,12 @@ def _prefix_problems(
     cuts the prefix of most targets; corpora of unknown length are not checked (the prefix-cut
     column of the language-model table shows what happened). A pretrained or fine-tuned model's
     own context is not known before it loads."""
-    from miaflow.attacks.llm import needs
+    from miaflow.attacks.registry import attack_options, llm_reads
     from miaflow.llm.corpus import typical_words
     from miaflow.llm.scores import recall_prefix
 
     words = typical_words(experiment["dataset"], options)
-    if words is None or "recall" not in needs(llm["attacks"], llm["attack_options"]):
+    if words is None or "recall" not in llm_reads(llm["attacks"], llm["attack_options"]):
         return []
     limits = {"llm.max_length": llm["max_length"]}
     target = experiment["target_recipe"]
@@ -179,7 +179,7 @@ def _prefix_problems(
         limits[f"llm.models.{experiment['target']}.context"] = target["context"]
         limits[f"llm.models.{experiment['target']}.block_size"] = target["block_size"]
     window = min(limits.values())
-    compat = llm["attack_options"].get("llm-recall", {}).get("compat", False)
+    compat = attack_options("llm-recall", llm["attack_options"]).compat
     separator = 0 if compat or not llm["separator"] else 1
     shots = llm["n_shots"]
     kept = recall_prefix([words] * shots, separator, words, window)
@@ -196,26 +196,20 @@ def _prefix_problems(
 
 
 def _attack_duplicates(llm: Mapping[str, Any]) -> list[str]:
-    """Language-model attacks that compute the same scores as another configured one: EM-MIA with
-    its options against the variant of the same start and prefix score, and Min-K% (Min-K%++) at
-    its option k against the sweep's attack at that k."""
-    from miaflow.attacks.llm import MINK_SWEEP, em_settings, em_variant
+    """Language-model attacks that compute the same scores as another configured one: a
+    generated variant (the Min-K% k sweep, EM-MIA from a start with a prefix score) whose fixed
+    settings are what the options of the attack it varies give it (e.g. llm-mink at k 0.1 and
+    llm-mink-k10)."""
+    from miaflow.attacks.registry import ATTACKS, attack_options
 
     attacks, options = llm["attacks"], llm["attack_options"]
-    same = {}
-    if "em-mia" in attacks:
-        settings = em_settings("em-mia", options)
-        same[em_variant(settings["init"], settings["scoring"])] = (
-            "em-mia",
-            f"llm.attack_options.em-mia starts from {settings['init']} and scores "
-            f"prefixes by {settings['scoring']}",
-        )
-    for base in ("llm-mink", "llm-minkpp"):
-        k = options.get(base, {}).get("k", 0.2)
-        if base in attacks and k in MINK_SWEEP:
-            same[f"{base}-k{round(k * 100)}"] = (base, f"llm.attack_options.{base}.k is {k}")
-    return [
-        f"llm.attacks[{i}]: {attack!r} duplicates {same[attack][0]!r} in effect ({same[attack][1]})"
-        for i, attack in enumerate(attacks)
-        if attack in same and same[attack][0] in attacks
-    ]
+    problems = []
+    for i, name in enumerate(attacks):
+        base = ATTACKS[name].options_of
+        if base in attacks and attack_options(base, options) == attack_options(name, options):
+            settings = ATTACKS[name].settings
+            given = " and ".join(
+                f"llm.attack_options.{base}.{key} is {value}" for key, value in settings.items()
+            )
+            problems.append(f"llm.attacks[{i}]: {name!r} duplicates {base!r} in effect ({given})")
+    return problems

@@ -1,10 +1,10 @@
 """Section `attack_options` of the query attacks: query counts the query set cannot serve, from
 the counts the queries stage generates (`miaflow.plan.generated_queries`) and the
-rotation angles it draws from (`miaflow.queries.sets.ANGLE_CANDIDATES`)."""
+rotation angles it draws from (`miaflow.queries.sets.ANGLE_CANDIDATES`), each option as it runs
+(the defaults of `miaflow.attacks.options` with the config's overrides)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +13,9 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     """Query counts the query set cannot serve: more queries used than generated (the attack would
     silently use fewer), more image augmentations than distinct rotation angles, and more initial
     HopSkipJump gradient samples than its maximum (which would silently cap them)."""
+    from miaflow.attacks.registry import attack_options
     from miaflow.plan import (
+        QUERY_COUNT_ATTACKS,
         attacks_for,
         experiments,
         generated_queries,
@@ -26,8 +28,10 @@ def problems(config: Mapping[str, Any]) -> list[str]:
     for experiment in experiments(config):
         data = modality(experiment.dataset)
         for attack in attacks_for(config, experiment):
+            if attack not in QUERY_COUNT_ATTACKS:
+                continue
             generated = generated_queries(config, attack, data)
-            used = options.get(attack, {}).get("queries_used")
+            used = attack_options(attack, options).queries_used
             source = f"attack_options.{query_count_option(attack, data)}.n_queries"
             if (
                 used is not None
@@ -43,11 +47,10 @@ def problems(config: Mapping[str, Any]) -> list[str]:
                     f"{source}: {generated} is more than the {len(ANGLE_CANDIDATES)} "
                     f"distinct rotation angles of image augmentations"
                 )
-    budget = options.get("query-adv", {})
-    if budget.get("init_eval", 0) > budget.get("max_eval", math.inf):
+    budget = attack_options("query-adv", options)
+    if budget.init_eval > budget.max_eval:
         problems.append(
-            f"attack_options.query-adv.init_eval: {budget['init_eval']} is more than "
-            f"attack_options.query-adv.max_eval {budget['max_eval']}, which would "
-            f"cap it"
+            f"attack_options.query-adv.init_eval: {budget.init_eval} is more than "
+            f"attack_options.query-adv.max_eval {budget.max_eval}, which would cap it"
         )
     return list(dict.fromkeys(problems))

@@ -72,7 +72,7 @@ def reach_warnings(config: Mapping[str, Any]) -> list[str]:
     A warning, not an error: the t-test and DeLong's test of the same rows still can reject."""
     import math
 
-    from miaflow.attacks import ATTACKS
+    from miaflow.attacks.registry import ATTACKS
     from miaflow.evaluation.multiplicity import by_factor, min_permutation_p
     from miaflow.plan import attacks_for, experiments, llm_experiments
 
