@@ -257,14 +257,17 @@ def test_other_params_or_another_package_are_validated_again(params, monkeypatch
 
 def test_the_checks_that_read_files_run_on_every_validation(params):
     """An audit file removed after its config was remembered stops the next validation."""
-    Path("outputs.parquet").write_bytes(b"")
+    Path("audit").mkdir()
+    Path("audit/outputs.parquet").write_bytes(b"")
     params["audits"] = [
-        {"name": "mine", "outputs": "outputs.parquet", "membership": "outputs.parquet"}
+        {"name": "mine", "outputs": "audit/outputs.parquet", "membership": "audit/outputs.parquet"}
     ]
     cache = Path(".snakemake/params.json")
     config.validate(params, cache=cache)
-    Path("outputs.parquet").unlink()
-    with pytest.raises(config.ConfigError, match=r"audits\[0\]\.outputs: outputs.parquet not"):
+    Path("audit/outputs.parquet").unlink()
+    with pytest.raises(
+        config.ConfigError, match=r"audits\[0\]\.outputs: audit/outputs.parquet not"
+    ):
         config.validate(params, cache=cache)
 
 
@@ -274,7 +277,7 @@ def test_the_remembered_checks_read_no_file(params, monkeypatch):
     the same spies see the audit check stat its file."""
     with_audit = {
         **params,
-        "audits": [{"name": "mine", "outputs": "o.parquet", "membership": "o.parquet"}],
+        "audits": [{"name": "mine", "outputs": "audit/o.parquet", "membership": "audit/o.parquet"}],
     }
     remembered = [check for check in validation.CHECKS if check not in validation.READING_FILES]
     for effective in (config.resolve(params), config.resolve(with_audit)):

@@ -4,6 +4,7 @@ its inputs against their records, and `make verify` checks every record."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,13 @@ def join_job(*, folder: str, joined: str) -> None:
     io.write_bytes(joined, b"".join(path.read_bytes() for path in sorted(Path(folder).iterdir())))
 
 
-def run_job(job, inputs: dict, outputs: dict, stage: str = "train") -> None:
+def run_job(
+    job, inputs: dict, outputs: dict, stage: str = "train", code: tuple[str, ...] = ()
+) -> None:
     adapter.call(
         job,
         fake_snakemake(
-            input={**inputs, "code": ["miaflow/io.py"]},
+            input={**inputs, "code": ["miaflow/io.py", *code]},
             output=outputs,
             log=[f"records/{stage}/logs/{job.__name__}.log"],
         ),
@@ -69,31 +72,47 @@ def test_a_recorded_input_that_hashes_as_written_is_read(project: Path):
     assert record["inputs"] == {"results/first.bin": io.file_hash("results/first.bin")}
 
 
-def test_a_flipped_byte_stops_the_reader_names_the_file_and_removes_it(project: Path):
+def stopped(capsys, job, inputs: dict, outputs: dict) -> str:
+    """The one line a job that stops on a corrupt input says (the adapter's), its traceback left
+    to the job's log."""
+    with pytest.raises(SystemExit) as stop:
+        run_job(job, inputs, outputs)
+    assert stop.value.code == 1
+    said = capsys.readouterr().err
+    assert said.startswith("miaflow: rule a_rule: ") and "Traceback" not in said
+    assert "CorruptArtifact" in Path(f"records/train/logs/{job.__name__}.log").read_text()
+    return said
+
+
+def test_a_flipped_byte_stops_the_reader_names_the_file_and_removes_it(project: Path, capsys):
     written = io.file_hash("results/first.bin")
     flip_byte_keeping_size_and_time(Path("results/first.bin"))
-    with pytest.raises(io.CorruptArtifact) as error:
-        run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
-    message = str(error.value)
+    message = stopped(
+        capsys, copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"}
+    )
     assert "results/first.bin is corrupt" in message and f"written as {written}" in message
     assert "run the same command again" in message
     assert not Path("results/first.bin").exists() and not Path("results/second.bin").exists()
 
 
-def test_a_directory_missing_a_file_is_removed_for_rebuilding(project: Path):
+def test_a_directory_missing_a_file_is_removed_for_rebuilding(project: Path, capsys):
     run_job(folder_job, {"source": "results/first.bin"}, {"folder": "results/parts"})
     record = json.loads(Path("records/train/provenance/results/parts.json").read_text())
     assert sorted(record["files"]) == ["part-0.bin", "part-1.bin", "part-2.bin"]
     Path("results/parts/part-1.bin").unlink()
-    with pytest.raises(io.CorruptArtifact, match="part-1.bin: missing from the directory"):
-        run_job(join_job, {"folder": "results/parts"}, {"joined": "results/third.bin"})
+    message = stopped(
+        capsys, join_job, {"folder": "results/parts"}, {"joined": "results/third.bin"}
+    )
+    assert "part-1.bin: missing from the directory" in message
     assert not Path("results/parts").exists()
 
 
-def test_an_unreadable_record_condemns_its_artifact(project: Path):
+def test_an_unreadable_record_condemns_its_artifact(project: Path, capsys):
     Path("records/prepare/provenance/results/first.bin.json").write_text('{"artifact": ')
-    with pytest.raises(io.CorruptArtifact, match="provenance record .* is unreadable"):
-        run_job(copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"})
+    message = stopped(
+        capsys, copy_job, {"source": "results/first.bin"}, {"copied": "results/second.bin"}
+    )
+    assert re.search("provenance record .* is unreadable", message)
     assert not Path("results/first.bin").exists()
 
 
@@ -143,3 +162,24 @@ def test_remove_damaged_removes_what_differs_and_what_was_computed_from_it(proje
     assert not any(Path(a).exists() for a in removed)
     assert not Path("records/train/provenance/results/second.bin.json").exists()
     assert Path("results/first.bin").exists() and provenance.remove_damaged() == []
+
+
+def test_a_record_holds_the_code_that_ran_and_an_edit_makes_its_artifact_stale(project: Path):
+    """A job edited during a run (or after it) leaves an artifact computed by other code than the
+    files hold now: its record names each library file's digest, so `make verify` names it."""
+    library = Path("miaflow/lib.py")
+    library.parent.mkdir()
+    library.write_text("x = 1\n")
+    run_job(
+        copy_job,
+        {"source": "results/first.bin"},
+        {"copied": "results/second.bin"},
+        code=(str(library),),
+    )
+    record = json.loads(Path("records/train/provenance/results/second.bin.json").read_text())
+    assert record["inputs"][str(library)] == io.file_hash(library)
+    assert verify.verify(project)[1] == []
+    library.write_text("x = 2\n")
+    [problem] = verify.verify(project)[1]
+    assert (problem.path, problem.what) == ("results/second.bin", "stale")
+    assert str(library) in problem.detail
