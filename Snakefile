@@ -22,7 +22,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from miaflow.config import ConfigError, checked_yaml, validate
-from miaflow.runtime import forkserver, profiles
+from miaflow.runtime import forkserver, orphans, profiles
 from miaflow.runtime.start import RunAlive, runs_jobs, start
 
 
@@ -66,7 +66,11 @@ if workflow.is_main_process:
 # The selected profile applied (`--config profile=NAME` works too). A config validated before, with
 # the same package, is checked again only by the checks that read files (miaflow.config.validate).
 try:
-    effective = validate(config, cache=Path(".snakemake/miaflow-params.json"))
+    effective = validate(
+        config,
+        cache=Path(".snakemake/miaflow-params.json"),
+        command_line=workflow.config_settings.overwrite_config,
+    )
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 config.clear()
@@ -92,9 +96,13 @@ wildcard_constraints:
     audit="[a-z0-9_]+",
 
 
-# A local run forks its jobs from one process that has imported the libraries once
-# (miaflow.runtime.forkserver); MIAFLOW_FORKSERVER=off gives each job its own interpreter.
+# A run of the whole workflow removes the files no rule writes any more (a removed audit or
+# experiment: miaflow.runtime.orphans). A local run forks its jobs from one process that has
+# imported the libraries once (miaflow.runtime.forkserver); MIAFLOW_FORKSERVER=off gives each job
+# its own interpreter.
 onstart:
+    for said in orphans.remove_orphans(workflow):
+        print(said, file=sys.stderr)
     forkserver.start(workflow)
 
 
@@ -110,8 +118,16 @@ include: "rules/report.smk"
 
 
 rule all:
-    """Everything: the report stage's outputs, which need every other stage's."""
+    """Everything: every stage's target (the report stage's outputs need the other stages'),
+    so that a run of `all` knows every file the workflow writes (miaflow.runtime.orphans)."""
     default_target: True
     input:
+        rules.prepare.input,
+        rules.train.input,
+        rules.queries.input,
+        rules.evaluate.input,
+        rules.hparams.input,
+        rules.llm.input,
+        rules.audit.input,
         rules.report.input,
     localrule: True

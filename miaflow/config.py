@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 DEFAULT_PROFILE = "default"
+ENUM_SHOWN = 12  # a longer list of allowed values (attack ids, datasets) is named by its size
 
 
 class ConfigError(ValueError):
@@ -83,9 +84,13 @@ def _schema_problems(config: Any) -> list[str]:
         elif error.validator == "maximum" and "description" in error.schema:
             problems.append(f"{key}: {error.message}; {error.schema['description']}")
         elif error.validator == "enum":
-            problems.append(
-                f"{key}: {error.message}{_closest(error.instance, error.validator_value)}"
+            allowed = error.validator_value
+            message = (
+                error.message
+                if len(allowed) <= ENUM_SHOWN
+                else f"{error.instance!r} is not one of the {len(allowed)} allowed values"
             )
+            problems.append(f"{key}: {message}{_closest(error.instance, allowed)}")
         else:
             problems.append(f"{key}: {error.message}")
     return problems
@@ -134,11 +139,15 @@ def resolve(params: Mapping[str, Any]) -> dict[str, Any]:
     return _merged(base, catalogue.get(name, {}))
 
 
-def validate(params: Any, cache: Path | None = None) -> dict[str, Any]:
+def validate(
+    params: Any, cache: Path | None = None, command_line: Iterable[str] = ()
+) -> dict[str, Any]:
     """The effective config (`resolve`) if valid; ConfigError naming every bad key otherwise.
 
     With a profile other than `default`, the problems are those of the effective config, and the
-    message says which profile was applied. A valid config can still warn (ConfigWarning).
+    message says which profile was applied; a problem of a top-level key given on the command
+    line (`command_line`: the keys of Snakemake's `--config`) says that it came from there. A
+    valid config can still warn (ConfigWarning).
 
     With `cache` (a JSON file: the Snakefile's, under .snakemake/), a config that passed before
     with the same package and libraries (`_validation_key`) is checked again only by the checks
@@ -151,7 +160,7 @@ def validate(params: Any, cache: Path | None = None) -> dict[str, Any]:
         from miaflow.validation import file_problems
 
         config = resolve(params)
-        _stop_on(file_problems(config), config)
+        _stop_on(file_problems(config), config, command_line)
         messages = remembered
     else:
         from miaflow.validation import problems as semantic_problems
@@ -162,7 +171,7 @@ def validate(params: Any, cache: Path | None = None) -> dict[str, Any]:
         if not problems:
             config = resolve(params)
             problems = _schema_problems(config) or semantic_problems(config)
-        _stop_on(problems, config)
+        _stop_on(problems, config, command_line)
         messages = semantic_warnings(config)
         if cache is not None:
             from miaflow.io import write_json
@@ -173,14 +182,35 @@ def validate(params: Any, cache: Path | None = None) -> dict[str, Any]:
     return config
 
 
-def _stop_on(problems: list[str], config: Mapping[str, Any]) -> None:
-    """ConfigError naming every problem, if there is one."""
+def _stop_on(
+    problems: list[str], config: Mapping[str, Any], command_line: Iterable[str] = ()
+) -> None:
+    """ConfigError naming every problem, if there is one; one of a key given with `--config`
+    (`command_line`) says so."""
     if problems:
         profile = config.get("profile", DEFAULT_PROFILE)
         where = (
             "params.yaml" if profile == DEFAULT_PROFILE else f"params.yaml (profile {profile!r})"
         )
-        raise ConfigError(f"invalid {where}:\n" + "\n".join(f"  - {p}" for p in problems))
+        given = set(command_line)
+        said = [_from_command_line(p) if _top_key(p) in given else p for p in problems]
+        if len(said) != sum(p.startswith(_CLI) for p in said):
+            where = f"{where} with --config" if given & {_top_key(p) for p in problems} else where
+        else:
+            where = "--config on the command line"
+        raise ConfigError(f"invalid {where}:\n" + "\n".join(f"  - {p}" for p in said))
+
+
+_CLI = "(--config) "
+
+
+def _top_key(problem: str) -> str:
+    """The top-level key a problem names (`splits.repeats: ...` -> `splits`)."""
+    return problem.split(":", 1)[0].split(".", 1)[0].split("[", 1)[0].split(",", 1)[0].strip()
+
+
+def _from_command_line(problem: str) -> str:
+    return f"{_CLI}{problem}"
 
 
 def _validation_key(params: Any) -> str:

@@ -5,8 +5,10 @@ flipped bit that keeps both (bit rot, a bad copy) goes unseen. This reads every 
 output's md5 in dvc.lock, and for a directory output the per-file md5s of its manifest in the DVC
 cache (`.dvc/cache/files/md5/<xx>/<rest>.dir`), and names each file that is corrupt or missing.
 It then checks every provenance record under records/ (`miaflow.runtime.provenance`): each artifact
-against the sha256 its job recorded, and each recorded input against the digest it had when the
-artifact was computed (a mismatch there means the artifact is stale). A run made with plain
+against the sha256 its job recorded, and each recorded input (the code that ran included)
+against the digest it had when the artifact was computed (a mismatch there means the artifact is
+stale); and names the files under results/ that no rule writes any more (orphans: a removed
+audit or experiment, `miaflow.runtime.orphans`) apart from stale ones. A run made with plain
 `snakemake` (no dvc.lock) is checked against its provenance records alone.
 
     python -m miaflow.runtime.verify [ROOT]    # exit status 1 if anything is wrong
@@ -25,6 +27,7 @@ import yaml
 from miaflow.io import file_hash
 from miaflow.runtime import provenance
 from miaflow.runtime.commit import lock_gaps, lock_problem
+from miaflow.runtime.orphans import orphans, produced_by_workflow
 
 CACHE = Path(".dvc/cache/files/md5")
 
@@ -115,6 +118,21 @@ def check_provenance(root: Path, known_bad: set[str]) -> tuple[int, list[Problem
     return len(records), problems
 
 
+def orphan_problems(root: Path) -> list[Problem]:
+    """The files under results/ that no rule of the workflow writes any more (a removed audit or
+    experiment), as Snakemake's summary of the workflow lists its files; none if it cannot."""
+    produced = produced_by_workflow(root)
+    if produced is None:
+        return []
+    found = [
+        path
+        for path in orphans(root, produced)
+        if path.parts[:1] == ("results",)  # the summary lists outputs, not logs
+    ]
+    detail = "no rule writes it any more (a removed audit or experiment); the next run removes it"
+    return [Problem(str(path), "orphan", detail) for path in found]
+
+
 def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
     """(number of files checked, problems): dvc.lock's files when there is one (an unreadable
     lock is one problem, and its files go unchecked), then every artifact with a provenance
@@ -131,7 +149,10 @@ def verify(root: str | Path = ".") -> tuple[int, list[Problem]]:
             detail = f"records no {shown}; `make run` records them again"
             problems.insert(0, Problem("dvc.lock", "incomplete", detail))
     recorded, provenance_problems = check_provenance(root, {p.path for p in problems})
-    return checked + recorded, problems + [p for p in provenance_problems if p not in problems]
+    problems += [p for p in provenance_problems if p not in problems]
+    orphaned = orphan_problems(root)
+    named = {p.path for p in orphaned}
+    return checked + recorded, orphaned + [p for p in problems if p.path not in named]
 
 
 def main(argv: list[str]) -> int:
