@@ -560,3 +560,61 @@ def test_a_file_in_audit_that_no_audit_names_is_rejected_by_name(repo, tmp_path,
     (tmp_path / "audit/scratch.csv").unlink()
     (tmp_path / "audit/old/outputs.parquet").unlink()
     config.validate(params)
+
+
+def test_a_huge_sample_id_is_named_without_memory_in_proportion_to_it(tmp_path):
+    """Sample ids are checked on the distinct ids: an id of 10**12 (a row index gone wrong)
+    names the file and the gap instead of allocating terabytes."""
+    import tracemalloc
+
+    outputs, _ = memorising_outputs()
+    outputs.loc[outputs.index[-1], "sample_id"] = 10**12
+    path = write(outputs, tmp_path / "huge.parquet")
+    tracemalloc.start()
+    with pytest.raises(AuditInputError, match=r"huge.parquet: sample ids must be 0 … n-1") as error:
+        read_outputs(path)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert "the largest 1000000000000" in str(error.value) and peak < 50 * 2**20
+
+
+def test_model_ids_are_normalised_and_two_spellings_of_one_model_rejected(tmp_path):
+    outputs, membership = memorising_outputs()
+    spelt = outputs.replace({"model_id": {"reference-1": "reference-01"}})
+    read = read_outputs(write(spelt, tmp_path / "spelt.parquet"))
+    assert "reference-1" in read.model_ids and "reference-01" not in read.model_ids
+    splits = read_membership(
+        write(membership.rename(columns={"reference-1": "reference-001"}), tmp_path / "m.csv"),
+        read,
+        "spelt.parquet",
+    )
+    assert splits.model_ids == read.model_ids
+    both = pd.concat([outputs, spelt[spelt["model_id"] == "reference-01"]], ignore_index=True)
+    with pytest.raises(AuditInputError, match="reference-01 and reference-1 name the same model"):
+        read_outputs(write(both, tmp_path / "both.parquet"))
+
+
+def test_numbers_stored_as_text_are_rejected_not_parsed(tmp_path):
+    outputs, _ = memorising_outputs()
+    outputs["logit_1"] = outputs["logit_1"].map(str)  # "0.25": text that looks like a number
+    with pytest.raises(AuditInputError, match=r"must hold numbers.*logit_1 \((object|str)\)"):
+        read_outputs(write(outputs, tmp_path / "text.parquet"))
+
+
+def test_a_checkpoint_with_integer_weights_is_rejected(tmp_path):
+    from safetensors.numpy import save_file
+
+    from miaflow.audit import checkpoint_weights
+
+    path = tmp_path / "model.safetensors"
+    save_file(
+        {
+            "fc.weight": np.ones((2, 3), np.int64),
+            "bn.num_batches_tracked": np.zeros((), np.int64),  # an integer buffer by design
+            "fc.bias": np.zeros(2, np.float32),
+        },
+        str(path),
+    )
+    with pytest.raises(AuditInputError, match=r"floating-point weights.*fc.weight \(int64\)") as e:
+        checkpoint_weights(path)
+    assert "num_batches_tracked" not in str(e.value)

@@ -42,18 +42,25 @@ def test_the_readme_audit_example_runs_as_written(copy_of_finished_run):
 
 
 def test_a_bad_file_stops_the_audit_before_any_attack(copy_of_finished_run):
+    """`make run`'s terminal (its quiet filter) shows the reason in one line naming the file,
+    without a traceback or Snakemake's error block; the job's log has the traceback."""
     project = copy_of_finished_run
     scores = project / "results/audit/scores/sklearn_digits/forest.parquet"
     scored = scores.stat().st_mtime_ns
     outputs = pd.read_parquet(project / "audit/outputs.parquet")
     outputs.loc[outputs.index[3], "prob_4"] = float("nan")
     outputs.to_parquet(project / "audit/outputs.parquet", index=False)
-    result = run(["snakemake", "audit", "--cores", "2"], project, check=False)
+    quietly = ["python", "-m", "miaflow.runtime.quiet", "run.log", "--"]
+    result = run([*quietly, "snakemake", "audit", "--cores", "2"], project, check=False)
     assert result.returncode != 0
+    reason = "audit/outputs.parquet: 1 rows have NaN or infinite probs (model target-0, sample 3)"
     log = (project / "records/audit/logs/audit_outputs/sklearn_digits/forest.log").read_text()
-    assert (
-        "audit/outputs.parquet: 1 rows have NaN or infinite probs (model target-0, sample 3)" in log
+    assert reason in log and "Traceback" in log
+    shown = [line for line in result.stdout.splitlines() if "jobs done" not in line]
+    assert shown[0] == f"miaflow: rule audit_outputs: {reason} (the traceback is in " + (
+        "records/audit/logs/audit_outputs/sklearn_digits/forest.log)"
     )
+    assert shown[1:] == ["Full log: run.log", "Failed (exit status 1): the reason is above."]
     assert scores.stat().st_mtime_ns == scored  # no attack ran
 
 

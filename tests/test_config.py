@@ -261,3 +261,25 @@ def test_a_permutation_test_that_cannot_reject_warns(params):
     # vs-best and family-best of 4 experiments, vs-best of the one language-model experiment
     messages = [str(w.message) for w in caught if w.category is config.ConfigWarning]
     assert len(messages) == 9 and any(re.search(expected, m) for m in messages)
+
+
+def test_a_bad_value_given_on_the_command_line_says_so(repo):
+    """`snakemake --config seed=-1`: the key came from the command line, not params.yaml."""
+    params = config.read(repo / "params.yaml")
+    params["seed"] = -1
+    with pytest.raises(config.ConfigError) as caught:
+        config.validate(params, command_line=["seed"])
+    message = str(caught.value)
+    assert message.startswith("invalid --config on the command line:")
+    assert "(--config) seed: -1 is less than the minimum of 0" in message
+    with pytest.raises(config.ConfigError, match=r"invalid params.yaml:\n  - seed: -1"):
+        config.validate(params)
+
+
+def test_a_misspelt_dataset_or_attack_suggests_the_closest(repo):
+    params = config.read(repo / "params.yaml")
+    params["attacks"] = ["metric-los"]
+    params["experiments"] = [{"dataset": "digts", "arch": "cnn"}]
+    message = str(pytest.raises(config.ConfigError, config.validate, params).value)
+    assert "did you mean 'metric-loss'?" in message and "did you mean 'digits'?" in message
+    assert "is not one of the" in message  # a long list is named by its size, not spelt out

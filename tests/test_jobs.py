@@ -243,3 +243,26 @@ def test_a_jobs_module_leaves_heavy_libraries_to_the_jobs_that_use_them(stage):
         check=True,
     ).stdout.split()
     assert [name for name in adapter.HEAVY_MODULES if name in loaded] == []
+
+
+def test_a_job_stopped_by_a_full_disk_says_it_in_one_line(tmp_path, capsys):
+    """A cause the user fixes (a full disk, a bad input file) ends the job with one line naming
+    it; the traceback goes to the job's log only. A bug keeps its traceback."""
+    import errno
+
+    def full_disk(*, out):
+        raise OSError(errno.ENOSPC, "No space left on device", out)
+
+    log = tmp_path / "job.log"
+    with pytest.raises(SystemExit) as stop:
+        adapter.call(full_disk, fake_snakemake(output={"out": "results/x.parquet"}, log=[log]))
+    said = capsys.readouterr().err
+    assert stop.value.code == 1 and said.count("\n") == 1
+    assert said.startswith("miaflow: rule a_rule: no space left on device writing results/x")
+    assert "Traceback" not in said and "Traceback" in log.read_text()
+
+    def bug(*, out):
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        adapter.call(bug, fake_snakemake(output={"out": "x"}, log=[log]))

@@ -8,9 +8,12 @@ import ast
 import fcntl
 import inspect
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from snakemake import cli
 from test_provenance import copy_job, project, run_job  # noqa: F401 (project: a fixture)
 from test_verify import flip_byte_keeping_size_and_time
@@ -18,7 +21,7 @@ from test_workflow_e2e import run
 
 from miaflow import io
 from miaflow.runtime import commit, resume, verify
-from miaflow.runtime.start import NON_EXECUTING, executes, start
+from miaflow.runtime.start import NON_EXECUTING, RunAlive, executes, start
 
 
 def test_every_branch_of_snakemakes_command_line_that_runs_no_jobs_is_known():
@@ -118,6 +121,31 @@ def test_a_command_that_runs_no_jobs_reads_nothing_while_a_run_is_alive(damaged:
     assert start(runs=False) != []
 
 
+def test_a_second_run_is_refused_while_another_lives(damaged: Path):
+    """Whatever Snakemake's own lock says (`snakemake --unlock` removes it under a live run too),
+    a command that would run jobs beside a live run stops, naming it, and touches nothing."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from miaflow.runtime.resume import claim_working_directory as claim; claim(); "
+            "print('held', flush=True); import time; time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = listing(damaged)
+        with pytest.raises(RunAlive, match=rf"another run is alive .*pid {holder.pid}, started"):
+            start(runs=True)
+        assert listing(damaged) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert start(runs=True)  # the holder is dead: this run claims the directory
+
+
 def test_a_run_removes_the_damage_and_what_was_computed_from_it(damaged: Path):
     said = start(runs=True)
     assert [line.split(",")[0] for line in said] == [
@@ -185,3 +213,37 @@ def test_make_run_is_one_snakemake_command_recorded_in_dvc_lock(tmp_path):
         "  b:\n    cmd: snakemake b\n"
     )
     assert commit.created_directories(tmp_path / "dvc.yaml") == ["out/a", "out/b c"]
+
+
+@pytest.mark.e2e
+def test_the_same_commands_repair_a_cut_lock_and_remove_what_a_removed_audit_left(
+    copy_of_finished_run: Path,
+):
+    """`make run`'s commands after dvc.lock was emptied, then cut in half: exit 0, `dvc status`
+    clean, the metrics unchanged. Then the audit is removed from params.yaml: the next run
+    removes its files (the ROC figure in the report's folder too) from results/ and dvc.lock,
+    and `make verify` finds nothing. Before that run, `make verify` calls them orphans."""
+    from test_workflow_e2e import make_run
+
+    root = copy_of_finished_run
+    metrics = (root / "results/metrics.parquet").read_bytes()
+    whole = (root / "dvc.lock").read_text()
+    for cut in ("", whole[: len(whole) // 2]):
+        (root / "dvc.lock").write_text(cut)
+        assert verify.verify(root)[1]  # reported, not a crash
+        make_run(root)
+        assert "up to date" in run(["dvc", "status"], root).stdout
+        assert (root / "results/metrics.parquet").read_bytes() == metrics
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["audits"] = []
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for path in (root / "audit").glob("*.parquet*"):  # the files and their DVC pointers
+        path.unlink()
+    figure = "results/figures/roc-sklearn_digits-forest.png"
+    assert ("orphan", figure) in {(p.what, p.path) for p in verify.verify(root)[1]}
+    said = run(["snakemake", "--cores", "2"], root).stderr
+    assert f"removed {figure}: no rule writes it any more" in said
+    run(["python", "-m", "miaflow.runtime.commit"], root)
+    assert not (root / figure).exists() and "forest" not in (root / "dvc.lock").read_text()
+    assert verify.verify(root)[1] == []
+    assert "up to date" in run(["dvc", "status"], root).stdout

@@ -434,7 +434,7 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
 @pytest.mark.parametrize(
     ("module", "rerun"),
     [
-        # imported only indirectly, by every stage's jobs (data loaders, splits, training, attacks)
+        # imported only indirectly, by every job (data loaders, splits, training, attacks)
         (
             "seeding",
             {
@@ -450,10 +450,17 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
                 *REPORT_RULES,
             },
         ),
-        ("queries/hopskipjump", {"query_sets", "query_outputs"}),  # the queries stage's jobs only
+        # the language models' conditional likelihoods: the jobs that load a model, not their
+        # training nor the scoring that reads the cached tables
+        (
+            "llm/conditional",
+            {"llm_statistics", "llm_reference_statistics", "llm_settings", "llm_embeddings"},
+        ),
         # queries rebuild models; audits load checkpoints
-        ("models/ensemble", {"train_shard", "query_sets", "query_outputs", *AUDIT_RULES}),
-        ("evaluation/stats", REPORT_RULES),
+        ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES}),
+        ("evaluation/stats", {"paired_tests", "hparam_report"}),
+        # an attack's module: the jobs that score attacks, no language-model or study job
+        ("attacks/metric", {"score_attacks", "scaling_sweep", "score_audit"}),
     ],
 )
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):
