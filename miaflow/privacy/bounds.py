@@ -15,6 +15,7 @@ the ε of the μ-GDP curve at δ: tighter than the others, and valid only under 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def clopper_pearson_bound(
 
 def gdp_mu(fpr: np.ndarray, fnr: np.ndarray) -> np.ndarray:
     """The least μ at which μ-GDP allows a test with these error rates. μ-GDP's trade-off curve
-    is G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (Dong, Roth & Su 2022, Definition 2.3), and FNR ≥ G_μ(FPR)
+    is G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (Dong, Roth & Su 2022), and FNR ≥ G_μ(FPR)
     gives μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR); 0 where the rates sum to 1 or more. The curve is
     symmetric, so the reversed inequality adds nothing."""
     from scipy.special import ndtri
@@ -132,10 +133,11 @@ def gdp_bound(
 def one_run_p_value(
     canaries: int, guesses: int, correct: int, epsilon: float, delta: float
 ) -> float:
-    """Steinke, Nasr & Jagielski (NeurIPS 2023), Theorem 5.2: the probability, under
-    (ε, δ)-DP, of `correct` or more right guesses among `guesses` about `canaries` canaries each
-    included w.p. 1/2. With f(v) = P[Binomial(r, q) ≥ v], q = e^ε/(1 + e^ε) the accuracy of
-    ε-randomised response, it is f(v) + 2mδ·max_{1≤i≤v} (f(v − i) − f(v))/i, at most 1."""
+    """The bound of Steinke, Nasr & Jagielski (NeurIPS 2023) for (ε, δ)-DP on the probability
+    of `correct` or more right guesses among `guesses` about `canaries` canaries each included
+    w.p. 1/2 (the p-value their paper's code computes). With f(v) = P[Binomial(r, q) ≥ v] and
+    q = e^ε/(1 + e^ε), the accuracy of ε-randomised response, it is
+    f(v) + 2mδ·max_{1≤i≤v} (f(v − i) − f(v))/i, at most 1; for δ = 0 the binomial tail alone."""
     from scipy.stats import binom
 
     if not 0 <= correct <= guesses <= canaries:
@@ -152,7 +154,7 @@ def one_run_p_value(
     return min(tail + 2 * canaries * delta * float(np.max(mass / steps)), 1.0)
 
 
-def _largest_refuted(excess, low: float = 0.0) -> float:
+def _largest_refuted(excess: Callable[[float], float], low: float = 0.0) -> float:
     """The largest x ≥ low with excess(x) > 0 for a function that is positive for small x and
     falls (an ε or μ refuted by the counts): `low` if excess(low) ≤ 0, else a root found by
     doubling an upper end and Brent's method; inf past SEARCH_LIMIT."""
@@ -182,8 +184,8 @@ def one_run_bound(
 
 def one_run_ceiling(guesses: int, confidence: float = 0.95) -> float:
     """The most `one_run_bound` can give with `guesses` guesses, reached when all are right and
-    δ = 0: q^r = β at q = β^(1/r), so ε = log(q/(1 − q)) (Steinke, Nasr & Jagielski, Section 7:
-    a bound needs many guesses, e.g. 3.49 at r = 100 and 95%). δ > 0 only lowers it."""
+    δ = 0: q^r = β at q = β^(1/r), so ε = log(q/(1 − q)): 3.49 at r = 100 and 95%, the reason
+    Steinke, Nasr & Jagielski's audits need many canaries. δ > 0 only lowers it."""
     if guesses < 1:
         return 0.0
     log_q = math.log(1.0 - confidence) / guesses
@@ -192,8 +194,8 @@ def one_run_ceiling(guesses: int, confidence: float = 0.95) -> float:
 
 def _gdp_refuted_excess(canaries: int, guesses: int, correct: int, mu: float, beta: float) -> float:
     """Positive when μ-GDP is refuted at level β by `correct` of `guesses` right guesses about
-    `canaries` canaries: Mahloujifar, Melis & Chaudhuri (2024), Algorithm 3 (the audit with
-    abstentions). From r_v = β·v/m and h_v = β·(r − v)/m it runs i = v − 1, ..., 0:
+    `canaries` canaries: the audit with abstentions (`audit_rh_with_cap`) of Mahloujifar, Melis &
+    Chaudhuri (2024). From r_v = β·v/m and h_v = β·(r − v)/m it runs i = v − 1, ..., 0:
     h_i = max(h_{i+1}, f̄⁻¹(r_{i+1})), r_i = r_{i+1} + i/(r − i)·(h_i − h_{i+1}), where
     f̄⁻¹(x) = Φ(Φ⁻¹(x) − μ) inverts 1 − G_μ, and refutes when r_0 + h_0 > r/m. Once h stops
     growing neither changes again, so the loop stops there; r is capped at 1 (it bounds a

@@ -96,6 +96,7 @@ def bounds_table(bounds: Iterable[EpsilonBound]) -> pd.DataFrame:
 
 
 def _checked(scores: Sequence[float], included: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """Scores as finite floats and inclusion bits as booleans, one of each per trial."""
     scores, included = np.asarray(scores, dtype=np.float64), np.asarray(included)
     if scores.ndim != 1 or scores.shape != included.shape:
         raise ValueError(f"need one score per trial, got {scores.shape} and {included.shape}")
