@@ -95,11 +95,19 @@ def bounds_table(bounds: Iterable[EpsilonBound]) -> pd.DataFrame:
     return pd.DataFrame([asdict(b) for b in bounds], columns=[f.name for f in fields(EpsilonBound)])
 
 
-def _checked(scores: Sequence[float], included: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
-    """Scores as finite floats and inclusion bits as booleans, one of each per trial."""
+def _checked(
+    scores: Sequence[float], included: Sequence[bool], runs: Sequence[int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Scores as finite floats and inclusion bits as booleans, one of each per trial; with the
+    trials' training-run ids, at most one trial per run."""
     scores, included = np.asarray(scores, dtype=np.float64), np.asarray(included)
     if scores.ndim != 1 or scores.shape != included.shape:
         raise ValueError(f"need one score per trial, got {scores.shape} and {included.shape}")
+    if runs is not None and (len(runs) != scores.size or len(np.unique(runs)) != scores.size):
+        raise ValueError(
+            "need exactly one trial per independent run: one run's canaries are not "
+            "independent trials (use one_run or one_run_fdp for them)"
+        )
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores must be finite")
     if not np.isin(included, [0, 1]).all():
@@ -172,12 +180,14 @@ def clopper_pearson(
     confidence: float = 0.95,
     thresholds: Sequence[float] | None = None,
     seed: int = 0,
+    runs: Sequence[int] | None = None,
 ) -> EpsilonBound:
     """ε lower bound from one canary trial per independent run (Jagielski, Ullman & Oprea 2020):
     Clopper–Pearson upper bounds on FPR and FNR of "in iff score ≥ threshold" into
     max(log((1 − δ − FNR̄)/FPR̄), log((1 − δ − FPR̄)/FNR̄)). Threshold by a seeded split, or
-    Bonferroni over `thresholds` fixed in advance (module docstring)."""
-    scores, included = _checked(scores, included)
+    Bonferroni over `thresholds` fixed in advance (module docstring). Given each trial's `runs`
+    (training-run ids), refuses two trials from one run."""
+    scores, included = _checked(scores, included, runs)
 
     def strength(counts: tuple, level: float) -> np.ndarray:
         return clopper_pearson_bound(*counts, delta, level)
@@ -210,11 +220,13 @@ def gdp(
     confidence: float = 0.95,
     thresholds: Sequence[float] | None = None,
     seed: int = 0,
+    runs: Sequence[int] | None = None,
 ) -> EpsilonBound:
     """ε lower bound from one canary trial per independent run, assuming the mechanism's
     trade-off curve is Gaussian (μ-GDP): the Clopper–Pearson bounds of `clopper_pearson` give
-    μ ≥ Φ⁻¹(1 − FPR̄) − Φ⁻¹(FNR̄), reported as μ-GDP's ε at δ. Threshold selection as there."""
-    scores, included = _checked(scores, included)
+    μ ≥ Φ⁻¹(1 − FPR̄) − Φ⁻¹(FNR̄), reported as μ-GDP's ε at δ. Threshold selection and
+    `runs` as there."""
+    scores, included = _checked(scores, included, runs)
 
     def strength(counts: tuple, level: float) -> np.ndarray:
         fp, negatives, fn, positives = counts

@@ -250,6 +250,10 @@ def test_inputs_are_checked():
         estimators.one_run([0.1, 0.2], [1, 0], 1e-5, guesses=[(2, 1)])
     with pytest.raises(ValueError):
         estimators.clopper_pearson([0.1], [1], 1e-5)  # no split of one run
+    # two canaries of one training run are not two independent trials
+    with pytest.raises(ValueError, match="one trial per independent run"):
+        estimators.gdp([0.1, 0.2, 0.3], [1, 0, 1], 1e-5, runs=[0, 0, 1])
+    assert estimators.clopper_pearson([0.1, 0.2], [1, 0], 1e-5, runs=[4, 7]).canaries == 2
 
 
 def _row(method: str, **fields) -> EpsilonBound:

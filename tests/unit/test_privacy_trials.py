@@ -47,7 +47,7 @@ def audits(data, noise: float) -> tuple[estimators.EpsilonBound, estimators.Epsi
     padded, canaries = dirac_canaries(features, CLASSES, CANARIES, seed=3)
     one = one_run_trials(padded, labels, CLASSES, canaries, recipe, EPOCHS, seed=4)
     return (
-        estimators.clopper_pearson(runs["score"], runs["included"], DELTA),
+        estimators.clopper_pearson(runs["score"], runs["included"], DELTA, runs=runs["run"]),
         estimators.one_run(one["score"], one["included"], DELTA),
     )
 
