@@ -75,14 +75,32 @@ def clopper_pearson_bound(
 
 def gdp_mu(fpr: np.ndarray, fnr: np.ndarray) -> np.ndarray:
     """The least μ at which μ-GDP allows a test with these error rates. μ-GDP's trade-off curve
-    is G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (Dong, Roth & Su 2022), and FNR ≥ G_μ(FPR)
-    gives μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR); 0 where the rates sum to 1 or more. The curve is
-    symmetric, so the reversed inequality adds nothing."""
+    is G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (Dong, Roth & Su 2022), and FNR ≥ G_μ(FPR) gives
+    μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR); 0 where the rates sum to 1 or more (NaN for NaN rates). The
+    curve is symmetric, so the reversed inequality adds nothing: a negative μ is no evidence."""
     from scipy.special import ndtri
 
+    fpr, fnr = np.asarray(fpr, float), np.asarray(fnr, float)
     with np.errstate(invalid="ignore"):
-        mu = ndtri(1.0 - np.asarray(fpr, float)) - ndtri(np.asarray(fnr, float))
-    return np.where(np.isnan(mu), 0.0, np.maximum(mu, 0.0))
+        mu = ndtri(1.0 - fpr) - ndtri(fnr)  # NaN only where both are infinite: FPR 1, FNR 0
+    return np.where(
+        np.isnan(fpr) | np.isnan(fnr), np.nan, np.where(np.isnan(mu), 0.0, np.maximum(mu, 0.0))
+    )
+
+
+def gdp_mu_bound(
+    false_positives: np.ndarray,
+    negatives: np.ndarray,
+    false_negatives: np.ndarray,
+    positives: np.ndarray,
+    confidence: float = 0.95,
+) -> np.ndarray:
+    """Lower bound on μ from one test's errors over independent runs: `gdp_mu` of the
+    Clopper–Pearson upper bounds on FPR and FNR, each at 1 − β/2 (as `clopper_pearson_bound`)."""
+    half = 1.0 - (1.0 - confidence) / 2
+    fpr = clopper_pearson_upper(false_positives, negatives, half)
+    fnr = clopper_pearson_upper(false_negatives, positives, half)
+    return gdp_mu(fpr, fnr)
 
 
 def gdp_delta(epsilon: float, mu: float) -> float:
@@ -100,10 +118,12 @@ def gdp_delta(epsilon: float, mu: float) -> float:
 def gdp_epsilon(mu: float, delta: float) -> float:
     """ε of μ-GDP at δ: the root of `gdp_delta`(ε) = δ, which falls in ε. It lies below
     μ²/2 + μ·Φ⁻¹(1 − δ), where the first term of δ(ε) alone is δ, so that brackets the search.
-    0 for μ = 0 or a δ that μ-GDP meets at ε = 0; inf for infinite μ."""
+    0 for μ = 0 or a δ that μ-GDP meets at ε = 0; inf for infinite μ, NaN for NaN."""
     from scipy.optimize import brentq
     from scipy.special import ndtri
 
+    if math.isnan(mu):
+        return math.nan
     if not mu > 0 or gdp_delta(0.0, mu) <= delta:
         return 0.0
     if math.isinf(mu):
@@ -121,13 +141,10 @@ def gdp_bound(
     confidence: float = 0.95,
 ) -> float:
     """ε lower bound through Gaussian DP, assuming the mechanism's trade-off curve is Gaussian:
-    the Clopper–Pearson upper bounds of `clopper_pearson_bound` (each at 1 − β/2) give a lower
-    bound on μ (`gdp_mu`), whose ε at δ is reported (`gdp_epsilon`), as Nasr et al. (USENIX
-    Security 2023) audit DP-SGD."""
-    half = 1.0 - (1.0 - confidence) / 2
-    fpr = clopper_pearson_upper(false_positives, negatives, half)
-    fnr = clopper_pearson_upper(false_negatives, positives, half)
-    return gdp_epsilon(float(gdp_mu(fpr, fnr)), delta)
+    the lower bound on μ of `gdp_mu_bound`, reported as μ-GDP's ε at δ (`gdp_epsilon`), as
+    Nasr et al. (USENIX Security 2023) audit DP-SGD."""
+    mu = gdp_mu_bound(false_positives, negatives, false_negatives, positives, confidence)
+    return gdp_epsilon(float(mu), delta)
 
 
 def one_run_p_value(

@@ -36,11 +36,11 @@ import pandas as pd
 
 from miaflow.privacy.bounds import (
     clopper_pearson_bound,
-    clopper_pearson_upper,
     epsilon_from_rates,
     gdp_bound,
     gdp_epsilon,
     gdp_mu,
+    gdp_mu_bound,
     one_run_bound,
     one_run_fdp_bound,
 )
@@ -229,11 +229,7 @@ def gdp(
     scores, included = _checked(scores, included, runs)
 
     def strength(counts: tuple, level: float) -> np.ndarray:
-        fp, negatives, fn, positives = counts
-        level = 1.0 - (1.0 - level) / 2
-        return gdp_mu(
-            clopper_pearson_upper(fp, negatives, level), clopper_pearson_upper(fn, positives, level)
-        )
+        return gdp_mu_bound(*counts, level)  # ε(μ) grows with μ: rank by μ
 
     threshold, counts, tests, level = _chosen_threshold(
         scores, included, confidence, thresholds, seed, strength

@@ -49,6 +49,9 @@ def test_gdp_mu_and_its_epsilon():
     # μ ≥ Φ⁻¹(1 - 0.1) - Φ⁻¹(0.2) = 1.281552 + 0.841621 = 2.123173
     assert bounds.gdp_mu(0.1, 0.2) == pytest.approx(2.123173, abs=1e-6)
     assert bounds.gdp_mu(0.6, 0.5) == 0.0  # rates summing past 1 bound nothing
+    assert bounds.gdp_mu(1.0, 0.0) == 0.0  # Φ⁻¹(0) - Φ⁻¹(0): guessing "in" for all
+    assert math.isnan(bounds.gdp_mu(math.nan, 0.2))  # no canary-out runs: no rate
+    assert math.isnan(bounds.gdp_epsilon(math.nan, 1e-5))
     # δ(0) of 1-GDP: Φ(0.5) - Φ(-0.5) = 0.691462 - 0.308538 = 0.382925
     assert bounds.gdp_delta(0.0, 1.0) == pytest.approx(0.382925, abs=1e-6)
     # δ(1) of 1-GDP: Φ(-0.5) - e·Φ(-1.5) = 0.308538 - 2.718282 · 0.066807 = 0.126936
