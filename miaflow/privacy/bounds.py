@@ -2,7 +2,7 @@
 
 An (ε, δ)-DP mechanism limits how well any membership test can do, so error counts (over
 independent training runs) or correct-guess counts (over one run's canaries) that are too good
-refute ε. Each function takes counts and a confidence and returns the largest ε so refuted: a
+refute ε. Each `*_bound` takes counts and a confidence and returns the largest ε so refuted: a
 mechanism that really is (ε', δ)-DP for an ε' below the result produces counts this good with
 probability at most 1 − confidence. Which counts may be passed (independent trials, thresholds
 and guess counts chosen without peeking) is `miaflow.privacy.estimators`' business.
