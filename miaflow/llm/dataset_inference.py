@@ -13,10 +13,10 @@ Follows the authors' code, pratyushmaini/llm_dataset_inference linear_di.py at 4
 feature and set, the 2.5 % lowest and highest values clipped (its default "clip"),
 standardised, a linear classifier on the first halves, a t-test on the held-out halves.
 Differences: standardisation fitted on the training halves of both sets (the code uses the
-whole suspect set, held-out half included); scikit-learn's logistic regression (L2, C = 1)
-for the code's 1,000 Adam steps on the same logistic loss; Welch's t-test for the code's
-pooled-variance one (`ttest_ind` default), so unequal score variances of the two sets do not
-inflate false positives.
+whole suspect set, held-out half included); scikit-learn's logistic regression (L2, C = 1,
+solved exactly by Newton steps) for the code's 1,000 Adam steps on the same logistic loss;
+Welch's t-test for the code's pooled-variance one (`ttest_ind` default), so unequal score
+variances of the two sets do not inflate false positives.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def dataset_inference(
     fit = np.vstack([suspect[suspect_fit], validation[validation_fit]])
     labels = np.r_[np.ones(suspect_fit.size), np.zeros(validation_fit.size)]
     scaler = StandardScaler().fit(fit)
-    model = LogisticRegression().fit(scaler.transform(fit), labels)
+    model = LogisticRegression(solver="newton-cholesky").fit(scaler.transform(fit), labels)
     held_suspect = model.decision_function(scaler.transform(suspect[suspect_test]))
     held_validation = model.decision_function(scaler.transform(validation[validation_test]))
     test = ttest_ind(held_suspect, held_validation, equal_var=False, alternative="greater")
