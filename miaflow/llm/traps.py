@@ -65,11 +65,11 @@ def draw_traps(
     generator, each `sentences` generated sentences joined by a space (longer traps are more
     detectable, as in the paper's 25 to 100 tokens).
 
-    Every trap and twin is distinct from the others and from every corpus text, so an inserted
-    copy is the only way the training data holds it. One row each: trap_id (traps first, by
-    group, then twins), group (the repetition count of its group), is_member, repetitions,
-    text. Seeded by `seed` alone (derive_seed(seed, "traps", ...)), so the traps do not depend
-    on the corpus unless `source="words"` draws from its vocabulary."""
+    No sentence of a trap or twin is a corpus text or part of another trap or twin, so an
+    inserted copy is the only way the training data holds any of it. One row each: trap_id
+    (traps first, by group, then twins), group (the repetition count of its group),
+    is_member, repetitions, text. Seeded by `seed` alone (derive_seed(seed, "traps", ...)), so
+    the traps do not depend on the corpus unless `source="words"` draws from its vocabulary."""
     if source not in SOURCES:
         raise ValueError(f"unknown trap source {source!r}; expected one of {SOURCES}")
     if per_group < 1 or sentences < 1 or any(count < 1 for count in repetitions):
@@ -84,8 +84,13 @@ def draw_traps(
             if source == "synthetic_text"
             else _word_sentences(corpus, n_sentences, draw_seed)
         )
-        candidates = [" ".join(drawn[k : k + sentences]) for k in range(0, len(drawn), sentences)]
-        kept = list(dict.fromkeys(c for c in candidates if c not in taken))
+        kept, used = [], set(taken)
+        for start in range(0, len(drawn) - sentences + 1, sentences):
+            parts = drawn[start : start + sentences]
+            text = " ".join(parts)
+            if text not in used and used.isdisjoint(parts) and len(set(parts)) == sentences:
+                kept.append(text)
+                used.update([text, *parts])
         if len(kept) >= needed:
             break
     else:
