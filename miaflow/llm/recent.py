@@ -68,11 +68,13 @@ def dc_pdd(
     A token the model predicts well although it is rare in the reference distribution weighs
     most: a text full of common words, likely for any model, is calibrated down. Repeated
     tokens count once (later copies are easy through the context alone), and the bound `a`
-    keeps a few rare tokens from dominating. a = 0.01 is the default of the authors' code
-    (zhang-wei-chao/DC-PDD, com_det_sco.py at 8461d441); the paper tunes a per setting.
-    `frequencies` comes from `token_frequencies` with the target's tokenizer. Higher = member
-    (the code returns -mean, "larger for nonmember", and ranks by its negation). NaN for a
-    text with no scored token.
+    keeps a few rare tokens from dominating; a = 0.01 is the default of the authors' code
+    (zhang-wei-chao/DC-PDD com_det_sco.py at 8461d441). `frequencies` comes from
+    `token_frequencies` with the target's tokenizer, smoothed as the paper says (that code
+    computes the smoothed distribution but indexes the raw counts; Fast-MIA, Nikkei/fast-mia
+    src/methods/dcpdd.py at 3eb9cbc7, takes log(1 / (count + 1e-10)) of raw C4 counts).
+    Higher = member (both codes return -mean and rank by its negation). NaN for a text with no
+    scored token.
     """
     frequencies = np.asarray(frequencies, dtype=np.float64)
     out = np.full(len(logprobs), np.nan)
@@ -117,7 +119,8 @@ def pac(
     A member's tokens are all likely, so its distance is small, and swapping its words
     (`recent_inputs.swap_augment`, the paper's EDA swaps: 5 texts, alpha = 0.3) breaks what was
     memorised and widens it; a non-member's is wide already. The code's PAC is PD(x) - mean
-    PD(x~) and it ranks by -PAC (roc_auc_score on [-_ for _ in PAC_list]), which is this score.
+    PD(x~) and it ranks by -PAC (roc_auc_score on [-_ for _ in PAC_list]), which is this score;
+    Fast-MIA (Nikkei/fast-mia src/methods/pac.py at 3eb9cbc7) returns the same -PAC.
     """
     own = polarized_distance(logprobs, ratio_local, ratio_far)
     if len(augmented_logprobs) != own.size:
@@ -140,17 +143,18 @@ def con_recall(
     ll: np.ndarray,
     gamma: float = 0.5,
 ) -> np.ndarray:
-    """Con-ReCall (Wang et al., EMNLP 2024, "Con-ReCall: Detecting Pre-training Data in LLMs via
-    Contrastive Decoding"): (LL(x ; P_nm) - gamma * LL(x ; P_m)) / LL(x).
+    """Con-ReCall (Wang et al. 2024, arXiv 2409.03363, "Con-ReCall: Detecting Pre-training Data
+    in LLMs via Contrastive Decoding"): (LL(x ; P_nm) - gamma * LL(x ; P_m)) / LL(x).
 
     ReCaLL's non-member prefix P_nm lowers a member's likelihood more than a non-member's; a
-    member prefix P_m shifts them the other way, and the contrast widens the gap. All three LLs
-    are negative means over the same target tokens (`tokens.conditional_log_likelihood`, as for
-    ReCaLL). gamma weighs the member side; the paper tunes it, 0.5 is Fast-MIA's default
-    (Nikkei/fast-mia src/methods/conrecall.py at 6ea1d79b), which computes the same ratio from
-    the losses (-LL). KNOWN MEMBERS: P_m's texts are members, so they must never be among the
-    scored texts (their own LL(x ; P_m) would be inflated by the copy in the prefix); draw them
-    with `recent_inputs.member_shots`, which excludes the scored ids.
+    member prefix P_m shifts the two asymmetrically too, and contrasting the two conditionals
+    widens the gap. All three LLs are negative means over the same target tokens
+    (`tokens.conditional_log_likelihood`, as for ReCaLL, whose cached LL(x ; P_nm) this reuses
+    with the same shots). gamma weighs the member side, a hyperparameter of the paper; 0.5 is
+    Fast-MIA's default (Nikkei/fast-mia src/methods/conrecall.py at 3eb9cbc7), which computes
+    the same ratio from the losses (-LL). KNOWN MEMBERS: P_m's texts are members, so they must
+    never be among the scored texts (a scored text in P_m sees itself in the context); draw
+    them with `recent_inputs.member_shots`, which leaves the scored ids out.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         return (
@@ -200,7 +204,8 @@ def samia(
     A model that saw the text continues its prefix with the text's own words. Needs only
     generated text (`recent_inputs.sample_continuations`: 10 samples, temperature 1, top-k 50,
     as nlp-titech/samia src/sampling.py at a2d955ae); the scoring follows src/eval_samia.py
-    there, recall over the sample's whitespace words after the prompt."""
+    there (and Fast-MIA's src/methods/samia.py at 3eb9cbc7), recall over the sample's
+    whitespace words after the prompt."""
     if len(continuations) != len(texts):
         raise ValueError(f"continuations for {len(continuations)} of {len(texts)} texts")
     out = np.full(len(texts), np.nan)
