@@ -31,11 +31,7 @@ import numpy as np
 import pandas as pd
 
 CUTOFFS = {"all": None, "200": 200, "300": 300}  # the first T' scored tokens
-LOSS_BELOW = (
-    1.0,
-    2.0,
-    3.0,
-)  # count-below thresholds on the loss -l_t (the code: l_t >= -1, -2, -3)
+LOSS_BELOW = (1.0, 2.0, 3.0)  # count-below thresholds on -l_t (the code: l_t >= -1, -2, -3)
 SHORT = 200  # tokens of the count-below and Lempel-Ziv signals
 LZ_BINS = (3, 4, 5)
 REPEAT_CUTOFFS = (600, 800, 1000)  # tokens of the repeated text for the slope and ApEn

@@ -155,7 +155,8 @@ def repeated_logprobs(
     segments, shapes = [], []
     for ids in _encode(tokenizer, texts, max_length):
         lead = 1 if bos is not None and ids and ids[0] == bos else 0
-        ids = ids[: max_length // 3] if 3 * len(ids) > max_length + 2 * lead else ids
+        if lead + 3 * (len(ids) - lead) > max_length:  # 3 copies must fit
+            ids = ids[: max_length // 3]
         body = ids[lead:]
         fit = min(copies, (max_length - lead) // max(1, len(body)))
         segments.append((ids + body * (fit - 1), 1))
@@ -170,9 +171,8 @@ def repeated_logprobs(
     rows = []
     for (values, _, _), (fit, n, body) in zip(scored, shapes):
         first = values[:n]
-        later = values[n:].reshape(fit - 1, body)[
-            :, body - n :
-        ]  # a copy's own first token left out
+        # a later copy scores all of its tokens: its first is left out unless copy 0 scores it
+        later = values[n:].reshape(fit - 1, body)[:, body - n :]
         rows.append(np.vstack([first, later]))
     return rows
 
