@@ -74,6 +74,9 @@ def test_a_job_that_says_why_it_stopped_is_the_whole_error_on_screen(tmp_path: P
     lines = [
         "1 of 3 steps (33%) done",
         "miaflow: rule audit_outputs: audit/outputs.parquet: prob_3 holds text, not numbers",
+        "RuleException:",
+        'CalledProcessError in file "/p/rules/audit.smk", line 45:',
+        "Command 'set -euo pipefail;  python x.py' returned non-zero exit status 1.",
         "Error in rule audit_outputs:",
         "    jobid: 7",
         "    log: records/audit/logs/x.log (check log file(s) for error details)",

@@ -450,22 +450,31 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
                 *REPORT_RULES,
             },
         ),
-        # the language models' conditional likelihoods: the jobs that load a model, not their
-        # training nor the scoring that reads the cached tables
+        # the language models' conditional likelihoods: the jobs that load a model to score texts
+        # (and, in their stage, the scoring that reads what they write), not the training
         (
             "llm/conditional",
-            {"llm_statistics", "llm_reference_statistics", "llm_settings", "llm_embeddings"},
+            {
+                "llm_statistics",
+                "llm_reference_statistics",
+                "llm_settings",
+                "llm_embeddings",
+                "llm_scores",
+                "llm_setting_scores",
+            },
         ),
         # queries rebuild models; audits load checkpoints
         ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES}),
-        ("evaluation/stats", {"paired_tests", "hparam_report"}),
+        # (and in their stage the tables of the tests, and the cost of every job)
+        ("evaluation/stats", {"paired_tests", "hparam_report", "tables", "cost_table"}),
         # an attack's module: the jobs that score attacks, no language-model or study job
         ("attacks/metric", {"score_attacks", "scaling_sweep", "score_audit"}),
     ],
 )
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):
     """Each stage run as `dvc repro` runs it (its target, only its own rules) plans exactly the
-    jobs whose import closure holds the edited module, whatever edit came before. The stages
+    jobs whose own import closure (their rule's `code`) holds the edited module, and in that
+    stage the jobs that read what they write, whatever edit came before. The stages
     expected to plan nothing are asked together (their targets, the rules of all of them): one
     that plans a job also does so there, so one dry run checks them all."""
     path = project / f"miaflow/{module}.py"

@@ -35,6 +35,7 @@ EXPLAINED = re.compile(r"^miaflow: rule \w+: ")  # a job's one-line reason (the 
 # Snakemake's report of a failed job and run, which an explained reason makes redundant.
 FAILURE_BLOCK = re.compile(
     r"^(Error in rule|\s+log: .*error details|Exiting because|Shutting down|Complete log|"
+    r"RuleException:|CalledProcessError in file|Command '.*' returned non-zero|"
     r"Removing output files of failed job|WorkflowError|Job failed|\s+(message|jobid|input|"
     r"output|conda-env|shell|reason|wildcards|resources|threads):)"
 )

@@ -12,7 +12,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from miaflow.data import load_dataset
-from miaflow.llm import camia, models, recent, recent_inputs, tokens
+from miaflow.llm import camia, conditional, models, recent, recent_inputs, tokens
 from miaflow.llm.scores import finite
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -100,14 +100,14 @@ def test_con_recall_ranks_members_higher_with_member_shots_outside_the_scored_se
 ):
     member_ids = recent_inputs.member_shots(MEMBERS, SCORED, 4, seed=0)
     assert set(member_ids) <= set(range(16, 24))  # members that are not scored
-    conditional = {
-        name: tokens.recall_conditional(
+    after_prefix = {
+        name: conditional.recall_conditional(
             target, tokenizer, scored, [texts[i] for i in ids], separator=" ", context=CONTEXT
         )
         for name, ids in (("non-member", SHOTS), ("member", member_ids))
     }
     ll = np.array([lp.mean() for lp in cached[1]])
-    score = recent.con_recall(conditional["non-member"], conditional["member"], ll)
+    score = recent.con_recall(after_prefix["non-member"], after_prefix["member"], ll)
     assert _auroc(score) > 0.7
 
 
