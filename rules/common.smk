@@ -1,7 +1,7 @@
 # The contract between the stage files: the plan derived from params.yaml that several stages
 # share, the paths of the artifacts one stage writes and another reads, and the helpers more than
 # one stage file calls. A stage file reads only the names defined here or in itself, never
-# another stage file's; what one stage file alone uses sits at its top (tests/test_stages.py).
+# another stage file's; what one stage file alone uses sits at its top (tests/unit/test_architecture.py).
 
 from pathlib import Path
 

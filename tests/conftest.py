@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +21,10 @@ from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+# Unit tests (tests/unit) and whole-workflow tests (tests/workflow, those that run the real
+# `snakemake` and `dvc`) share fixtures and a few helpers by module name, wherever they sit.
+KINDS = ("unit", "workflow")
+sys.path[:0] = [str(Path(__file__).parent / kind) for kind in KINDS]
 
 
 @pytest.fixture
@@ -124,7 +129,7 @@ def tiny_masked_lm(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> Path:
     """A project after `make run`'s commands on the tiny config with README's audit example
-    (tests/test_workflow_e2e.py). Read only:
+    (tests/workflow/test_workflow_e2e.py). Read only:
     a test that changes anything works on `copy_of_finished_run`.
 
     Built once per `make test`: under pytest-xdist the first worker to ask builds it in the

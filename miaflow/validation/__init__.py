@@ -42,7 +42,7 @@ CHECKS = (
 )
 # The checks that read files beside the config (the audits' files and folder, the datasets' local
 # copies). The others read the config alone: `miaflow.config` runs them once per config and
-# package code (tests/test_parse_time.py checks that they open and stat no file).
+# package code (tests/unit/test_parse_time.py checks that they open and stat no file).
 READING_FILES = (audits.problems, datasets.problems)
 
 

@@ -17,7 +17,8 @@ from miaflow.evaluation.operating_points import (
     shadow_of,
 )
 
-# The hand example of tests/test_metrics.py, in decreasing score order (m member, n non-member):
+# The hand example of tests/unit/test_metrics.py, in decreasing score order (m member, n
+# non-member):
 #   0.9 m, 0.8 m, 0.7 n, 0.6 m, 0.5 n, 0.3 m, 0.2 n, 0.1 n, 0.05 n      (4 members, 5 non-members)
 # ROC points (FPR, TPR): (0,0) (0,.25) (0,.5) (.2,.5) (.2,.75) (.4,.75) (.4,1) (.6,1) (.8,1) (1,1)
 HAND_MEMBER = np.array([1, 1, 0, 1, 0, 1, 0, 0, 0], dtype=bool)

@@ -167,7 +167,7 @@ def test_the_entry_holds_its_family_needs_options_and_description(toy_attack):
 
 
 def test_the_score_is_known_on_hand_made_arrays(toy_attack):
-    """Known answers: the unit test the guide asks for beside tests/test_attacks.py."""
+    """Known answers: the unit test the guide asks for beside tests/unit/test_attacks.py."""
     keep = np.array([[1, 0], [0, 1], [0, 0]], dtype=bool)  # 3 references, 2 samples
     loss = np.array([[9.0, 1.0], [2.0, 9.0], [4.0, 3.0]])  # OUT means: 3 and 2
     inputs = AttackInputs(
@@ -246,7 +246,8 @@ def test_with_them_validation_accepts_a_params_yaml_using_both(
 
 
 def test_the_schema_matches_the_registries(toy_attack, toy_dataset, toy_schema):
-    """What tests/test_config.py and tests/test_data.py check for every attack and dataset."""
+    """What tests/unit/test_config.py and tests/unit/test_data.py check for every attack and
+    dataset."""
     assert set(toy_schema["$defs"]["attack_name"]["enum"]) == {
         name for name, attack in ATTACKS.items() if attack.family != "llm"
     }
@@ -307,7 +308,7 @@ def test_the_rules_plan_both_without_edits(toy_attack, toy_dataset, toy_schema, 
 
 @pytest.fixture
 def scored(toy_attack, tmp_path) -> dict[str, pd.DataFrame]:
-    """The evaluate stage's scoring job run on the memorising toy of tests/test_attacks.py, for
+    """The evaluate stage's scoring job run on the memorising toy of tests/unit/test_attacks.py, for
     the attack with each of its signals (and metric-loss beside it), as rule score_attacks calls
     it: scores, metrics and per-attack timings."""
     _, splits = _write_toy_store(tmp_path)

@@ -2,8 +2,8 @@
 job, streams, directory and environment and exits with the job's code; a killed script takes its
 job with it, a signal reaches the job, and without a server the script runs the job itself.
 That a forked run's artifacts equal those of jobs in their own interpreters is checked end to end
-(tests/test_resume_e2e.py runs one job of every stage again with the server off, against the
-shared run's bytes).
+(tests/workflow/test_resume_e2e.py runs one job of every stage again with the server off, against
+the shared run's bytes).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from miaflow.data import (
 from miaflow.data.tabular import standardise
 from miaflow.io import file_hash, read_parquet_metadata
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 # Real local copies, as params.yaml names them (the file, or a directory of the upstream files).
 LOCAL_FILES = {
     "location30": SHARED_DATA / "location30" / "dataset_location.tgz",

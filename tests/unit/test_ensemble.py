@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 from sklearn.metrics import roc_auc_score
+from test_training import ARCHS, toy_dataset
 
 from miaflow import io
 from miaflow import plan as workflow
@@ -20,7 +21,6 @@ from miaflow.models import architectures as models
 from miaflow.models import ensemble, recipe
 from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
 from miaflow.splits import make_splits
-from tests.test_training import ARCHS, toy_dataset
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -327,7 +327,7 @@ def test_schema_accepts_gpu_options_on_torch_kinds_only(repo):
 def test_non_torch_shards_do_not_import_torch(repo):
     """LR and CatBoost jobs skip the ensemble before it imports torch (seconds per job)."""
     code = (
-        "import sys; from tests.test_training import toy_dataset, ARCHS; "
+        "import sys; from tests.unit.test_training import toy_dataset, ARCHS; "
         "from miaflow.splits import make_splits; from miaflow.models.training import train_models; "
         "splits = make_splits(240, seed=1, dataset='toy', repeats=1, n_reference=0, "
         "n_population=0); "

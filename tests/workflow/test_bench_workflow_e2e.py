@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("workflow_e2e", REPO / "bench" / "workflow_e2e.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

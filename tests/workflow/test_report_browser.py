@@ -23,7 +23,7 @@ from test_workflow_e2e import run
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # What `make report` runs in the repository root.
 REPORT_COMMAND = ["snakemake", "--report", "report.html", "--report-stylesheet", "report/style.css"]
 # The narrowest window the report is laid out for: wider, the text and the figures only get more
@@ -31,8 +31,8 @@ REPORT_COMMAND = ["snakemake", "--report", "report.html", "--report-stylesheet",
 WINDOW = (1280, 900)
 # The narrowest a figure may be shown: narrower, its labels and legends cannot be read.
 FIGURE_WIDTH = 600
-# The experiment whose page the browser opens: the first of tests/test_workflow_e2e.py's tiny
-# config, the only one on its dataset (so its category opens straight on its results).
+# The experiment whose page the browser opens: the first of tests/workflow/test_workflow_e2e.py's
+# tiny config, the only one on its dataset (so its category opens straight on its results).
 DATASET, ARCH = "digits", "cnn"
 
 

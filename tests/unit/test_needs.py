@@ -20,7 +20,7 @@ from miaflow.tools.needs import (
     stage_of_rules,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 DRY_RUN = """Building DAG of jobs...

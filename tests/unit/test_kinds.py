@@ -21,7 +21,7 @@ from miaflow.models.kinds import KINDS
 from miaflow.models.training import LEARNERS
 from miaflow.splits import make_splits
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 TORCH = {
     "optimizer": "adam",

@@ -1,7 +1,7 @@
 """End to end: README's audit example, run as written in the shared finished run (its project
-has it, tests/test_workflow_e2e.py's `tiny_project`), through the real `snakemake`; a bad file
-stopping the audit before any attack runs; and a checkpoint audited with miaflow's reference
-models."""
+has it, tests/workflow/test_workflow_e2e.py's `tiny_project`), through the real `snakemake`; a
+bad file stopping the audit before any attack runs; and a checkpoint audited with miaflow's
+reference models."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def test_every_attack_is_implemented_tested_and_documented(repo):
     )
     tests = "".join(
         path.read_text()
-        for path in sorted((repo / "tests").glob("test_*.py"))
+        for path in sorted((repo / "tests").rglob("test_*.py"))
         if path.name != "test_registry.py"
     )
     missing = {

@@ -24,7 +24,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from miaflow import config, plan
 from miaflow.data import DATASETS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Hypothesis caches what it learns from the code in a `.hypothesis` folder: not in the checkout.
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "miaflow-hypothesis")
 

@@ -197,9 +197,9 @@ def test_commands_that_run_no_jobs_leave_a_damaged_run_as_it_is_and_a_run_rebuil
 
 def test_make_run_is_one_snakemake_command_recorded_in_dvc_lock(tmp_path):
     """`make run` runs the workflow as one Snakemake command, which sweeps, then records it in
-    dvc.lock (miaflow.runtime.commit; tests/test_resume_e2e.py compares that lock with `dvc
+    dvc.lock (miaflow.runtime.commit; tests/workflow/test_resume_e2e.py compares that lock with `dvc
     repro`'s), after creating the outs that stage commands create when empty."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     recipe = (repo / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
     command = " ".join(recipe.replace("\\\n", " ").split())  # one line, as the shell reads it
     assert (

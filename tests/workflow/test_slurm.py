@@ -27,8 +27,8 @@ from miaflow.tools.cluster import Headroom
 
 pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parents[1]
-CLUSTER_SCRIPT = REPO / "tests" / "slurm" / "cluster.sh"
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_SCRIPT = REPO / "tests" / "workflow" / "slurm" / "cluster.sh"
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 # Job states are checked 1 s (not 10) after the start and 1 s (not 40) after a check that saw a
 # job end; the plugin adds 10 s after each check that saw none.
@@ -238,7 +238,7 @@ def free_ports(count: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def slurm_cluster():
-    """A one-node cluster with accounting (tests/slurm/cluster.sh; packages installed if
+    """A one-node cluster with accounting (tests/workflow/slurm/cluster.sh; packages installed if
     missing), stopped afterwards. Skips, saying why, where this machine cannot run one."""
     # munged wants every directory above its socket open to all, which pytest's are not.
     state = Path(tempfile.mkdtemp(prefix="miaflow-slurm-", dir="/var/tmp"))

@@ -3,7 +3,7 @@
 The shared finished run (tests/conftest.py, `finished_run`) is read by the checks here, on this
 module's own copy: contract of results/metrics.parquet, no-op reruns, clean `dvc status`, the DVC
 remote round trip a reviewer does, and bad params stopping the run before any job. The second run
-that byte-identical artifacts need is tests/test_resume_e2e.py's, killed and resumed.
+that byte-identical artifacts need is tests/workflow/test_resume_e2e.py's, killed and resumed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from miaflow.plan import stages
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 WORKFLOW_FILES = [
     "Snakefile",

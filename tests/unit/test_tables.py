@@ -400,7 +400,7 @@ def test_table_modules_do_not_import_matplotlib():
         "assert 'matplotlib' not in sys.modules, "
         "sorted(m for m in sys.modules if 'matplotlib' in m)"
     )
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     subprocess.run(
         [sys.executable, "-c", code],
         check=True,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster with accounting, from Debian 12 packages (Slurm 22.05), for
-# tests/test_slurm.py; also usable by hand:
+# tests/workflow/test_slurm.py; also usable by hand:
 #
-#   tests/slurm/cluster.sh start STATE_DIR   # then: export SLURM_CONF=STATE_DIR/slurm.conf
-#   tests/slurm/cluster.sh stop STATE_DIR
+#   tests/workflow/slurm/cluster.sh start STATE_DIR   # then: export SLURM_CONF=STATE_DIR/slurm.conf
+#   tests/workflow/slurm/cluster.sh stop STATE_DIR
 #
 # `start` installs the packages that are missing, writes slurm.conf, slurmdbd.conf and gres.conf
 # into STATE_DIR from the templates beside this script and starts munged, mariadbd, slurmdbd,
