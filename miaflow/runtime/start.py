@@ -17,9 +17,10 @@ object cannot tell: `workflow.dryrun` (a property of the executor) is always Fal
 `-n` shows, in `workflow.output_settings.dryrun`; `--summary`, `--dag` and the like are branches
 of the command line's dispatch (`snakemake.cli.args_to_api`), taken after the parse. So
 `runs_jobs` reads the parsed command line from that function's frame and follows its branches
-(NON_EXECUTING; tests/workflow/test_start.py checks it against the installed Snakemake). A workflow parsed
-through Snakemake's Python API, not its command line, counts as running no jobs: it changes
-nothing here, and each job still checks what it reads (miaflow.runtime.provenance.check_inputs).
+(NON_EXECUTING; tests/workflow/test_start.py checks it against the installed Snakemake). A
+workflow parsed through Snakemake's Python API, not its command line, counts as running no jobs:
+it changes nothing here, and each job still checks what it reads
+(miaflow.runtime.provenance.check_inputs).
 
 `make run` runs one Snakemake command for the whole workflow, so the artifacts are hashed once
 per run; `dvc repro` runs one per stage that changed, each sweeping. The sweep is also what makes

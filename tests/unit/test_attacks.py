@@ -70,8 +70,8 @@ def test_registry_entries_are_documented():
         assert attack.needs <= {"reference", "population"}, name
 
 
-# Query attacks read artifacts of their own jobs (queries, surrogates, ...): tests/unit/test_query*.py;
-# language-model attacks read token statistics: tests/unit/test_llm.py.
+# Query attacks read artifacts of their own jobs (queries, surrogates, ...):
+# tests/unit/test_query*.py; language-model attacks read token statistics: tests/unit/test_llm.py.
 @pytest.mark.parametrize(
     "name", sorted(n for n, a in ATTACKS.items() if a.family not in ("query", "llm"))
 )
