@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.jobs.common import Paths, compute_session, read_splits, torch_session
-from miaflow.progress import tracked
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ def query_outputs(
 ) -> None:
     """Outputs (logits and signals) of every target and the shadow model g_0 on every query."""
     from miaflow.data import read_dataset
-    from miaflow.models.training import load_shard, shard_logits
+    from miaflow.models.shards import load_shard, shard_logits
     from miaflow.queries.sets import query_outputs as outputs_on
     from miaflow.queries.sets import read_queries
     from miaflow.splits import role_of
@@ -130,83 +129,41 @@ def query_distances(
     """
     from miaflow.attacks.options import QueryAdvOptions
     from miaflow.data import read_dataset
-    from miaflow.models.training import load_shard
-    from miaflow.queries.hopskipjump import Budget, boundary_distances
+    from miaflow.models.shards import classifier, load_shard
+    from miaflow.queries.hopskipjump import Budget, empty_distances, model_distances
     from miaflow.queries.sets import evaluated_subset
     from miaflow.seeding import derive_seed
     from miaflow.splits import role_of
 
     loaded = read_dataset(data)
     adv = QueryAdvOptions.filled(options)
-    frames = [
-        pd.DataFrame(
-            {
-                "model_id": pd.Series(dtype=str),
-                "sample_id": pd.Series(dtype=np.int64),
-                "distance": pd.Series(dtype=np.float64),
-                "success": pd.Series(dtype=bool),
-            }
-        )
-    ]
+    frames = [empty_distances()]
     if loaded.modality == "image":
-        subset = np.sort(
-            evaluated_subset(
-                read_splits(splits).target_samples, adv.boundary_eva_num, seed, loaded.name
-            )
-        )
+        targets = read_splits(splits).target_samples
+        subset = np.sort(evaluated_subset(targets, adv.boundary_eva_num, seed, loaded.name))
         budget = Budget(adv.max_iter, adv.max_eval, adv.init_eval, adv.init_size)
         for path in models:
             weights, metadata = load_shard(path)
             with compute_session(metadata["arch"], threads):
-                for model in (m for m in metadata["model_ids"] if role_of(m) == "target"):
-                    logits_of = _classifier(metadata, weights[model], loaded.feature_shape)
-                    distance, success = boundary_distances(
-                        logits_of,
+                frames += [
+                    model_distances(
+                        model,
+                        classifier(metadata, weights[model], loaded.feature_shape),
                         loaded.features[subset],
                         loaded.labels[subset],
+                        subset,
                         budget,
                         adv.batch_size,
                         derive_seed(seed, "queries", loaded.name, arch_name, "hsj", model),
                     )
-                    log.info(
-                        "%s: %d points, %d attacks succeeded, mean distance %.4f",
-                        model,
-                        len(subset),
-                        success.sum(),
-                        distance.mean(),
-                    )
-                    frames.append(
-                        pd.DataFrame(
-                            {
-                                "model_id": model,
-                                "sample_id": subset,
-                                "distance": distance,
-                                "success": success,
-                            }
-                        )
-                    )
+                    for model in metadata["model_ids"]
+                    if role_of(model) == "target"
+                ]
     io.write_parquet(
         distances,
         pd.concat(frames, ignore_index=True),
         {"data_hash": loaded.content_hash(), "hsj": json.dumps(adv.hopskipjump(), sort_keys=True)},
     )
-
-
-def _classifier(
-    metadata: Mapping[str, Any], weights: Mapping[str, np.ndarray], feature_shape: tuple[int, ...]
-) -> Callable[[Any], Any]:
-    """A function from a torch batch to logits, for any model kind (torch modules built once)."""
-    import torch
-
-    from miaflow.models.kinds import KINDS
-    from miaflow.models.training import LEARNERS
-
-    arch, n_classes = metadata["arch"], metadata["n_classes"]
-    if not KINDS[arch["kind"]].torch:
-        learner = LEARNERS[arch["kind"]]
-        return lambda x: torch.from_numpy(learner.logits(arch, weights, x.numpy(), n_classes))
-    model = _torch_models({"model": weights}, arch, feature_shape, n_classes)["model"]
-    return lambda x: model(x.to(next(model.parameters()).device)).float().cpu()
 
 
 def query_surrogates(
@@ -226,7 +183,7 @@ def query_surrogates(
     params.yaml's overrides of Query-transfer's options."""
     from miaflow.attacks.options import QueryTransferOptions
     from miaflow.data import read_dataset
-    from miaflow.queries.surrogates import surrogate_logits
+    from miaflow.queries.surrogates import surrogates_logits
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore, outputs_table
 
@@ -235,20 +192,14 @@ def query_surrogates(
     pool, targets = keep.target_samples, keep.models("target")
     predicted = SignalStore.read(list(signals)).matrix(targets, "logits", pool).argmax(axis=-1)
     with compute_session(arch, threads):
-        logits = np.stack(
-            [
-                surrogate_logits(
-                    arch,
-                    loaded.features[pool],
-                    predicted[t],
-                    loaded.n_classes,
-                    val_ratio,
-                    derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
-                    threads,
-                    f"surrogate-of-{target}",
-                )
-                for t, target in tracked(enumerate(targets), "surrogates", "targets", len(targets))
-            ]
+        logits = surrogates_logits(
+            arch,
+            loaded.features[pool],
+            dict(zip(targets, predicted)),
+            loaded.n_classes,
+            val_ratio,
+            lambda target: derive_seed(seed, "query-transfer", loaded.name, arch_name, target),
+            threads,
         )
     io.write_parquet(
         surrogates,
@@ -275,7 +226,7 @@ def query_regressors(
     from miaflow.attacks.options import QueryQrmOptions
     from miaflow.data import read_dataset
     from miaflow.models.kinds import KINDS
-    from miaflow.queries.regressors import quantile_regression
+    from miaflow.queries.regressors import regressor_table
     from miaflow.seeding import derive_seed
     from miaflow.signals import SignalStore
 
@@ -284,36 +235,19 @@ def query_regressors(
     pool, auxiliary, targets = keep.target_samples, keep.auxiliary_samples, keep.models("target")
     signal = KINDS[arch["kind"]].qrm_signal
     scores = SignalStore.read(list(signals)).matrix(targets, signal, auxiliary)
-    frames = []
     with compute_session(arch, threads):
-        for target, score in tracked(
-            zip(targets, scores), "quantile regressors", "targets", len(targets)
-        ):
-            mu, log_sigma = quantile_regression(
-                arch,
-                loaded.features[auxiliary],
-                score,
-                loaded.features[pool],
-                qrm.epochs,
-                qrm.catboost_iterations,
-                derive_seed(seed, "query-qrm", loaded.name, arch_name, target),
-                threads,
-            )
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "model_id": target,
-                        "sample_id": pool,
-                        "mu": mu.astype(np.float64),
-                        "log_sigma": log_sigma.astype(np.float64),
-                    }
-                )
-            )
-    io.write_parquet(
-        regressors,
-        pd.concat(frames, ignore_index=True),
-        {"data_hash": loaded.content_hash(), "signal": signal},
-    )
+        table = regressor_table(
+            arch,
+            loaded.features[auxiliary],
+            dict(zip(targets, scores)),
+            loaded.features[pool],
+            pool,
+            qrm.epochs,
+            qrm.catboost_iterations,
+            lambda target: derive_seed(seed, "query-qrm", loaded.name, arch_name, target),
+            threads,
+        )
+    io.write_parquet(regressors, table, {"data_hash": loaded.content_hash(), "signal": signal})
 
 
 def query_canaries(
@@ -332,14 +266,9 @@ def query_canaries(
     params.yaml's overrides of Query-ref's options."""
     from miaflow.attacks.options import QueryRefOptions
     from miaflow.data import read_dataset
-    from miaflow.models.training import load_shard
-    from miaflow.queries.canaries import (
-        canary_anchors,
-        canary_table,
-        evaluated_points,
-        optimise_canaries,
-    )
-    from miaflow.seeding import derive_seed, rng
+    from miaflow.models.shards import load_shard, torch_modules
+    from miaflow.queries.canaries import evaluated_points, reference_canaries
+    from miaflow.seeding import derive_seed
 
     ref = QueryRefOptions.filled(options)
     loaded, keep = read_dataset(data), read_splits(splits)
@@ -352,42 +281,16 @@ def query_canaries(
         weights.update({m: w for m, w in shard.items() if m in references + targets})
         arch = metadata["arch"]
     with compute_session(arch, threads):
-        modules = _torch_models(weights, arch, loaded.feature_shape, loaded.n_classes)
-        reference_keep = np.stack([keep.members(m)[points] for m in references])
-        anchors = canary_anchors(
-            loaded.features[points], ref.n_canaries, rng(named_seed, "augmentations")
-        )
-        optimised = optimise_canaries(
-            [modules[m] for m in references],
-            reference_keep,
-            anchors,
+        table = reference_canaries(
+            torch_modules(weights, arch, loaded.feature_shape, loaded.n_classes),
+            references,
+            targets,
+            np.stack([keep.members(m)[points] for m in references]),
+            loaded.features[points],
             loaded.labels[points],
+            points,
+            ref.n_canaries,
             ref.steps,
-            rng(named_seed, "reference-draws"),
+            named_seed,
         )
-        ids = references + targets
-        table = canary_table(
-            ids, [modules[m] for m in ids], optimised, points, loaded.labels[points]
-        )
-    log.info("query-ref: %d points x %d canaries", len(points), ref.n_canaries)
     io.write_parquet(canaries, table, {"data_hash": loaded.content_hash()})
-
-
-def _torch_models(
-    weights: Mapping[str, Mapping[str, np.ndarray]],
-    arch: Mapping[str, Any],
-    input_shape: Sequence[int],
-    n_classes: int,
-) -> dict[str, Any]:
-    """Frozen eval-mode torch modules from stored weights, on the job's device."""
-    import torch
-
-    from miaflow.compute import torch_device
-    from miaflow.models.recipe import build_module
-
-    models = {}
-    for model_id, model_weights in weights.items():
-        model = build_module(arch, input_shape, n_classes)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in model_weights.items()})
-        models[model_id] = model.to(torch_device()).eval().requires_grad_(False)
-    return models

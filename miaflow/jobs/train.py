@@ -37,7 +37,8 @@ def train_shard(
     the same job and GPU slot, so that data and torch load once. The signals are computed from
     the shard as saved, so they equal those `compute_signals` computes from the file."""
     from miaflow.data import read_dataset
-    from miaflow.models.training import save_shard, train_models
+    from miaflow.models.shards import save_shard
+    from miaflow.models.training import train_models
 
     loaded = read_dataset(data)
     with compute_session(arch, threads):
@@ -79,7 +80,7 @@ def compute_signals(
 ) -> None:
     """Every model's outputs on all samples (logits and derived signals) of a saved shard."""
     from miaflow.data import read_dataset
-    from miaflow.models.training import load_shard
+    from miaflow.models.shards import load_shard
 
     _, metadata = load_shard(models)
     with compute_session(metadata["arch"], threads):
@@ -131,7 +132,7 @@ def _write_signals(
     """The signal shard of the saved model shard `models` (run inside a compute session);
     `data_hash` is `loaded`'s content hash, passed in so that a job computes it once. `release`
     turns the models' logits into what they release (a defense such as MemGuard)."""
-    from miaflow.models.training import load_shard, shard_logits
+    from miaflow.models.shards import load_shard, shard_logits
     from miaflow.signals import outputs_table, write_signal_shard
 
     weights, metadata = load_shard(models)

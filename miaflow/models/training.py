@@ -1,25 +1,21 @@
-"""Train shards of models and compute their per-sample outputs.
+"""Train shards of models: the learners of every kind, the per-model torch loop and its defended
+variant, and training a shard's models (batched where the ensemble can).
 
 A shard is a few models of one (dataset, architecture), trained by one job to amortise the
 interpreter's start-up. Every model is a plain dict of arrays (its weights), so all kinds share
-one storage format: a shard is one safetensors file whose keys are `<model_id>/<tensor name>`.
-CatBoost models are kept in CatBoost's own `cbm` format, stored as a byte tensor.
+one storage format (`miaflow.models.shards`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from miaflow import io
 from miaflow.compute import torch_device
 from miaflow.data.dataset import Dataset
 from miaflow.defenses import TRAINING, defense_kind
@@ -415,68 +411,3 @@ def _fit_batched(
         return {}
     log.info("trained %d models as one ensemble in %.1f s", len(ids), time.perf_counter() - started)
     return dict(zip(ids, fitted))
-
-
-def save_shard(
-    path: str | Path, weights: Mapping[str, Weights], metadata: Mapping[str, Any]
-) -> None:
-    from safetensors.numpy import save
-
-    tensors = {
-        f"{model_id}/{name}": np.ascontiguousarray(array)
-        for model_id, model in weights.items()
-        for name, array in model.items()
-    }
-    # One metadata entry: safetensors orders several entries arbitrarily, which breaks byte
-    # identity.
-    header = json.dumps(
-        {**metadata, "model_ids": list(weights), "tensors_sha256": _tensors_sha256(tensors)},
-        sort_keys=True,
-    )
-    io.write_bytes(path, save(tensors, metadata={"miaflow": header}))
-
-
-def _tensors_sha256(tensors: Mapping[str, np.ndarray]) -> str:
-    """Content hash of a shard's tensors: safetensors has no checksum of its own, so a flipped bit
-    in the weights would otherwise be read as a valid model."""
-    digest = hashlib.sha256()
-    for key in sorted(tensors):
-        digest.update(f"{key}:{tensors[key].dtype.str}:{tensors[key].shape}".encode())
-        digest.update(np.ascontiguousarray(tensors[key]).tobytes())
-    return digest.hexdigest()
-
-
-def load_shard(path: str | Path) -> tuple[dict[str, Weights], dict[str, Any]]:
-    """Weights per model and the shard's metadata (no unpickling: safetensors is plain data),
-    checked against the content hash written with them (io.CorruptArtifact if they differ)."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            metadata = json.loads(handle.metadata()["miaflow"])
-            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
-    except FileNotFoundError:
-        raise
-    except Exception as error:  # safetensors' own errors: truncated file, garbled header
-        raise io.corrupt(path, f"{type(error).__name__}: {error}") from None
-    if _tensors_sha256(tensors) != metadata.get("tensors_sha256"):
-        raise io.corrupt(path, "its weights differ from the hash written with them")
-    weights: dict[str, Weights] = {m: {} for m in metadata["model_ids"]}
-    for key, array in tensors.items():
-        model_id, name = key.split("/", 1)
-        weights[model_id][name] = array
-    return weights, metadata
-
-
-def shard_logits(
-    weights: Mapping[str, Weights], metadata: Mapping[str, Any], features: np.ndarray
-) -> np.ndarray:
-    """(n_models, n_samples, n_classes) float32 outputs of every model of a shard."""
-    arch = metadata["arch"]
-    learner = LEARNERS[arch["kind"]]
-    return np.stack(
-        [
-            learner.logits(arch, weights[m], features, metadata["n_classes"])
-            for m in metadata["model_ids"]
-        ]
-    ).astype(np.float32)

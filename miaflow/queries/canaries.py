@@ -9,7 +9,7 @@ The attack optimises these inputs itself, so they are made by a job of the queri
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,3 +165,34 @@ def canary_table(
             )
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def reference_canaries(
+    modules: Mapping[str, Any],
+    references: Sequence[str],
+    targets: Sequence[str],
+    reference_keep: np.ndarray,
+    features: np.ndarray,
+    labels: np.ndarray,
+    sample_ids: np.ndarray,
+    n_canaries: int,
+    steps: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Query-ref's table: `n_canaries` canaries per evaluated point (`features`, `labels`,
+    `sample_ids`), optimised on the `references` (their membership `reference_keep`, one row a
+    reference), with phi of each under every reference and target module."""
+    from miaflow.seeding import rng
+
+    anchors = canary_anchors(features, n_canaries, rng(seed, "augmentations"))
+    optimised = optimise_canaries(
+        [modules[m] for m in references],
+        reference_keep,
+        anchors,
+        labels,
+        steps,
+        rng(seed, "reference-draws"),
+    )
+    ids = [*references, *targets]
+    log.info("query-ref: %d points x %d canaries", len(sample_ids), n_canaries)
+    return canary_table(ids, [modules[m] for m in ids], optimised, sample_ids, labels)

@@ -9,12 +9,16 @@ step-size search are vectorised over points.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from miaflow.progress import Progress
+
+log = logging.getLogger(__name__)
 
 INIT_TOLERANCE = 0.001  # binary search towards the initial adversarial point
 MAX_HALVINGS = 40  # guard of the step-size search (ART loops until success)
@@ -195,3 +199,36 @@ def boundary_distances(
             distance[chunk] = np.where(hit, gap, failed)
             success[chunk] = hit
     return distance, success
+
+
+DISTANCE_COLUMNS = {"model_id": str, "sample_id": np.int64, "distance": np.float64, "success": bool}
+
+
+def empty_distances() -> pd.DataFrame:
+    """The distances table with no rows (other modalities than images need none)."""
+    return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in DISTANCE_COLUMNS.items()})
+
+
+def model_distances(
+    model_id: str,
+    logits_of: Callable,
+    features: np.ndarray,
+    labels: np.ndarray,
+    sample_ids: np.ndarray,
+    budget: Budget,
+    batch_size: int,
+    seed: int,
+) -> pd.DataFrame:
+    """One model's rows of the distances table: its HopSkipJump distance to the boundary from
+    each sample (`boundary_distances`) and whether the attack succeeded."""
+    distance, success = boundary_distances(logits_of, features, labels, budget, batch_size, seed)
+    log.info(
+        "%s: %d points, %d attacks succeeded, mean distance %.4f",
+        model_id,
+        len(sample_ids),
+        success.sum(),
+        distance.mean(),
+    )
+    return pd.DataFrame(
+        {"model_id": model_id, "sample_id": sample_ids, "distance": distance, "success": success}
+    )

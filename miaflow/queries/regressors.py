@@ -9,10 +9,11 @@ the score in `miaflow.attacks.query` only reads that table.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from miaflow.compute import torch_device
 from miaflow.models.architectures import trainable_batches
@@ -176,3 +177,42 @@ def _regress_catboost(
     model.fit(x_train.reshape(len(x_train), -1), target)
     mean, variance = model.predict(x_eval.reshape(len(x_eval), -1)).T  # columns: mean, variance
     return mean, 0.5 * np.log(variance)
+
+
+def regressor_table(
+    arch: Mapping[str, Any],
+    features: np.ndarray,
+    scores: Mapping[str, np.ndarray],
+    evaluated: np.ndarray,
+    sample_ids: np.ndarray,
+    epochs: int,
+    catboost_iterations: int,
+    seed_of: Callable[[str], int],
+    threads: int,
+) -> pd.DataFrame:
+    """Query-qrm's table: for each target (`scores`: its score on the known non-members whose
+    `features` are given), the Gaussian regressor's (mu, log sigma) on the `evaluated` samples
+    (`sample_ids`), seeded by `seed_of(target)`."""
+    frames = []
+    for target, score in tracked(scores.items(), "quantile regressors", "targets", len(scores)):
+        mu, log_sigma = quantile_regression(
+            arch,
+            features,
+            score,
+            evaluated,
+            epochs,
+            catboost_iterations,
+            seed_of(target),
+            threads,
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model_id": target,
+                    "sample_id": sample_ids,
+                    "mu": mu.astype(np.float64),
+                    "log_sigma": log_sigma.astype(np.float64),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)

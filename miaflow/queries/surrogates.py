@@ -8,7 +8,7 @@ score in `miaflow.attacks.query` only reads that table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -47,3 +47,35 @@ def surrogate_logits(
         model_id,
     )
     return learner.logits(arch, weights, features, n_classes)
+
+
+def surrogates_logits(
+    arch: Mapping[str, Any],
+    features: np.ndarray,
+    predicted: Mapping[str, np.ndarray],
+    n_classes: int,
+    val_ratio: float,
+    seed_of: Callable[[str], int],
+    threads: int,
+) -> np.ndarray:
+    """(targets, n, C): each target's surrogate (`surrogate_logits` on the target's `predicted`
+    labels of `features`), seeded by `seed_of(target)`."""
+    from miaflow.progress import tracked
+
+    return np.stack(
+        [
+            surrogate_logits(
+                arch,
+                features,
+                labels,
+                n_classes,
+                val_ratio,
+                seed_of(target),
+                threads,
+                f"surrogate-of-{target}",
+            )
+            for target, labels in tracked(
+                predicted.items(), "surrogates", "targets", len(predicted)
+            )
+        ]
+    )

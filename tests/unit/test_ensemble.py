@@ -19,7 +19,8 @@ from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
 from miaflow.models import architectures as models
 from miaflow.models import ensemble, recipe
-from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
+from miaflow.models.shards import load_shard, save_shard, shard_logits
+from miaflow.models.training import train_models
 from miaflow.splits import make_splits
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

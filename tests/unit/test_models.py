@@ -102,7 +102,8 @@ def test_augmentation_is_seeded():
 def test_training_with_augmentation_is_deterministic_and_differs_from_plain(
     tmp_path, job_torch_session
 ):
-    from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
+    from miaflow.models.shards import load_shard, save_shard, shard_logits
+    from miaflow.models.training import LEARNERS
 
     generator = np.random.default_rng(0)
     x = generator.normal(size=(32, 3, 8, 8)).astype(np.float32)

@@ -19,7 +19,8 @@ from miaflow.attacks.registry import ATTACKS
 from miaflow.attacks.scoring import run_attack
 from miaflow.data import Dataset, write_dataset
 from miaflow.jobs import evaluate, queries, train
-from miaflow.models.training import save_shard, train_models
+from miaflow.models.shards import save_shard
+from miaflow.models.training import train_models
 from miaflow.plan import Experiment
 from miaflow.queries.hopskipjump import Budget, boundary_distances
 from miaflow.queries.sets import (

@@ -194,7 +194,8 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
     and Query-ref must find the members as Model-lira does (checks rows, keep and alignment).
     """
     monkeypatch.setattr(canary_module, "crop_and_flip", lambda images, generator: images)
-    from miaflow.models.training import save_shard, train_models
+    from miaflow.models.shards import save_shard
+    from miaflow.models.training import train_models
     from miaflow.splits import make_splits as draw
 
     rng = np.random.default_rng(0)
@@ -219,7 +220,7 @@ def test_query_ref_job_end_to_end(tmp_path, monkeypatch):
             "seed": 0,
         },
     )
-    from miaflow.models.training import load_shard, shard_logits
+    from miaflow.models.shards import load_shard, shard_logits
 
     loaded, metadata = load_shard(shard)
     signals = tmp_path / "signals.parquet"

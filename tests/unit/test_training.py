@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from miaflow.data import Dataset
-from miaflow.models.training import load_shard, save_shard, shard_logits, train_models
+from miaflow.models.shards import load_shard, save_shard, shard_logits
+from miaflow.models.training import train_models
 from miaflow.splits import Splits, make_splits
 
 ARCHS = {
