@@ -120,22 +120,30 @@ def listening_socket(address: str) -> socket.socket:
 
 class ImportedFiles:
     """The source files of `packages` (folders or single modules) this process has imported,
-    each with its status (size, modification time) when it was first seen: what a fork runs."""
+    each with its status (size, modification time) when it was first seen: what a fork runs.
+    Each module is classified once, by name, so that a check costs a stat per file of ours."""
 
     def __init__(self, packages: list[Path]) -> None:
-        self.packages = [path.resolve() for path in packages]
+        self.packages = [str(path.resolve()) for path in packages]
+        self.known: dict[str, str | None] = {}  # module name -> its file if ours, else None
         self.seen: dict[str, tuple[int, int]] = {}
 
-    def _ours(self, path: str) -> bool:
-        resolved = Path(path).resolve()
-        return any(resolved == root or resolved.is_relative_to(root) for root in self.packages)
+    def _file_of_ours(self, module: Any) -> str | None:
+        path = getattr(module, "__file__", None)
+        if not path:
+            return None
+        resolved = os.path.realpath(path)
+        ours = any(resolved == root or resolved.startswith(f"{root}/") for root in self.packages)
+        return resolved if ours else None
 
     def changed(self) -> str | None:
         """The first imported file that changed on disk since it was seen (new ones are seen
         now), or None."""
-        for module in list(sys.modules.values()):
-            path = getattr(module, "__file__", None)
-            if not path or not self._ours(path):
+        for name, module in list(sys.modules.items()):
+            if name not in self.known:
+                self.known[name] = self._file_of_ours(module)
+            path = self.known[name]
+            if path is None:
                 continue
             try:
                 status = os.stat(path)
