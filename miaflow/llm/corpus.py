@@ -143,3 +143,35 @@ def select(splits: pd.DataFrame, repeat: int, name: str) -> pd.DataFrame:
 def scored_texts(splits: pd.DataFrame) -> np.ndarray:
     """Sample ids scored in any repeat, sorted: the texts models shared across repeats score."""
     return np.unique(splits.loc[splits["set"] == "eval", "sample_id"].to_numpy())
+
+
+def known_non_members(splits: pd.DataFrame, repeat: int | None) -> np.ndarray:
+    """Sample ids, sorted, of the texts an attacker knows to be non-members of a repeat's target
+    and that no repeat scores: the reference model's share (trained mode; members of no target)
+    and the repeat's shots (every repeat's for the shared reference, `repeat` None). CAMIA's
+    population and DC-PDD's reference corpus."""
+    shots = splits["set"] == "shot"
+    if repeat is not None:
+        shots &= splits["repeat"] == repeat
+    rows = splits[(splits["set"] == "reference") | shots]
+    return np.unique(rows["sample_id"].to_numpy())
+
+
+def known_members(
+    splits: pd.DataFrame, repeat: int, membership_labels: np.ndarray | None
+) -> np.ndarray:
+    """Sample ids, sorted, of a repeat's target's members: its `train` rows when the workflow
+    trained it, else (a pretrained target) the corpus texts labelled 1 (`membership_labels`)."""
+    trained = select(splits, repeat, "train")
+    if len(trained) or membership_labels is None:
+        return np.sort(trained["sample_id"].to_numpy())
+    return np.flatnonzero(np.asarray(membership_labels) == 1)
+
+
+def non_member_pool(splits: pd.DataFrame, repeat: int, used: np.ndarray) -> np.ndarray:
+    """Sample ids, sorted, of every non-member of a trained repeat's target outside the
+    reference share: the texts `used` that are neither reference texts nor its members (its
+    scored non-members and shots included)."""
+    reference = splits.loc[splits["set"] == "reference", "sample_id"].to_numpy()
+    members = select(splits, repeat, "train")["sample_id"].to_numpy()
+    return np.setdiff1d(np.asarray(used, dtype=np.int64), np.union1d(reference, members))

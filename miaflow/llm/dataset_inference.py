@@ -21,8 +21,9 @@ variances of the two sets do not inflate false positives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -105,6 +106,7 @@ def simulate(
     seed: int,
     shifted_non_members: np.ndarray | None = None,
     outlier_fraction: float = 0.05,
+    shifted: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Dataset inference on drawn suspect sets: the power and false-positive rate at each size.
 
@@ -113,7 +115,10 @@ def simulate(
     other non-members (disjoint from the non-member suspect set), IID with the suspects. With
     `shifted_non_members` (features of non-members from another distribution) each suspect set
     is also tested against n of those: rows with iid False, where a validation set that is not
-    IID makes even non-member suspects look trained on. Draws and splits are seeded by
+    IID makes even non-member suspects look trained on. `shifted` does the same from within the
+    pool: a mask over the rows of `non_members` (e.g. the texts of some of the corpus' classes),
+    the shifted validation set drawn among them outside the non-member suspect set, at the sizes
+    where n of them are left (no iid False rows at the others). Draws and splits are seeded by
     derive_seed(seed, "dataset-inference", ..., size, repeat), the same split for every test
     of a size and repeat.
 
@@ -140,6 +145,10 @@ def simulate(
             if shifted_non_members is not None:
                 pick = draw.choice(len(shifted_non_members), size, replace=False)
                 validations[False] = np.atleast_2d(shifted_non_members)[pick]
+            elif shifted is not None:
+                left = np.setdiff1d(np.flatnonzero(shifted), order[:size])
+                if left.size >= size:
+                    validations[False] = non_members[draw.choice(left, size, replace=False)]
             for name, suspect in suspects.items():
                 for iid, validation in validations.items():
                     result = dataset_inference(
@@ -150,3 +159,109 @@ def simulate(
                     )
                     rows.append((name, size, repeat, iid, result.p_value))
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+# --- dataset inference in the llm stage -----------------------------------------------------------
+
+FEATURE_KS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # Min-K% and Min-K%++ at Maini et al.'s k's
+FEATURES = (
+    "loss",
+    "zlib",
+    *(f"mink_{k:g}" for k in FEATURE_KS),
+    *(f"minkpp_{k:g}" for k in FEATURE_KS),
+    "polarized_distance",
+)
+
+
+def mia_features(stats: Any, texts: Sequence[str]) -> np.ndarray:
+    """The MIA features of each text (rows; columns FEATURES) from a target's token statistics
+    (`miaflow.llm.tokens.TokenStats` with μ and σ²): LL(x), the zlib ratio, Min-K% and Min-K%++
+    at each k of FEATURE_KS, PAC's polarized distance; non-finite values made finite
+    (`scores.finite`). Maini et al. aggregate such per-text scores of one model; attacks that
+    need a reference model, perturbations or prefixes are left out (one pass over the texts)."""
+    from miaflow.llm import recent, scores
+
+    logprobs = stats.logprobs
+    columns = [
+        scores.loss(logprobs),
+        scores.zlib(logprobs, texts),
+        *(scores.min_k(logprobs, k) for k in FEATURE_KS),
+        *(scores.min_k_plus_plus(logprobs, stats.means, stats.variances, k) for k in FEATURE_KS),
+        recent.polarized_distance(logprobs),
+    ]
+    return np.column_stack([scores.finite(column) for column in columns])
+
+
+def shifted_classes(labels: np.ndarray) -> np.ndarray:
+    """The classes of a shifted validation set: the first half (rounded down) of the corpus'
+    classes, so that it is drawn from part of the distribution the suspects come from; none
+    with fewer than two classes."""
+    classes = np.unique(labels)
+    return classes[: classes.size // 2]
+
+
+def experiment_tests(
+    features: Sequence[tuple[np.ndarray, np.ndarray]],
+    non_member_classes: Sequence[np.ndarray],
+    classes: np.ndarray,
+    *,
+    sizes: Sequence[int],
+    draws: int,
+    seed: int,
+) -> pd.DataFrame:
+    """`simulate` on every target of an experiment: per target r the MIA features of its
+    members and of its non-members (`features[r]`, rows per text) and the non-members' classes
+    (`non_member_classes[r]`); the shifted validation sets drawn from the non-members of the
+    `shifted_classes` of `classes` (the corpus' labels). Seeded per target by derive_seed(seed,
+    "dataset-inference", r). One row per test: `target_repeat` (r), then ROW_COLUMNS."""
+    shift = shifted_classes(np.asarray(classes))
+    frames = []
+    for target, ((member_rows, non_member_rows), own_classes) in enumerate(
+        zip(features, non_member_classes, strict=True)
+    ):
+        frame = simulate(
+            member_rows,
+            non_member_rows,
+            sizes=sizes,
+            repeats=draws,
+            seed=derive_seed(seed, "dataset-inference", target),
+            shifted=np.isin(own_classes, shift) if shift.size else None,
+        )
+        frame.insert(0, "target_repeat", target)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def tests_of(
+    splits: pd.DataFrame,
+    dataset: Any,
+    n_texts: int | None,
+    stats: Sequence[Any],
+    options: Mapping[str, Any],
+    seed: int,
+) -> pd.DataFrame:
+    """`experiment_tests` of a trained language-model experiment on `dataset` (its
+    `n_texts` texts: `miaflow.llm.corpus.texts_used`): per repeat r the MIA features of target
+    r's members and non-members (`miaflow.llm.scored.inference_ids`) from its token statistics
+    on them (`stats[r]`); the corpus' labels are the classes of the shifted validation sets.
+    `options`: sizes and draws (llm.dataset_inference)."""
+    from miaflow.llm import corpus
+    from miaflow.llm.scored import inference_ids
+
+    texts, labels = dataset.features, np.asarray(dataset.labels)
+    used = corpus.texts_used(len(labels), n_texts, seed)
+    features, classes = [], []
+    for repeat, own in enumerate(stats):
+        members, non_members = inference_ids(splits, repeat, used)
+        features.append(
+            tuple(mia_features(own.select(ids), list(texts[ids])) for ids in (members, non_members))
+        )
+        classes.append(labels[non_members])
+    return experiment_tests(
+        features,
+        classes,
+        labels[used],
+        sizes=options["sizes"],
+        draws=options["draws"],
+        seed=derive_seed(seed, "llm", "dataset-inference"),
+    )

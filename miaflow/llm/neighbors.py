@@ -378,16 +378,26 @@ def neighbor_table(
 
 
 def scored_neighbors(
-    splits: pd.DataFrame, texts: np.ndarray, options: dict[str, Any], seed: int
+    splits: pd.DataFrame,
+    texts: np.ndarray,
+    options: dict[str, Any],
+    seed: int,
+    trap_table: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """`neighbor_table` of every text some repeat scores (miaflow.llm.corpus), its vocabulary
-    the texts none scores, with their seed's name."""
+    the texts none scores, with their seed's name; with a trap experiment's traps table, of its
+    traps and twins (the texts it scores), its vocabulary the whole corpus."""
     from miaflow.llm.corpus import scored_texts
 
-    attacked = scored_texts(splits)
-    unscored = np.setdiff1d(np.arange(len(texts)), attacked)
+    if trap_table is not None:
+        attacked, scored = trap_table["sample_id"].to_numpy(), list(trap_table["text"])
+        unscored = np.arange(len(texts))
+    else:
+        attacked = scored_texts(splits)
+        scored = list(texts[attacked])
+        unscored = np.setdiff1d(np.arange(len(texts)), attacked)
     return neighbor_table(
-        list(texts[attacked]),
+        scored,
         attacked,
         list(texts[unscored]),
         options,

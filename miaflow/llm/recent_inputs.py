@@ -84,16 +84,22 @@ def sample_continuations(
     top_k: int = 50,
     top_p: float = 1.0,
     seed: int,
+    max_new_tokens: int | None = None,
+    batch_size: int = 1,
 ) -> list[list[str]]:
     """SaMIA's samples: `n_samples` continuations of each prompt (`recent.split_prefix`), drawn
-    from a Hugging Face causal LM in one batch per prompt, decoded without the prompt and
-    without special tokens. Sampling follows nlp-titech/samia src/sampling.py (at a2d955ae):
-    temperature 1, top-k 50, top-p 1, at most `max_length` = 1024 tokens with the prompt (cut
-    to the model's context), stopping at the end-of-text token.
+    from a Hugging Face causal LM, decoded without the prompt and without special tokens.
+    Sampling follows nlp-titech/samia src/sampling.py (at a2d955ae): temperature 1, top-k 50,
+    top-p 1, at most `max_length` = 1024 tokens with the prompt (cut to the model's context),
+    stopping at the end-of-text token; `max_new_tokens` bounds the new tokens as well.
 
-    Each prompt's draws use torch's generator seeded with derive_seed(seed, "samia",
-    sample_id), the global generator's state restored after; an empty prompt (a one-word
-    text) starts from the BOS (or EOS) token. Cost: n_samples decoded sequences per text."""
+    With `batch_size` 1, each prompt's draws use torch's generator seeded with derive_seed(seed,
+    "samia", sample_id), so a text's samples do not depend on the others. With more, prompts
+    are sampled `batch_size` at a time (left-padded, in the order given), each batch seeded by
+    its first sample id: the same prompts in the same order give the same samples, and a CPU
+    samples many times faster. The global generator's state is restored after. An empty prompt
+    (a one-word text) starts from the BOS (or EOS) token. Cost: n_samples decoded sequences per
+    text."""
     import torch
 
     device = next(model.parameters()).device
@@ -101,31 +107,39 @@ def sample_continuations(
     limit = min(max_length, context) if context else max_length
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    samples = []
+    encoded = [
+        ((tokenizer(prompt)["input_ids"] if prompt else []) or [start])[-(limit - 1) :]
+        for prompt in prompts
+    ]  # room for at least one new token
+    samples: list[list[str]] = []
+    batches = range(0, len(encoded), max(1, batch_size))
     with torch.no_grad():
-        for prompt, sample_id in tracked(
-            zip(prompts, sample_ids, strict=True), "SaMIA samples", "texts", len(prompts)
-        ):
-            ids = (tokenizer(prompt)["input_ids"] if prompt else []) or [start]
-            ids = ids[-(limit - 1) :]  # room for at least one new token
-            batch = torch.tensor([ids], device=device)
+        for first in tracked(batches, "SaMIA samples", "batches", len(batches)):
+            chunk = encoded[first : first + max(1, batch_size)]
+            width = max(len(ids) for ids in chunk)
+            batch = torch.full((len(chunk), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(batch)
+            for row, ids in enumerate(chunk):  # left padding: every prompt ends at `width`
+                batch[row, width - len(ids) :] = torch.as_tensor(ids)
+                mask[row, width - len(ids) :] = 1
+            new = limit - width if max_new_tokens is None else min(max_new_tokens, limit - width)
             forked = [device] if device.type == "cuda" else []
             with torch.random.fork_rng(devices=forked):
-                torch.manual_seed(derive_seed(seed, "samia", int(sample_id)))
+                torch.manual_seed(derive_seed(seed, "samia", int(sample_ids[first])))
                 generated = model.generate(
-                    input_ids=batch,
-                    attention_mask=torch.ones_like(batch),
+                    input_ids=batch.to(device),
+                    attention_mask=mask.to(device),
                     do_sample=True,
                     temperature=temperature,
                     top_k=top_k,
                     top_p=top_p,
-                    max_length=limit,
+                    max_new_tokens=max(1, new),
                     num_return_sequences=n_samples,
                     pad_token_id=pad,
                 )
-            samples.append(
-                [tokenizer.decode(row[len(ids) :], skip_special_tokens=True) for row in generated]
-            )
+            for row in range(len(chunk)):
+                rows = generated[row * n_samples : (row + 1) * n_samples, width:]
+                samples.append([tokenizer.decode(r, skip_special_tokens=True) for r in rows])
     return samples
 
 

@@ -34,10 +34,12 @@ def token_table(
     key: Mapping[str, Any],
     stride: int | None,
     max_tokens: int,
-) -> pa.Table:
+    top1: bool = False,
+) -> pa.Table | tuple[pa.Table, pd.DataFrame]:
     """Token statistics of `inputs` as a table keyed by what they depend on (`key`, the text
     set and the tokenizer); `vocab`: also the statistics over the vocabulary (Min-K%++), which
-    only the scored texts need."""
+    only the scored texts need. With `top1`, also EZ-MIA's top-1 flags of the same forward pass
+    (`top1_table`): the statistics table is the one without them, byte for byte."""
     from miaflow.llm.tokens import statistics_table, token_statistics
 
     statistics = token_statistics(
@@ -48,12 +50,21 @@ def token_table(
         stride=stride,
         vocab_stats=vocab,
         max_tokens=max_tokens,
+        top1=top1,
     )
     tokenizer_name = type(tokenizer).__name__ + f"/{len(tokenizer)}"
-    return statistics_table(
+    table = statistics_table(
         ids,
         statistics,
         {**key, "text_set": text_set, "stride": stride, "tokenizer": tokenizer_name},
+    )
+    return (table, top1_table(ids, [s[4] for s in statistics])) if top1 else table
+
+
+def top1_table(ids: np.ndarray, flags: list[np.ndarray]) -> pd.DataFrame:
+    """EZ-MIA's error zone by sample id: per scored token x_2..x_K whether it is the argmax."""
+    return pd.DataFrame(
+        {"sample_id": np.asarray(ids, np.int64), "top1": [f.astype(bool) for f in flags]}
     )
 
 
@@ -158,6 +169,31 @@ def pair_shard(
     return pd.concat(frames, ignore_index=True)
 
 
+def samples_table(ids: np.ndarray, samples: list[list[str]]) -> pd.DataFrame:
+    """SaMIA's sampled continuations, one row per (text, sample)."""
+    counts = [len(s) for s in samples]
+    return pd.DataFrame(
+        {
+            "sample_id": np.repeat(np.asarray(ids, np.int64), counts),
+            "sample": np.concatenate([np.arange(n) for n in counts]).astype(np.int64),
+            "text": [text for own in samples for text in own],
+        }
+    )
+
+
+def repeated_table(ids: np.ndarray, rows: list[np.ndarray], role: str) -> pd.DataFrame:
+    """CAMIA's repeated texts: per text its (copies, n) l_t array, flattened row by row, with its
+    number of copies; `role` "scored" or "population"."""
+    return pd.DataFrame(
+        {
+            "sample_id": np.asarray(ids, np.int64),
+            "role": role,
+            "copies": np.array([r.shape[0] for r in rows], np.int64),
+            "logprob": [r.astype(np.float32).ravel() for r in rows],
+        }
+    )
+
+
 def embedding_table(ids: np.ndarray, vectors: np.ndarray) -> pd.DataFrame:
     """Sentence embeddings by sample id (float32 rows), as `llm_inputs.embedding_rows` reads
     them."""
@@ -187,12 +223,6 @@ class ModelScorer:
         return cls(lm, tokenizer, source, model_id, dtype, scoring)
 
     def tokens(self, ids: np.ndarray, texts: list[str], text_set: str, vocab: bool) -> pa.Table:
-        key = {
-            "model": self.source,
-            "model_id": self.model_id,
-            "dtype": self.dtype,
-            "max_length": self.scoring["max_length"],
-        }
         return token_table(
             ids,
             texts,
@@ -200,10 +230,118 @@ class ModelScorer:
             vocab=vocab,
             lm=self.lm,
             tokenizer=self.tokenizer,
-            key=key,
+            key=self._key(),
             stride=self.scoring["stride"],
             max_tokens=self.scoring["max_tokens"],
         )
+
+    def _key(self) -> dict[str, Any]:
+        return {
+            "model": self.source,
+            "model_id": self.model_id,
+            "dtype": self.dtype,
+            "max_length": self.scoring["max_length"],
+        }
+
+    def tokens_and_top1(
+        self, ids: np.ndarray, texts: list[str], text_set: str
+    ) -> tuple[pa.Table, pd.DataFrame]:
+        """`tokens(..., vocab=True)` and EZ-MIA's top-1 flags from the same forward pass."""
+        return token_table(
+            ids,
+            texts,
+            text_set,
+            vocab=True,
+            lm=self.lm,
+            tokenizer=self.tokenizer,
+            key=self._key(),
+            stride=self.scoring["stride"],
+            max_tokens=self.scoring["max_tokens"],
+            top1=True,
+        )
+
+    def augmented_tokens(
+        self, ids: np.ndarray, texts: list[str], text_set: str, seed: int, **options: Any
+    ) -> pa.Table:
+        """Token statistics (log-likelihoods only) of PAC's word-swapped copies of each text
+        (`recent_inputs.swap_augment`, options n_augment and alpha), column `augment` their
+        index."""
+        from miaflow.llm.recent_inputs import swap_augment
+
+        copies = swap_augment(texts, ids, seed=seed, **options)
+        counts = [len(c) for c in copies]
+        flat = [text for own in copies for text in own]
+        table = self.tokens(np.repeat(np.asarray(ids, np.int64), counts), flat, text_set, False)
+        index = np.concatenate([np.arange(n) for n in counts]).astype(np.int64)
+        return table.append_column("augment", pa.array(index))
+
+    def member_recall(self, ids: np.ndarray, texts: list[str], shots: list[str]) -> pd.DataFrame:
+        """LL(x ; P_m) of each text after Con-ReCall's member shots, in ReCaLL's form (llm.separator
+        after every shot, target tokens 2..K) and its prefix's kept shots."""
+        from miaflow.llm.conditional import prefix_shots, recall_conditional, target_lengths
+
+        max_length, separator = self.scoring["max_length"], self.scoring["separator"]
+        values = recall_conditional(
+            self.lm,
+            self.tokenizer,
+            texts,
+            shots,
+            separator=separator,
+            context=max_length,
+            compat=False,
+            max_tokens=self.scoring["max_tokens"],
+        )
+        return pd.DataFrame(
+            {
+                "sample_id": np.asarray(ids, np.int64),
+                "ll_conditional": values,
+                "target_tokens": target_lengths(self.tokenizer, texts, max_length),
+                "prefix_shots": prefix_shots(
+                    self.tokenizer, texts, shots, separator, max_length, compat=False
+                ),
+            }
+        )
+
+    def samples(
+        self,
+        ids: np.ndarray,
+        texts: list[str],
+        seed: int,
+        batch_size: int,
+        *,
+        prefix_ratio: float,
+        **sampling: Any,
+    ) -> pd.DataFrame:
+        """SaMIA's continuations of each text's first `prefix_ratio` words (`samples_table`)."""
+        from miaflow.llm.recent import split_prefix
+        from miaflow.llm.recent_inputs import sample_continuations
+
+        prompts = [split_prefix(text, prefix_ratio)[0] for text in texts]
+        drawn = sample_continuations(
+            self.lm,
+            self.tokenizer,
+            prompts,
+            ids,
+            max_length=self.scoring["max_length"],
+            seed=seed,
+            batch_size=batch_size,
+            **sampling,
+        )
+        return samples_table(ids, drawn)
+
+    def repeated(self, ids: np.ndarray, texts: list[str], role: str, copies: int) -> pd.DataFrame:
+        """CAMIA's repeated texts (`recent_inputs.repeated_logprobs`, `repeated_table`)."""
+        from miaflow.llm.recent_inputs import repeated_logprobs
+
+        rows = repeated_logprobs(
+            self.lm,
+            self.tokenizer,
+            texts,
+            copies=copies,
+            max_length=self.scoring["max_length"],
+            max_tokens=self.scoring["max_tokens"],
+        )
+        return repeated_table(ids, rows, role)
 
     def neighbor_tokens(self, neighbors: pd.DataFrame, ids: np.ndarray, text_set: str) -> pa.Table:
         """Token statistics of the neighbours of the texts `ids` (log-likelihoods only)."""

@@ -40,6 +40,7 @@ class TokenStats:
     logprobs: list[np.ndarray]
     means: list[np.ndarray]
     variances: list[np.ndarray]
+    token_ids: list[np.ndarray] | None = None  # x_1..x_T as scored (the `token_ids` column)
 
     @classmethod
     def from_table(cls, table: pa.Table) -> TokenStats:
@@ -48,11 +49,13 @@ class TokenStats:
             name: [np.asarray(v, dtype=np.float64) for v in columns[name]]
             for name in ("logprob", "mean", "variance")
         }
+        ids = columns.get("token_ids")
         return cls(
             np.asarray(columns["sample_id"], dtype=np.int64),
             arrays["logprob"],
             arrays["mean"],
             arrays["variance"],
+            None if ids is None else [np.asarray(v, dtype=np.int64) for v in ids],
         )
 
     def select(self, sample_ids: np.ndarray) -> TokenStats:
@@ -64,6 +67,7 @@ class TokenStats:
             [self.logprobs[i] for i in rows],
             [self.means[i] for i in rows],
             [self.variances[i] for i in rows],
+            None if self.token_ids is None else [self.token_ids[i] for i in rows],
         )
 
 
@@ -115,8 +119,11 @@ def score_segments(
     vocab_stats: bool,
     max_tokens: int = 4096,
     pad_id: int = 0,
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(ℓ, μ, σ²) of the scored tokens of each segment (μ, σ² empty without `vocab_stats`).
+    top1: bool = False,
+) -> list[tuple[np.ndarray, ...]]:
+    """(ℓ, μ, σ²) of the scored tokens of each segment (μ, σ² empty without `vocab_stats`);
+    with `top1`, a fourth array says per scored token whether it is the model's argmax (EZ-MIA's
+    error zone), from the same logits, so the other three are unchanged.
 
     The logits are the model's own forward output (whatever it does after the output head, such
     as Gemma-2's soft-capping or Cohere's logit scale, applies), kept only at the positions that
@@ -148,11 +155,13 @@ def score_segments(
                 use_cache=False,
             ).logits
             targets = ids[:, 1:][predicts[:, :-1]].to(device)
-            logprob, mean, variance = [], [], []
+            logprob, mean, variance, argmax = [], [], [], []
             for start in range(0, kept.shape[0], HEAD_CHUNK):
                 logp = torch.log_softmax(kept[start : start + HEAD_CHUNK].float(), dim=-1)
                 chunk_targets = targets[start : start + HEAD_CHUNK, None]
                 logprob.append(logp.gather(1, chunk_targets)[:, 0])
+                if top1:
+                    argmax.append(logp.argmax(-1) == chunk_targets[:, 0])
                 if vocab_stats:
                     p = logp.exp()
                     mu = (p * logp).sum(-1)
@@ -167,6 +176,8 @@ def score_segments(
                 else [np.empty(0)] * len(batch)
                 for part in (logprob, mean, variance)
             ]
+            if top1:
+                as_numpy.append(np.split(torch.cat(argmax).cpu().numpy(), splits))
             for row, index in enumerate(batch):
                 results[index] = tuple(values[row] for values in as_numpy)
             progress.advance(len(batch))
@@ -188,8 +199,10 @@ def token_statistics(
     stride: int | None = None,
     vocab_stats: bool = True,
     max_tokens: int = 4096,
-) -> list[tuple[list[int], np.ndarray, np.ndarray, np.ndarray]]:
-    """Per text: its token ids and ℓ, μ, σ² of tokens 2..T (windows joined back in order)."""
+    top1: bool = False,
+) -> list[tuple[Any, ...]]:
+    """Per text: its token ids and ℓ, μ, σ² of tokens 2..T (windows joined back in order); with
+    `top1`, also whether each of those tokens is the model's argmax (`score_segments`)."""
     encoded = encode(tokenizer, texts)
     segments, owner = [], []
     for text_index, ids in enumerate(encoded):
@@ -202,6 +215,7 @@ def token_statistics(
         vocab_stats=vocab_stats,
         max_tokens=max_tokens,
         pad_id=tokenizer.pad_token_id or 0,
+        top1=top1,
     )
     parts: list[list[tuple[np.ndarray, ...]]] = [[] for _ in texts]
     for text_index, values in zip(owner, scored):
@@ -209,7 +223,7 @@ def token_statistics(
     return [
         (
             ids[:max_length] if not stride else ids,
-            *(np.concatenate([p[k] for p in part]) for k in range(3)),
+            *(np.concatenate([p[k] for p in part]) for k in range(4 if top1 else 3)),
         )
         for ids, part in zip(encoded, parts)
     ]

@@ -125,3 +125,44 @@ def insert_traps(
     own = iter(corpus)
     augmented = [next(shuffled) if trap else next(own) for trap in is_trap]
     return augmented, traps.reset_index(drop=True)
+
+
+# --- traps in the llm stage -----------------------------------------------------------------------
+
+GROUP_PREFIX = "r"  # a repetition group's label: "r16", the traps inserted 16 times and their twins
+
+
+def group_label(repetitions: int) -> str:
+    """A repetition group's name in experiment labels ("gpt2_traps/r16")."""
+    return f"{GROUP_PREFIX}{int(repetitions)}"
+
+
+def parse_group(target_model: str) -> tuple[str, int] | None:
+    """(experiment label, repetitions) of a trap metrics row's target_model "gpt2_traps/r16";
+    None for any other label."""
+    label, _, group = target_model.partition("/")
+    if not group.startswith(GROUP_PREFIX) or not group[len(GROUP_PREFIX) :].isdigit():
+        return None
+    return label, int(group[len(GROUP_PREFIX) :])
+
+
+def trap_table(corpus: Sequence[str], *, seed: int, **options: object) -> pd.DataFrame:
+    """`draw_traps` with a `sample_id` per trap and twin after the corpus' own ids
+    (len(corpus) + trap_id), so that every cached table keys a trap apart from any corpus text."""
+    table = draw_traps(corpus, seed=seed, **options)
+    table.insert(1, "sample_id", len(corpus) + table["trap_id"].to_numpy())
+    return table
+
+
+def draws(table: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray, list[str]]]:
+    """One scored draw per repetition group, in increasing repetitions: (label "r<count>",
+    sample ids, is_member, texts), the group's traps then its twins."""
+    return [
+        (
+            group_label(count),
+            rows["sample_id"].to_numpy(),
+            rows["is_member"].to_numpy(),
+            list(rows["text"]),
+        )
+        for count, rows in table.sort_values("trap_id").groupby("group", sort=True)
+    ]
