@@ -3,10 +3,13 @@
 They read `LLMInputs`: cached token statistics of the target (and reference) model on the
 scored texts and on their lower-cased copies and neighbours, ReCaLL's conditional likelihoods and
 EM-MIA's pairwise matrix; never a model. The blind baselines (`llm-blind-*`) read none of the
-target's outputs: only the texts, the shots and their sentence embeddings. Every score is higher =
-more likely a member (docs/algorithms.md#language-model-attacks). What each one reads and knows
-(`reads`, `knowledge`: "none", label free; "shots", known non-member texts: ReCaLL's prefix, the
-blind baselines' contrast; "oracle", true membership labels) is in its catalogue entry
+target's outputs: only the texts, the shots and their sentence embeddings. The recent attacks
+(DC-PDD, PAC, Con-ReCall, SaMIA, CAMIA, EZ-MIA: `miaflow.llm.recent`, `miaflow.llm.camia`) read
+the extra tables the statistics jobs make for them (`miaflow.llm.statistics`). Every score is
+higher = more likely a member (docs/algorithms.md#language-model-attacks). What each one reads and
+knows (`reads`, `knowledge`: "none", label free; "shots", known non-member texts: ReCaLL's prefix,
+the blind baselines' contrast, CAMIA's population, DC-PDD's token frequencies; "members", known
+member texts: Con-ReCall's prefix; "oracle", true membership labels) is in its catalogue entry
 (`miaflow.attacks.registry`), where the Min-K% k sweep and the EM-MIA variants are generated: they
 are the functions below with some options fixed.
 """
@@ -22,7 +25,7 @@ import numpy as np
 
 from miaflow.attacks.registry import ATTACKS, attack_options, em_initial_attack
 from miaflow.attacks.running import run
-from miaflow.llm import blind, scores
+from miaflow.llm import blind, camia, recent, scores
 from miaflow.llm.tokens import TokenStats
 
 
@@ -51,6 +54,17 @@ class LLMInputs:
     shots: Sequence[str] = ()  # ReCaLL's known non-member texts (never scored)
     embeddings: np.ndarray | None = None  # (n, D) sentence embeddings of the scored texts
     shot_embeddings: np.ndarray | None = None  # (n_shots, D) those of the shots
+    # The recent attacks' inputs (miaflow.llm.statistics), on the scored texts in their order:
+    top1: list[np.ndarray] | None = None  # per scored token: the target's argmax (EZ-MIA)
+    augmented: list[list[np.ndarray]] | None = None  # l_t of PAC's word-swapped copies
+    member_recall: np.ndarray | None = None  # (n,) LL(x ; P_m), P_m known members (Con-ReCall)
+    samples: list[list[str]] | None = None  # SaMIA's sampled continuations
+    repeated: list[np.ndarray] | None = None  # (copies, n) l_t of the repeated text (CAMIA)
+    population: TokenStats | None = None  # known non-members never scored, with token ids
+    population_repeated: list[np.ndarray] | None = None  # their repeated texts' l_t
+    signals: Any = None  # CAMIA's signals of the scored texts (computed once per scored set)
+    population_signals: Any = None  # and of the population (once per repeat)
+    vocab_size: int | None = None  # the target tokenizer's (DC-PDD's smoothing)
 
     @property
     def ll(self) -> np.ndarray:
@@ -153,6 +167,64 @@ def blind_shots(inputs: LLMInputs) -> np.ndarray:
 def blind_bag_of_words(inputs: LLMInputs) -> np.ndarray:
     """Blind (Das et al.): word n-gram logistic regression, scored texts against the shots."""
     return blind.bag_of_words(inputs.texts, inputs.shots)
+
+
+def dc_pdd(inputs: LLMInputs) -> np.ndarray:
+    """DC-PDD (Zhang et al. 2024): the calibrated probabilities of each distinct token, the
+    reference frequencies from the known non-members' tokens (`DcPddOptions`)."""
+    frequencies = recent.token_frequencies(inputs.population.token_ids, inputs.vocab_size)
+    return recent.dc_pdd(
+        inputs.target.logprobs, inputs.target.token_ids, frequencies, inputs.options.a
+    )
+
+
+def pac(inputs: LLMInputs) -> np.ndarray:
+    """PAC (Ye et al. 2024): the word-swapped copies' mean polarized distance minus the text's
+    own (`PacOptions`)."""
+    options = inputs.options
+    return recent.pac(
+        inputs.target.logprobs, inputs.augmented, options.ratio_local, options.ratio_far
+    )
+
+
+def con_recall(inputs: LLMInputs) -> np.ndarray:
+    """Con-ReCall (Wang et al. 2024): (LL(x ; P_nm) − γ·LL(x ; P_m)) / LL(x), ReCaLL's
+    non-member prefix and a prefix of known members, over the same tokens (`ConRecallOptions`)."""
+    return recent.con_recall(
+        inputs.recall, inputs.member_recall, inputs.conditioned_ll, inputs.options.gamma
+    )
+
+
+def samia(inputs: LLMInputs) -> np.ndarray:
+    """SaMIA (Kaneko et al. 2024): the sampled continuations' mean ROUGE-1 recall of the
+    text's true continuation (`SamiaOptions`; `zlib`: SaMIA*zlib)."""
+    options = inputs.options
+    return recent.samia(inputs.texts, inputs.samples, options.prefix_ratio, options.zlib)
+
+
+def camia_score(inputs: LLMInputs) -> np.ndarray:
+    """CAMIA (Chang et al. 2025): each loss-dynamics signal's p-value under the known
+    non-members' (the population), combined (`CamiaOptions.method`)."""
+    population, signals = inputs.population, inputs.population_signals
+    if signals is None:
+        repeated = inputs.population_repeated
+        signals = camia.camia_signals(population.logprobs, population.token_ids, repeated)
+    own = inputs.signals
+    if own is None:
+        own = camia.camia_signals(inputs.target.logprobs, inputs.target.token_ids, inputs.repeated)
+    return camia.camia(own, signals, inputs.options.method)
+
+
+def ez_mia(inputs: LLMInputs) -> np.ndarray:
+    """EZ-MIA (Ilic et al. 2026): on the tokens the target does not predict top-1, the positive
+    over the negative target−reference log-probability shifts (`EzMiaOptions`)."""
+    return recent.ez_mia(
+        inputs.target.logprobs,
+        inputs.reference.logprobs,
+        inputs.top1,
+        inputs.options.min_errors,
+        inputs.options.compat,
+    )
 
 
 def em_mia(inputs: LLMInputs) -> np.ndarray:

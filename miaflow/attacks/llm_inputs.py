@@ -1,14 +1,16 @@
 """The language-model attacks' inputs on one scored set of an experiment, read from the cached
 artifacts of the llm stage (token statistics, neighbours, ReCaLL likelihoods, EM-MIA's pair
-shards, sentence embeddings): what both scoring jobs (`llm_scores`, `llm_setting_scores`) share
+shards, sentence embeddings, and the recent attacks' tables: `recent_inputs`): what the scoring
+jobs (`llm_scores`, `llm_setting_scores`, `llm_trap_scores`) share
 (`scored_repeats`: each scored set of every repeat, `attack_frames`), EM-MIA's iterates and the
 per-repeat row of the ReCaLL prefix-fit table."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,77 @@ def _pair_matrix(
     wide = frame.pivot(index="prefix_id", columns="sample_id", values="ll_conditional")
     lengths = frame.groupby("sample_id")["target_tokens"].first()
     return wide.loc[ids, ids].to_numpy(), lengths.loc[ids].to_numpy()
+
+
+def _per_text(path: str | Path, ids: np.ndarray, column: str, kind: Any) -> list[np.ndarray]:
+    """A per-text list column of `path` (one row per sample id), in the order of `ids`."""
+    frame = io.read_parquet(path, columns=["sample_id", column]).set_index("sample_id")
+    return [np.asarray(v, dtype=kind) for v in frame.loc[ids, column]]
+
+
+def _grouped(path: str | Path, ids: np.ndarray, by: str, column: str) -> list[list[Any]]:
+    """Several rows per text (PAC's copies, SaMIA's samples), grouped in the order of `ids`."""
+    frame = io.read_parquet(path, columns=["sample_id", by, column]).sort_values(["sample_id", by])
+    groups = dict(tuple(frame.groupby("sample_id", sort=False)[column]))
+    return [list(groups[int(i)]) for i in ids]
+
+
+def _repeated(path: str | Path, ids: np.ndarray, role: str) -> list[np.ndarray]:
+    """CAMIA's repeated texts of one role, each its (copies, n) array."""
+    frame = io.read_parquet(path)
+    rows = frame[frame["role"] == role].set_index("sample_id").loc[ids]
+    return [
+        np.asarray(values, np.float64).reshape(int(copies), -1)
+        for values, copies in zip(rows["logprob"], rows["copies"])
+    ]
+
+
+@functools.lru_cache(maxsize=4)
+def _population(tokens: str, repeated: str | None) -> dict[str, Any]:
+    """The known non-members' fields of `LLMInputs` (`population`, `vocab_size` and, with the
+    repeated texts, `population_repeated` and CAMIA's `population_signals`), read once per
+    repeat: every draw of a repeat (each setting, each trap group) shares them."""
+    from miaflow.llm.camia import camia_signals
+    from miaflow.llm.tokens import TokenStats
+
+    table = io.read_table(tokens)
+    population = TokenStats.from_table(table)
+    fields = {"population": population, "vocab_size": int(table.schema.metadata[b"vocab_size"])}
+    if repeated is not None:
+        rows = _repeated(repeated, population.sample_ids, "population")
+        fields["population_repeated"] = rows
+        fields["population_signals"] = camia_signals(
+            population.logprobs, population.token_ids, rows
+        )
+    return fields
+
+
+def recent_inputs(files: Mapping[str, Any], ids: np.ndarray) -> dict[str, Any]:
+    """The recent attacks' fields of `LLMInputs` on the texts `ids`, from the files a configured
+    attack reads (each a path or None)."""
+    fields: dict[str, Any] = {}
+    if files.get("top1"):
+        fields["top1"] = _per_text(files["top1"], ids, "top1", bool)
+    if files.get("augmented"):
+        logprobs = _grouped(files["augmented"], ids, "augment", "logprob")
+        fields["augmented"] = [[np.asarray(v, np.float64) for v in own] for own in logprobs]
+    if files.get("member_recall"):
+        frame = io.read_parquet(files["member_recall"]).set_index("sample_id").loc[ids]
+        fields["member_recall"] = frame["ll_conditional"].to_numpy()
+    if files.get("samples"):
+        samples = _grouped(files["samples"], ids, "sample", "text")
+        fields["samples"] = [[str(text) for text in own] for own in samples]
+    if files.get("repeated"):
+        fields["repeated"] = _repeated(files["repeated"], ids, "scored")
+    if files.get("repeated") and files.get("target"):
+        from miaflow.llm.camia import camia_signals
+
+        target = _stats(files["target"], ids)
+        fields["signals"] = camia_signals(target.logprobs, target.token_ids, fields["repeated"])
+    if files.get("population"):
+        repeated = str(files["repeated"]) if files.get("repeated") else None
+        fields.update(_population(str(files["population"]), repeated))
+    return fields
 
 
 def embedding_rows(paths: Sequence[str | Path]) -> pd.Series | None:
@@ -131,7 +204,28 @@ def scored_inputs(
         shots=shots,
         embeddings=None if embeddings is None else embeddings[0],
         shot_embeddings=None if embeddings is None else embeddings[1],
+        **recent_inputs(files, ids),
     )
+
+
+# A scoring job's input keys of the cached tables (rules/llm.smk), in CachedFiles' order, and
+# those of the recent attacks' tables with the name `recent_inputs` reads them by.
+CACHED_INPUTS = (
+    "target_tokens",
+    "reference_tokens",
+    "lowercase_tokens",
+    "neighbor_tokens",
+    "recall",
+    "pairs",
+)
+RECENT_INPUTS = {
+    "top1": "top1",
+    "augmented_tokens": "augmented",
+    "population_tokens": "population",
+    "member_recall": "member_recall",
+    "samples": "samples",
+    "repeated": "repeated",
+}
 
 
 @dataclass(frozen=True)
@@ -145,6 +239,20 @@ class CachedFiles:
     recall: Sequence[str | Path]
     pairs: Sequence[str | Path]
     pair_shards: int
+    # The recent attacks' tables, per repeat (`recent_inputs`), by their field name there.
+    recent: Mapping[str, Sequence[str | Path]] = field(default_factory=dict)
+
+    @classmethod
+    def named(cls, files: Mapping[str, Sequence[str | Path]], pair_shards: int) -> CachedFiles:
+        """From a scoring job's inputs by name: the rule's keys of the existing tables
+        (`target_tokens`, `reference_tokens`, `lowercase_tokens`, `neighbor_tokens`, `recall`,
+        `pairs`) and of the recent attacks' (RECENT_INPUTS), each possibly empty."""
+        unknown = set(files) - set(CACHED_INPUTS) - set(RECENT_INPUTS)
+        if unknown:
+            raise TypeError(f"unknown cached inputs {sorted(unknown)}")
+        existing = [files.get(name, ()) for name in CACHED_INPUTS]
+        recent = {field: files.get(name, ()) for name, field in RECENT_INPUTS.items()}
+        return cls(*existing, pair_shards, recent)
 
     @property
     def repeats(self) -> int:
@@ -159,6 +267,7 @@ class CachedFiles:
             "neighbors": self.neighbor_tokens[repeat] if self.neighbor_tokens else None,
             "recall": self.recall[repeat] if self.recall else None,
             "pairs": self.pairs[repeat * self.pair_shards : (repeat + 1) * self.pair_shards],
+            **{name: paths[repeat] for name, paths in self.recent.items() if paths},
         }
 
 
@@ -192,19 +301,21 @@ def scored_repeats(
     label: str,
     text_embeddings: pd.Series | None,
     shot_embeddings: pd.Series | None,
+    traps: pd.DataFrame | None = None,
 ) -> Iterator[tuple[int, str, Draw, Any]]:
     """(repeat, experiment label, draw, attack inputs) of each scored set of every repeat: its
     eval set, labelled `label`, or with the settings table each setting, labelled
-    "<label>/<setting>". The inputs' seed is named after the dataset, the label and the repeat;
+    "<label>/<setting>", or with a traps table each repetition group, "<label>/r<count>". The
+    inputs' seed is named after the dataset, the label and the repeat;
     the blind baselines get the sentence embeddings of the draw's texts and of the repeat's shots
     (`embedding_rows`)."""
     for repeat in range(cached.repeats):
         shot_ids = corpus.select(splits, repeat, "shot")["sample_id"].to_numpy()
         shots = list(texts[shot_ids])
         shot_vectors = embedded_rows(shot_embeddings, shot_ids)
-        for draw in draws(splits, texts, repeat, settings):
+        for draw in draws(splits, texts, repeat, settings, traps):
             name, ids = draw[0], draw[1]
-            draw_label = label if settings is None else f"{label}/{name}"
+            draw_label = label if settings is None and traps is None else f"{label}/{name}"
             vectors = (
                 None
                 if text_embeddings is None
@@ -269,18 +380,27 @@ def prefix_fit_table(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PREFIX_FIT_COLUMNS)).astype(PREFIX_FIT_COLUMNS)
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """What a scoring job runs: on experiment `label` of `dataset`, the configured `attacks`
+    with `options` (llm.attack_options, overrides only), the inputs seeded from `seed`."""
+
+    dataset: str
+    label: str
+    attacks: Sequence[str]
+    options: Mapping[str, Mapping[str, Any]]
+    seed: int
+
+
 def score_experiment(
     splits: pd.DataFrame,
     texts: np.ndarray,
     settings: pd.DataFrame | None,
     cached: CachedFiles,
-    attacks: Sequence[str],
-    options: Mapping[str, Mapping[str, Any]],
-    seed: int,
-    dataset: str,
-    label: str,
+    scoring: Scoring,
     embeddings: tuple[pd.Series | None, pd.Series | None],
     diagnostics: bool,
+    traps: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every attack on every scored set of every repeat (`scored_repeats`; `embeddings`: those
     of the texts as scored and of the shots): (scores table, EM-MIA iterates, prefix fit). With
@@ -288,10 +408,16 @@ def score_experiment(
     prefix lost shots, counted in the form `llm-recall` scores; else both tables are empty."""
     from miaflow.attacks.registry import attack_options
 
+    attacks, options, dataset, label = (
+        scoring.attacks,
+        scoring.options,
+        scoring.dataset,
+        scoring.label,
+    )
     compat = attack_options("llm-recall", options).compat
     frames, iterates, fits = [], [], []
     for repeat, experiment, draw, inputs in scored_repeats(
-        splits, texts, settings, cached, options, seed, dataset, label, *embeddings
+        splits, texts, settings, cached, options, scoring.seed, dataset, label, *embeddings, traps
     ):
         ids = draw[1]
         frames += attack_frames(inputs, attacks, dataset, experiment, repeat, ids)

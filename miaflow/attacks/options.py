@@ -389,3 +389,133 @@ class EmMiaOptions(Options):
     iterations: int = option(
         10, minimum=1, maximum=1000, description="At most 1,000 EM iterations."
     )
+
+
+CamiaMethod = Literal["edgington", "fisher", "pearson", "mudholkar_george"]  # p-value combinations
+
+
+@dataclass(frozen=True)
+class DcPddOptions(Options):
+    """DC-PDD (`llm-dcpdd`)."""
+
+    a: float = option(
+        0.01,
+        exclusive_minimum=0,
+        doc="Upper bound on each token's calibrated probability p(x_t; M)·log(1/p(x_t; D')).",
+        paper=0.01,
+    )
+
+
+@dataclass(frozen=True)
+class PacOptions(Options):
+    """PAC (`llm-pac`): its augmentations are made by the statistics jobs."""
+
+    n_augment: int = option(
+        5,
+        minimum=1,
+        maximum=100,
+        description="Word-swapped copies of each text, at most 100.",
+        paper=5,
+    )
+    alpha: float = option(
+        0.3,
+        exclusive_minimum=0,
+        maximum=1,
+        doc="Swaps per copy: max(1, ⌊alpha·words⌋).",
+        paper=0.3,
+    )
+    ratio_local: float = option(
+        0.3,
+        exclusive_minimum=0,
+        maximum=1,
+        doc="Share of the least likely tokens in the polarized distance.",
+        paper=0.3,
+    )
+    ratio_far: float = option(
+        0.05,
+        exclusive_minimum=0,
+        maximum=1,
+        doc="Share of the likeliest tokens in the polarized distance.",
+        paper=0.05,
+    )
+
+
+@dataclass(frozen=True)
+class ConRecallOptions(Options):
+    """Con-ReCall (`llm-conrecall`)."""
+
+    gamma: float = option(
+        0.5,
+        minimum=0,
+        doc="Weight γ of the member prefix: (LL(x ; P_nm) − γ·LL(x ; P_m)) / LL(x).",
+        paper="tuned per benchmark (Fast-MIA's default 0.5)",
+    )
+
+
+@dataclass(frozen=True)
+class SamiaOptions(Options):
+    """SaMIA (`llm-samia`; `llm-samia-zlib` fixes zlib): its samples are drawn by the
+    statistics jobs."""
+
+    n_samples: int = option(
+        4,
+        minimum=1,
+        maximum=1000,
+        description="Continuations sampled per text, at most 1,000.",
+        paper=10,
+    )
+    max_new_tokens: int = option(
+        64,
+        minimum=1,
+        maximum=100000,
+        description="New tokens per continuation, at most 100,000 (and llm.max_length with the "
+        "prompt).",
+        paper="1024 with the prompt",
+    )
+    prefix_ratio: float = option(
+        0.5,
+        exclusive_minimum=0,
+        exclusive_maximum=1,
+        doc="Share of a text's words given as the prompt; the rest is the reference.",
+        paper=0.5,
+    )
+    temperature: float = option(1.0, exclusive_minimum=0, doc="Sampling temperature.", paper=1.0)
+    top_k: int = option(
+        50, minimum=1, maximum=1000000, description="Top-k sampling, at most 1,000,000.", paper=50
+    )
+    zlib: bool = option(False, doc="SaMIA*zlib: each recall times its sample's zlib bytes.")
+
+
+@dataclass(frozen=True)
+class CamiaOptions(Options):
+    """CAMIA (`llm-camia`; `llm-camia-fisher` fixes method): the repeated texts are scored by
+    the statistics jobs."""
+
+    method: CamiaMethod = option(
+        "edgington",
+        doc="How the signals' p-values under the population combine: edgington (minus their "
+        "mean) or scipy's fisher, pearson, mudholkar_george statistic.",
+    )
+    copies: int = option(
+        6,
+        minimum=3,
+        maximum=100,
+        description="Copies of a text in its repeated form (3 to 100; as many as fit in "
+        "llm.max_length).",
+        paper=6,
+    )
+
+
+@dataclass(frozen=True)
+class EzMiaOptions(Options):
+    """EZ-MIA (`llm-ezmia`)."""
+
+    min_errors: int = option(
+        2,
+        minimum=1,
+        maximum=100000,
+        description="Fewer error-zone tokens leave a text's ratio undefined (NaN, or 0 with "
+        "compat); at most 100,000.",
+        paper=2,
+    )
+    compat: bool = option(False, doc="The code's 0 for undefined and unbounded ratios.")

@@ -22,13 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from miaflow.attacks.options import (
+    CamiaOptions,
+    ConRecallOptions,
+    DcPddOptions,
     EmInit,
     EmMiaOptions,
     EmScoring,
+    EzMiaOptions,
     LearnMergeOptions,
     MinKOptions,
     ModelRobustOptions,
     Options,
+    PacOptions,
     QueryAdvOptions,
     QueryAugmentOptions,
     QueryNeighborOptions,
@@ -37,6 +42,7 @@ from miaflow.attacks.options import (
     QueryTransferOptions,
     RecallOptions,
     RmiaOfflineOptions,
+    SamiaOptions,
     SmRiskOptions,
 )
 from miaflow.data.dataset import MODALITIES
@@ -47,13 +53,42 @@ FAMILIES = ("metric", "learning", "model", "query", "lira", "song-mittal", "llm"
 LLM = "llm"  # the language-model family: LLMInputs, its own stage and runner
 # Artifacts of the queries stage an attack on a model's signals may read (`Attack.reads`).
 ARTIFACTS = (QUERY_OUTPUTS, DISTANCES, SURROGATES, REGRESSORS, CANARIES)
-# What a language-model attack may read beside the target's token statistics (`Attack.reads`).
-LLM_READS = ("reference", "lowercase", "neighbors", "recall", "pairs", "embeddings")
-# What a language-model attack knows: nothing (label free), known non-member texts, or labels.
-KNOWLEDGE = ("none", "shots", "oracle")
+# What a language-model attack may read beside the target's token statistics (`Attack.reads`):
+# the existing attacks' tables, and the recent ones' (miaflow.llm.statistics): the token
+# statistics of the known non-members (population), EZ-MIA's top-1 flags, PAC's word-swapped
+# copies (augmented), the likelihoods after known member texts, SaMIA's samples and CAMIA's
+# repeated texts.
+LLM_READS = (
+    "reference",
+    "lowercase",
+    "neighbors",
+    "recall",
+    "pairs",
+    "embeddings",
+    "population",
+    "top1",
+    "augmented",
+    "member_recall",
+    "samples",
+    "repeated",
+)
+# What a language-model attack knows: nothing (label free), known non-member texts, known member
+# texts (Con-ReCall's prefix), or labels.
+KNOWLEDGE = ("none", "shots", "members", "oracle")
+# The options of the recent attacks that the statistics jobs read to make their inputs (the
+# attack, the table it reads, its fields): changing one reruns those jobs, not the others.
+INPUT_OPTIONS = {
+    "llm-pac": ("augmented", ("n_augment", "alpha")),
+    "llm-samia": (
+        "samples",
+        ("n_samples", "max_new_tokens", "prefix_ratio", "temperature", "top_k"),
+    ),
+    "llm-camia": ("repeated", ("copies",)),
+}
 MINK_SWEEP = (0.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # k = 0.2 is llm-mink itself
 EM_INITS: tuple[str, ...] = get_args(EmInit)
 EM_SCORINGS: tuple[str, ...] = get_args(EmScoring)
+CAMIA_VARIANTS = ("fisher",)  # CAMIA's variants beside its default (edgington) combination
 PACKAGE = "miaflow.attacks"  # the family modules' package (`Attack.score` names a function there)
 
 
@@ -287,6 +322,28 @@ _LLM_ATTACKS = [
     _llm("llm-blind-bow", "blind_bag_of_words",
         "Blind (Das et al.): word n-gram logistic regression, scored texts against the shots.",
         knowledge="shots"),
+    # The recent attacks (docs/algorithms.md#recent-language-model-attacks).
+    _llm("llm-dcpdd", "dc_pdd",
+        "DC-PDD (Zhang et al. 2024): mean over first occurrences of min(p(x_t)·log(1/f(x_t)), "
+        "a), f the known non-members' token frequencies.",
+        knowledge="shots", reads=("population",), options=DcPddOptions),
+    _llm("llm-pac", "pac",
+        "PAC (Ye et al. 2024): mean polarized distance of word-swapped copies minus the text's "
+        "own.", reads=("augmented",), options=PacOptions),
+    _llm("llm-conrecall", "con_recall",
+        "Con-ReCall (Wang et al. 2024): (LL(x ; P_nm) − γ·LL(x ; P_m)) / LL(x), P_m known "
+        "member texts.", knowledge="members", reads=("recall", "member_recall"),
+        options=ConRecallOptions),
+    _llm("llm-samia", "samia",
+        "SaMIA (Kaneko et al. 2024): mean ROUGE-1 recall of sampled continuations against the "
+        "text's own.", reads=("samples",), options=SamiaOptions),
+    _llm("llm-camia", "camia_score",
+        "CAMIA (Chang et al. 2025): loss-dynamics signals' p-values under known non-members, "
+        "combined (Edgington).", knowledge="shots", reads=("population", "repeated"),
+        options=CamiaOptions),
+    _llm("llm-ezmia", "ez_mia",
+        "EZ-MIA (Ilic et al. 2026): positive over negative target−reference shifts on the "
+        "tokens the target misses.", reads=("reference", "top1"), options=EzMiaOptions),
 ]
 # fmt: on
 
@@ -318,6 +375,25 @@ def _generated(attacks: Sequence[Attack]) -> list[Attack]:
             )
             for init in EM_INITS
             for scoring in EM_SCORINGS
+        ],
+        "llm-samia": [
+            dataclasses.replace(
+                by_name["llm-samia"],
+                name="llm-samia-zlib",
+                doc="SaMIA*zlib: each sample's ROUGE-1 recall times its zlib bytes.",
+                options_of="llm-samia",
+                settings={"zlib": True},
+            )
+        ],
+        "llm-camia": [
+            dataclasses.replace(
+                by_name["llm-camia"],
+                name=f"llm-camia-{method}",
+                doc=f"CAMIA with the signals' p-values combined by {method}'s statistic.",
+                options_of="llm-camia",
+                settings={"method": method},
+            )
+            for method in CAMIA_VARIANTS
         ],
     }
     return [made for attack in attacks for made in (attack, *variants.get(attack.name, ()))]
@@ -379,6 +455,19 @@ def attack_options(name: str, section: Mapping[str, Mapping[str, Any]]) -> Optio
         return None
     filled = attack.options.filled(section.get(attack.options_of or name, {}))
     return dataclasses.replace(filled, **attack.settings)
+
+
+def llm_input_options(
+    attacks: Sequence[str], section: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The options the statistics jobs need to make the recent attacks' inputs (INPUT_OPTIONS),
+    filled from `section` (llm.attack_options), for those of them a configured attack reads."""
+    needed = llm_reads(attacks, section)
+    return {
+        name: {key: getattr(attack_options(name, section), key) for key in fields}
+        for name, (read, fields) in INPUT_OPTIONS.items()
+        if read in needed
+    }
 
 
 def llm_reads(attacks: Sequence[str], section: Mapping[str, Mapping[str, Any]]) -> set[str]:
