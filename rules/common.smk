@@ -16,10 +16,16 @@ SHARDS = plan.shards(config)  # model ids of each training job
 # One audit of a model trained elsewhere per {dataset}/{audit} (its dataset, then its name).
 AUDITS = {a["experiment"].name: a for a in plan.audits(config)}
 HPARAM_SETTINGS = {s["name"]: s for s in plan.hparam_settings(config)}  # by {setting}
-# One language-model experiment per {dataset}/{lm} (lm: the target recipe).
-LLM_EXPERIMENTS = {f"{e['dataset']}/{e['label']}": e for e in plan.llm_experiments(config)}
-# Those also scored on EM-MIA's benchmark settings (docs/language-models.md#benchmark-settings).
+# One language-model experiment per {dataset}/{lm} (lm: the target recipe) attacked on its scored
+# texts; those with copyright traps, attacked on the traps alone (docs/language-models.md#traps).
+LLM_EXPERIMENTS = {f"{e['dataset']}/{e['label']}": e for e in plan.llm_scored_experiments(config)}
+LLM_TRAP_EXPERIMENTS = {
+    f"{e['dataset']}/{e['label']}": e for e in plan.llm_trap_experiments(config)
+}
+# Those also scored on EM-MIA's benchmark settings (docs/language-models.md#benchmark-settings),
+# and those that dataset inference tests (docs/language-models.md#dataset-inference).
 LLM_SETTINGS_EXPERIMENTS = plan.llm_settings_experiments(config)
+LLM_INFERENCE_EXPERIMENTS = plan.llm_inference_experiments(config)
 
 # --- artifacts that cross stages -------------------------------------------------------------
 DATA = "results/prepare/data/{dataset}.parquet"
@@ -51,6 +57,8 @@ LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
 LLM_PREFIX_FIT = "results/llm/prefix_fit/{dataset}/{lm}.parquet"
 LLM_SETTING_SCORES = "results/llm/settings/scores/{dataset}/{lm}.parquet"
 LLM_SETTING_METRICS = "results/llm/settings/metrics/{dataset}/{lm}.parquet"
+LLM_TRAP_METRICS = "results/llm/traps/metrics/{dataset}/{lm}.parquet"
+LLM_DATASET_INFERENCE = "results/llm/dataset_inference/{dataset}/{lm}.parquet"
 AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
 AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
@@ -104,3 +112,15 @@ def per_llm_experiment(pattern):
 def per_llm_settings_experiment(pattern):
     """`pattern` for every language-model experiment scored on the benchmark settings."""
     return [pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_SETTINGS_EXPERIMENTS]
+
+
+def per_llm_trap_experiment(pattern):
+    """`pattern` for every language-model experiment with copyright traps."""
+    return [
+        pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_TRAP_EXPERIMENTS.values()
+    ]
+
+
+def per_llm_inference_experiment(pattern):
+    """`pattern` for every language-model experiment that dataset inference tests."""
+    return [pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_INFERENCE_EXPERIMENTS]

@@ -2,7 +2,9 @@
 # docs/algorithms.md#language-model-attacks). Per experiment ({dataset}/{lm}): splits -> models
 # (tokenizer + scratch training, or a converted packaged checkpoint, fine-tuned) -> token
 # statistics per (model, text set), ReCaLL's conditional likelihoods and EM-MIA's pairwise matrix,
-# sentence embeddings for the blind baselines -> every attack's scores and metrics.
+# the recent attacks' inputs, sentence embeddings for the blind baselines -> every attack's scores
+# and metrics; dataset inference on each trained target's members and non-members; experiments
+# with copyright traps inserted, attacked on the traps and their twins.
 
 # --- this stage's own paths and input functions: {model} is target-<repeat> or the reference --
 # (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
@@ -10,6 +12,8 @@ from miaflow.llm import models as llm_models
 
 LLM = config["llm"]
 LLM_NEEDS = plan.llm_needs(config)
+# Every language-model experiment by {dataset}/{lm}: attacked on its scored texts or on its traps.
+LLM_ALL = {**LLM_EXPERIMENTS, **LLM_TRAP_EXPERIMENTS}
 # How a model's texts are scored (miaflow.llm.tables.ModelScorer).
 LLM_SCORING = dict(
     max_length=LLM["max_length"],
@@ -36,9 +40,28 @@ LLM_EMBEDDINGS = "results/llm/embeddings/{dataset}/{lm}.parquet"
 LLM_SETTINGS = "results/llm/settings/draws/{dataset}/{lm}.parquet"
 LLM_SETTING_NEIGHBORS = "results/llm/settings/neighbors/{dataset}/{lm}.parquet"
 LLM_SETTING_EMBEDDINGS = "results/llm/settings/embeddings/{dataset}/{lm}.parquet"
+# A trap experiment's traps and twins (docs/language-models.md#traps), their scores.
+LLM_TRAPS = "results/llm/traps/draws/{dataset}/{lm}.parquet"
+LLM_TRAP_SCORES = "results/llm/traps/scores/{dataset}/{lm}.parquet"
+# The recent attacks' tables of a target on a scored set (miaflow.llm.statistics), by need.
+llm_target_table = lambda folder: (
+    f"results/llm/{folder}/{{dataset}}/{{lm}}/target-{{repeat}}/{{scored_set}}.parquet"
+)
+LLM_RECENT = {
+    "top1": llm_target_table("top1"),
+    "member_recall": llm_target_table("member_recall"),
+    "samples": llm_target_table("samples"),
+    "repeated": llm_target_table("repeated"),
+}
 # The variants of a scored set's texts that attacks may read (need -> output name of their
-# token statistics), text sets <scored set>-lowercase and <scored set>-neighbors.
-LLM_VARIANTS = {"lowercase": "lowercase_tokens", "neighbors": "neighbor_tokens"}
+# token statistics), text sets <scored set>-lowercase, -neighbors, -augmented (PAC's word-swapped
+# copies) and -population (the known non-members never scored: CAMIA, DC-PDD).
+LLM_VARIANTS = {
+    "lowercase": "lowercase_tokens",
+    "neighbors": "neighbor_tokens",
+    "augmented": "augmented_tokens",
+    "population": "population_tokens",
+}
 # A target model's outputs of rule llm_statistics: the scored set's token statistics, and those
 # of its variants and ReCaLL's likelihoods where a configured attack reads them.
 llm_target_tokens = lambda text_set: LLM_TOKENS.format(
@@ -54,11 +77,12 @@ LLM_TARGET_STATISTICS.update(
 )
 if "recall" in LLM_NEEDS:
     LLM_TARGET_STATISTICS["recall"] = LLM_RECALL
+LLM_TARGET_STATISTICS.update({n: path for n, path in LLM_RECENT.items() if n in LLM_NEEDS})
 if "pairs" in LLM_NEEDS:
     LLM_TARGET_STATISTICS["pairs"] = LLM_PAIRS.replace("{shard}", "0")
 
 
-llm_experiment = lambda w: LLM_EXPERIMENTS[f"{w.dataset}/{w.lm}"]
+llm_experiment = lambda w: LLM_ALL[f"{w.dataset}/{w.lm}"]
 # The job's model id: its {model}, or target-{repeat} for the per-repeat jobs.
 llm_model = lambda w: w.model if "model" in w.keys() else f"target-{w.repeat}"
 # The recipe of the job's model: the experiment's reference or target recipe.
@@ -113,6 +137,13 @@ llm_if = lambda need, files: files if need in LLM_NEEDS else []
 llm_settings_input = lambda w: (
     [LLM_SETTINGS.format(dataset=w.dataset, lm=w.lm)] if w.scored_set == "settings" else []
 )
+# A trap experiment's traps table, else no input: for the jobs of the experiment (neighbours,
+# embeddings), of its targets (training), of its scored set `traps` (statistics).
+llm_traps_input = lambda w: (
+    [LLM_TRAPS.format(dataset=w.dataset, lm=w.lm)] if llm_experiment(w)["traps"] else []
+)
+llm_target_traps = lambda w: llm_traps_input(w) if w.model != "reference" else []
+llm_scored_traps = lambda w: llm_traps_input(w) if w.scored_set == "traps" else []
 # The neighbour texts of a scored set, where an attack reads their token statistics.
 llm_neighbors_input = lambda w: llm_if(
     "neighbors",
@@ -138,6 +169,16 @@ llm_scored_inputs = lambda scored_set: dict(
         "neighbors", llm_per_repeat(LLM_TOKENS, text_set=f"{scored_set}-neighbors")
     ),
     recall=llm_if("recall", llm_per_repeat(LLM_RECALL, scored_set=scored_set)),
+    augmented_tokens=llm_if(
+        "augmented", llm_per_repeat(LLM_TOKENS, text_set=f"{scored_set}-augmented")
+    ),
+    population_tokens=llm_if(
+        "population", llm_per_repeat(LLM_TOKENS, text_set=f"{scored_set}-population")
+    ),
+    **{
+        name: llm_if(name, llm_per_repeat(path, scored_set=scored_set))
+        for name, path in LLM_RECENT.items()
+    },
     pairs=llm_if(
         "pairs",
         lambda w: [
@@ -173,6 +214,29 @@ rule llm_splits:
         seed=config["seed"],
     script:
         "../scripts/llm_splits.py"
+
+
+rule llm_traps:
+    """A trap experiment's copyright traps and their held-out twins (miaflow.llm.traps): per
+    repetition count, traps its targets train on that many times and twins never inserted."""
+    input:
+        data=DATA,
+        code=code("llm.llm_traps"),
+    output:
+        traps=LLM_TRAPS,
+    log:
+        "records/llm/logs/llm_traps/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_traps/{dataset}/{lm}.tsv"
+    priority: LONG_CHAIN
+    conda:
+        SOFTWARE
+    params:
+        options=lambda w: llm_experiment(w)["traps"],
+        label=lambda w: w.lm,
+        seed=config["seed"],
+    script:
+        "../scripts/llm_traps.py"
 
 
 rule llm_tokenizer:
@@ -215,12 +279,14 @@ rule llm_convert:
 
 
 rule llm_train:
-    """A target (on its repeat's members) or the reference (on the reference share), trained
-    from scratch or fine-tuned; progress and held-out perplexity in the JSON file."""
+    """A target (on its repeat's members, with a trap experiment's traps inserted) or the
+    reference (on the reference share), trained from scratch or fine-tuned; progress and
+    held-out perplexity in the JSON file."""
     input:
         unpack(llm_training_input),
         data=DATA,
         splits=LLM_SPLITS,
+        traps=llm_target_traps,
         code=code("llm.llm_train"),
     output:
         checkpoint=directory(LLM_CHECKPOINT),
@@ -245,10 +311,12 @@ rule llm_train:
 
 
 rule llm_neighbors:
-    """Neighbour texts of every scored text (Neighbor attack), seeded."""
+    """Neighbour texts of every scored text (a trap experiment's: its traps and twins; Neighbor
+    attack), seeded."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
+        traps=llm_traps_input,
         code=code("llm.llm_neighbors"),
     output:
         neighbors=LLM_NEIGHBORS,
@@ -269,10 +337,12 @@ rule llm_neighbors:
 
 
 rule llm_embeddings:
-    """MiniLM embeddings of the scored texts and shots (blind baselines; no target model)."""
+    """MiniLM embeddings of the scored texts (a trap experiment's: its traps and twins) and
+    shots (blind baselines; no target model)."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
+        traps=llm_traps_input,
         code=code("llm.llm_embeddings"),
     output:
         embeddings=LLM_EMBEDDINGS,
@@ -290,16 +360,19 @@ rule llm_embeddings:
 
 
 rule llm_statistics:
-    """What a target model gives on one scored set (eval, or the settings' texts), from one
-    load of the model: token statistics of the texts, and as the attacks need, of their
-    lower-cased copies and neighbours, and ReCaLL's likelihoods after a prefix of known
-    non-member texts, and the first shard of EM-MIA's pair matrix."""
+    """What a target model gives on one scored set (eval, the settings' texts or a trap
+    experiment's traps), from one load of the model (miaflow.llm.statistics): token statistics
+    of the texts, and as the attacks need, of their lower-cased copies, neighbours and PAC's
+    word-swapped copies and of the known non-members, ReCaLL's likelihoods after a prefix of
+    known non-member texts (Con-ReCall's after known members), EZ-MIA's top-1 flags, SaMIA's
+    samples, CAMIA's repeated texts, and the first shard of EM-MIA's pair matrix."""
     input:
         data=DATA,
         splits=LLM_SPLITS,
         model=llm_source_input,
         neighbors=llm_neighbors_input,
         settings=llm_settings_input,
+        traps=llm_scored_traps,
         code=code("llm.llm_statistics"),
     output:
         **LLM_TARGET_STATISTICS,
@@ -320,6 +393,9 @@ rule llm_statistics:
         n_shards=LLM["pair_shards"],
         dtype=LLM["dtype"],
         scoring=LLM_SCORING,
+        inputs=plan.llm_input_options(config),
+        n_texts=lambda w: llm_experiment(w)["n_texts"],
+        seed=config["seed"],
     script:
         "../scripts/llm_statistics.py"
 
@@ -332,6 +408,7 @@ use rule llm_statistics as llm_reference_statistics with:
         model=llm_source_input,
         neighbors=[],
         settings=llm_settings_input,
+        traps=llm_scored_traps,
         code=code("llm.llm_statistics"),
     output:
         tokens=LLM_TOKENS.format(
@@ -354,6 +431,7 @@ use rule llm_statistics as llm_pairs with:
         splits=LLM_SPLITS,
         model=llm_source_input,
         settings=llm_settings_input,
+        traps=llm_scored_traps,
         code=code("llm.llm_statistics"),
     output:
         pairs=LLM_PAIRS,
@@ -371,6 +449,65 @@ use rule llm_statistics as llm_pairs with:
         n_shards=LLM["pair_shards"],
         dtype=LLM["dtype"],
         scoring=LLM_SCORING,
+        inputs={},
+        n_texts=None,
+        seed=config["seed"],
+
+
+# Dataset inference's texts: a trained target's token statistics on all of its members and on
+# every non-member outside the reference share (miaflow.llm.scored.inference_ids).
+use rule llm_statistics as llm_inference_statistics with:
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        model=llm_source_input,
+        code=code("llm.llm_statistics"),
+    output:
+        tokens=LLM_TOKENS.format(
+            dataset="{dataset}", lm="{lm}", model="target-{repeat}", text_set="inference"
+        ),
+    log:
+        "records/llm/logs/llm_inference_statistics/{dataset}/{lm}/target-{repeat}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_inference_statistics/{dataset}/{lm}/target-{repeat}.tsv"
+    params:
+        pretrained=llm_pretrained_source,
+        model_id=llm_model,
+        scored_set="inference",
+        shard=0,
+        n_shards=1,
+        dtype=LLM["dtype"],
+        scoring=LLM_SCORING,
+        inputs={},
+        n_texts=lambda w: llm_experiment(w)["n_texts"],
+        seed=config["seed"],
+
+
+rule llm_dataset_inference:
+    """Dataset inference (Maini et al.) on every target of a trained experiment: suspect sets of
+    members and of non-members at each size, tested against IID and shifted validation sets
+    (miaflow.llm.dataset_inference)."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        tokens=llm_per_repeat(LLM_TOKENS, text_set="inference"),
+        code=code("llm.llm_dataset_inference"),
+    output:
+        inference=LLM_DATASET_INFERENCE,
+    log:
+        "records/llm/logs/llm_dataset_inference/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_dataset_inference/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        dataset=lambda w: w.dataset,
+        label=lambda w: w.lm,
+        options=LLM["dataset_inference"],
+        n_texts=lambda w: llm_experiment(w)["n_texts"],
+        seed=config["seed"],
+    script:
+        "../scripts/llm_dataset_inference.py"
 
 
 rule llm_scores:
@@ -460,11 +597,34 @@ use rule llm_scores as llm_setting_scores with:
         "records/llm/benchmarks/llm_setting_scores/{dataset}/{lm}.tsv"
 
 
+# Every language-model attack on a trap experiment's traps and twins, one experiment per
+# repetition count ("<lm>/r<count>"): scores, metrics.
+use rule llm_scores as llm_trap_scores with:
+    input:
+        **llm_scored_inputs("traps"),
+        data=DATA,
+        splits=LLM_SPLITS,
+        traps=[LLM_TRAPS],
+        embeddings=llm_if(
+            "embeddings", lambda w: [LLM_EMBEDDINGS.format(dataset=w.dataset, lm=w.lm)]
+        ),
+        code=code("llm.llm_scores"),
+    output:
+        scores=LLM_TRAP_SCORES,
+        metrics=LLM_TRAP_METRICS,
+    log:
+        "records/llm/logs/llm_trap_scores/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_trap_scores/{dataset}/{lm}.tsv"
+
+
 rule llm:
     """Target of the llm stage (DVC stage `llm`): every experiment's metrics and EM-MIA iterates,
-    and the metrics of the benchmark settings."""
+    the metrics of the benchmark settings and of the traps, and the dataset inference tests."""
     input:
         per_llm_experiment(LLM_METRICS),
         per_llm_experiment(LLM_ITERATES),
         per_llm_settings_experiment(LLM_SETTING_METRICS),
+        per_llm_trap_experiment(LLM_TRAP_METRICS),
+        per_llm_inference_experiment(LLM_DATASET_INFERENCE),
     localrule: True

@@ -10,6 +10,8 @@ MODEL_RECORDS = "results/report/models.parquet"
 TESTS = "results/report/tests.parquet"
 TABLE_FORMATS = (".csv", ".md", ".tex")
 AUDITED = [a["experiment"] for a in AUDITS.values()]  # audits, reported like experiments
+# The significance level of dataset inference's reported rejection rates.
+LLM_INFERENCE_ALPHA = config["llm"]["dataset_inference"]["alpha"]
 # The experiments whose papers publish values to compare with (miaflow/evaluation/published.csv).
 PUBLISHED = published.counterparts([(e.dataset, e.label) for e in EXPERIMENTS])
 
@@ -28,7 +30,7 @@ stage_targets = lambda *stages: [
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
 # ("Dataset <name>", a subcategory per target model; no colon: the report turns category names
 # into reST link targets), one per family of attacks with its own outputs ("Song & Mittal",
-# "Hyperparameter study", "Language models") and "Cost". A table is marked by its csv file (its md
+# "Hyperparameter study", "Language models", "Dataset inference") and "Cost". A table is marked by its csv file (its md
 # and tex files stay outputs only); the label `result` names each entry in the report's lists.
 CAPTION = "../report/{}.rst"  # relative to this file
 # A file marked for the report (a figure, or a table's csv file). Snakemake's parser reads a line
@@ -504,12 +506,15 @@ rule hparam_report:
 rule llm_report:
     """Language-model attacks: EM-MIA's table shape (AUROC, TPR at 1% and 5% FPR; label-using
     attacks marked), the Min-K% k sweep, EM-MIA's per-iteration AUROC (diagnostic, uses labels),
-    the attacks on EM-MIA's benchmark settings (table and figure)."""
+    the attacks on EM-MIA's benchmark settings and on copyright traps (tables and figures), and
+    dataset inference's tests (table and figure)."""
     input:
         metrics=per_llm_experiment(LLM_METRICS),
         iterates=per_llm_experiment(LLM_ITERATES),
         prefix_fit=per_llm_experiment(LLM_PREFIX_FIT),
         setting_metrics=per_llm_settings_experiment(LLM_SETTING_METRICS),
+        trap_metrics=per_llm_trap_experiment(LLM_TRAP_METRICS),
+        inference=per_llm_inference_experiment(LLM_DATASET_INFERENCE),
         code=code("report.llm_report"),
     output:
         llm_table=REPORT_TABLE(
@@ -554,12 +559,42 @@ rule llm_report:
             "Benchmark settings",
             "AUROC per attack and setting (figure)",
         ),
+        traps_table=REPORT_TABLE(
+            "results/tables/llm_traps",
+            "llm_traps",
+            "Language models",
+            "Copyright traps",
+            "AUROC and TPR at 1% FPR per attack and repetition count (table)",
+        ),
+        traps_figure=REPORTED(
+            "results/figures/llm-traps.png",
+            "llm_traps_figure",
+            "Language models",
+            "Copyright traps",
+            "AUROC against the traps' repetitions (figure)",
+        ),
+        inference_table=REPORT_TABLE(
+            "results/tables/llm_dataset_inference",
+            "llm_dataset_inference",
+            "Dataset inference",
+            "Suspect sets",
+            "p-value of every test of a suspect set (table)",
+        ),
+        inference_figure=REPORTED(
+            "results/figures/llm-dataset-inference.png",
+            "llm_dataset_inference_figure",
+            "Dataset inference",
+            "Suspect sets",
+            "Share of suspect sets rejected per size (figure)",
+        ),
     log:
         "records/report/logs/llm_report.log",
     benchmark:
         "records/report/benchmarks/llm_report/all.tsv"
     conda:
         SOFTWARE
+    params:
+        alpha=LLM_INFERENCE_ALPHA,
     script:
         "../scripts/llm_report.py"
 
@@ -608,6 +643,6 @@ rule report:
         rules.defense_report.output if plan.defended(config) else [],
         rules.published_table.output if PUBLISHED else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
-        rules.llm_report.output if LLM_EXPERIMENTS else [],
+        rules.llm_report.output if LLM_EXPERIMENTS or LLM_TRAP_EXPERIMENTS else [],
         rules.cost_table.output,
     localrule: True

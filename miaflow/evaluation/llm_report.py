@@ -10,8 +10,9 @@ Inputs:
 
 * `metrics`: the project's long metrics table (`miaflow.evaluation.metrics.METRICS_COLUMNS`), all
   attacks of all experiments; the language-model attacks are those listed in `knowledge`;
-* `knowledge`: attack id -> "none" (label-free), "shots" (known non-member texts as prefix shots)
-  or "oracle" (true membership labels), from the attack registry;
+* `knowledge`: attack id -> "none" (label-free), "shots" (known non-member texts: prefix shots,
+  a population, a reference corpus), "members" (known member texts) or "oracle" (true
+  membership labels), from the attack registry;
 * `iterates`: EM-MIA's AUROC after each of its iterations (iteration 0: the initial scores), a
   diagnostic computed with the true labels;
 * `prefix_fit`: per experiment and repeat, the share of scored targets whose ReCaLL prefix lost
@@ -54,19 +55,33 @@ LABEL_FREE = (
     "llm-recall-avg",
     "llm-recall-avgp",
     "em-mia",
+    # the recent attacks (docs/algorithms.md#recent-language-model-attacks)
+    "llm-pac",
+    "llm-samia",
+    "llm-samia-zlib",
+    "llm-ezmia",
 )
-SHOTS = ("llm-recall", "llm-blind-shots", "llm-blind-bow")
+SHOTS = (
+    "llm-recall",
+    "llm-blind-shots",
+    "llm-blind-bow",
+    "llm-dcpdd",
+    "llm-camia",
+    "llm-camia-fisher",
+)
+MEMBERS = ("llm-conrecall",)
 # Attacks scored with ReCaLL's shot prefix: their rows carry the prefix-cut column.
 PREFIXED = ("llm-recall",)
 BLIND_PREFIX = "llm-blind"
 PREFIX_CUT = "prefix cut"
 ORACLES = ("llm-recall-toppref", "llm-recall-randm", "llm-recall-randnm")
-ATTACK_ORDER = (*LABEL_FREE, *SHOTS, *ORACLES)
+ATTACK_ORDER = (*LABEL_FREE, *SHOTS, *MEMBERS, *ORACLES)
 EM_VARIANT_PREFIX = "em-mia-"
-KNOWLEDGE_ORDER = ("none", "shots", "oracle")
-KNOWLEDGE_MARKS = {"none": "", "shots": "‡", "oracle": "†"}
+KNOWLEDGE_ORDER = ("none", "shots", "members", "oracle")
+KNOWLEDGE_MARKS = {"none": "", "shots": "‡", "members": "§", "oracle": "†"}
 MARKS_CAPTION = (
-    "† oracle: uses true membership labels; ‡ uses known non-member texts as prefix shots."
+    "† oracle: uses true membership labels; ‡ uses known non-member texts (prefix shots, a "
+    "population or reference corpus); § uses known member texts (Con-ReCall's prefix)."
 )
 DEFAULT_METRICS = ("auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr")
 # Min-K% and Min-K%++ at k = 20% are `llm-mink` and `llm-minkpp`; the sweep adds "-k<percent>".

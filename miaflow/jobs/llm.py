@@ -1,7 +1,7 @@
-"""Jobs of stage llm: attacks on language models (rules/llm.smk), adapting files to
-`miaflow.llm` and `miaflow.attacks.llm_inputs`: per experiment the split table, the models, each
-model's cached tables on the texts it is attacked on (`miaflow.llm.tables`), the sentence
-embeddings and neighbours of those texts, then every attack's scores and metrics.
+"""Jobs of stage llm (rules/llm.smk), adapting files to `miaflow.llm` and
+`miaflow.attacks.llm_inputs`: per experiment the split table (and any traps), the models, each
+model's cached tables on the texts it is attacked on (`miaflow.llm.statistics`), the sentence
+embeddings and neighbours of those texts, every attack's scores and metrics, dataset inference.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _texts(data: str | Path) -> np.ndarray:
 
 
 def _settings(settings: Paths) -> pd.DataFrame | None:
-    """The settings table (one file or none): with it, models score the benchmark settings."""
+    """A table given as one file or none: the settings, traps or neighbours, if the rule has it."""
     return io.read_parquet(settings[0]) if settings else None
 
 
@@ -45,20 +45,29 @@ def llm_splits(
     seed: int,
 ) -> None:
     """The split table (miaflow.llm.corpus); `membership` "labels" reads it from the corpus."""
-    dataset = read_dataset(data)
-    labels = dataset.labels if membership == "labels" else None
+    labels = read_dataset(data).labels
     table = corpus.draw_splits(
-        len(dataset.labels),
+        len(labels),
         repeats=repeats,
         n_eval=n_eval,
         n_shots=n_shots,
         reference_ratio=reference_ratio,
         seed=seed,
-        membership_labels=labels,
+        membership_labels=labels if membership == "labels" else None,
         subset=n_texts,
     )
     log.info("%s", table.groupby(["repeat", "set"]).size().to_dict())
     io.write_parquet(splits, table)
+
+
+def llm_traps(
+    *, data: str | Path, traps: str | Path, options: Mapping[str, Any], label: str, seed: int
+) -> None:
+    """A trap experiment's traps and twins (`miaflow.llm.traps.trap_table`), seeded by label."""
+    from miaflow.llm.traps import trap_table
+
+    table = trap_table(list(_texts(data)), seed=derive_seed(seed, "llm", "traps", label), **options)
+    io.write_parquet(traps, table)
 
 
 def llm_settings(
@@ -118,16 +127,19 @@ def llm_train(
     model_id: str,
     seed: int,
     threads: int,
+    traps: Paths = (),
     tokenizer: str | None = None,
     base_checkpoint: str | None = None,
     base: str | None = None,
 ) -> None:
     """Train a scratch model (from `tokenizer`) or fine-tune a pretrained one (`base_checkpoint`
     converted by the workflow, or `base`, a directory or hub name) on the model's texts: a target
-    on its repeat's members, the reference on the reference share."""
+    on its repeat's members and any traps, the reference on the reference share."""
     from miaflow.llm import models
 
-    trained_on, held_out = scored.training_texts(io.read_parquet(splits), _texts(data), model_id)
+    trained_on, held_out = scored.training_texts(
+        io.read_parquet(splits), _texts(data), model_id, _settings(traps), seed
+    )
     model_seed = derive_seed(seed, "llm", model_id)
     with torch_session(threads):
         model, lm_tokenizer = models.initial(recipe, tokenizer, base_checkpoint or base, model_seed)
@@ -146,29 +158,35 @@ def llm_neighbors(
     options: Mapping[str, Any],
     seed: int,
     threads: int,
+    traps: Paths = (),
 ) -> None:
-    """Neighbour texts of every scored text (miaflow.llm.neighbors), with their seed's name."""
+    """Neighbour texts of every scored text, or of a trap experiment's traps and twins
+    (miaflow.llm.neighbors), with their seed's name."""
     from miaflow.llm.neighbors import scored_neighbors
 
     table, texts = io.read_parquet(splits), _texts(data)
     with torch_session(threads):  # the masked LM's
-        frame = scored_neighbors(table, texts, dict(options), seed)
+        frame = scored_neighbors(table, texts, dict(options), seed, _settings(traps))
     io.write_parquet(neighbors, frame)
 
 
 def llm_embeddings(
-    *, data: str | Path, splits: str | Path, embeddings: str | Path, threads: int
+    *,
+    data: str | Path,
+    splits: str | Path,
+    embeddings: str | Path,
+    threads: int,
+    traps: Paths = (),
 ) -> None:
-    """MiniLM sentence embeddings of every scored text and shot of every repeat, for the blind
-    baselines: no target or reference model is loaded."""
+    """MiniLM sentence embeddings of every scored text (or trap and twin) and shot of every
+    repeat, for the blind baselines: no target or reference model is loaded."""
     from miaflow.llm.blind import EMBEDDING_MODEL
     from miaflow.llm.tables import embedding_table
     from miaflow.pretrained import embed
 
-    table, texts = io.read_parquet(splits), _texts(data)
-    ids = np.unique(table.loc[table["set"].isin(["eval", "shot"]), "sample_id"].to_numpy())
+    ids, embedded = scored.embedded(io.read_parquet(splits), _texts(data), _settings(traps))
     with torch_session(threads):
-        vectors = embed(list(texts[ids]), EMBEDDING_MODEL)
+        vectors = embed(embedded, EMBEDDING_MODEL)
     io.write_parquet(embeddings, embedding_table(ids, vectors), metadata={"model": EMBEDDING_MODEL})
 
 
@@ -182,63 +200,42 @@ def llm_statistics(
     scored_set: str,
     neighbors: Paths = (),
     settings: Paths = (),
-    tokens: str | Path | None = None,
-    lowercase_tokens: str | Path | None = None,
-    neighbor_tokens: str | Path | None = None,
-    recall: str | Path | None = None,
-    pairs: str | Path | None = None,
+    traps: Paths = (),
     shard: int,
     n_shards: int,
     dtype: str,
     scoring: Mapping[str, Any],
+    inputs: Mapping[str, Mapping[str, Any]],
+    n_texts: int | None,
+    seed: int,
     threads: int,
+    **outputs: str | Path,
 ) -> None:
-    """What one model (its checkpoint `model` made by the workflow, else the `pretrained`
-    directory or hub name) gives on one scored set (`eval`: the texts it is attacked on;
-    `settings`: the texts of EM-MIA's benchmark settings, `settings` their table), each table
-    the rule asks for (miaflow.llm.tables): the token statistics of the texts, of their
-    lower-cased copies, of their neighbours (log-likelihoods only), ReCaLL's conditional
-    likelihoods, and shard `shard` of `n_shards` of EM-MIA's pair matrix. One job loads the
-    model once for all of them."""
+    """What one model (its checkpoint `model` made by the workflow, else the `pretrained` one)
+    gives on one scored set (eval, settings, traps, or inference: a trained target's members and
+    non-members), from one load: each `miaflow.llm.statistics.TABLES` the rule names as an
+    output (`inputs`: the recent attacks' input options; `shard` of EM-MIA's matrix)."""
+    from miaflow.llm import statistics
     from miaflow.llm.tables import ModelScorer
 
-    table, texts, drawn = io.read_parquet(splits), _texts(data), _settings(settings)
-    ids, attacked = scored.scored(table, texts, model_id, drawn)
-    repeat, separator = scored.repeat_of(model_id), scoring["separator"]
+    dataset, table, drawn = read_dataset(data), io.read_parquet(splits), _settings(settings)
+    tables = _settings(traps), _settings(neighbors)
+    asked = statistics.scored(
+        table, dataset, model_id, scored_set, drawn, *tables, inputs, n_texts, seed
+    )
     with torch_session(threads):
         scorer = ModelScorer.load(str(model[0]) if model else pretrained, model_id, dtype, scoring)
-        if tokens is not None:
-            io.write_parquet(tokens, scorer.tokens(ids, attacked, scored_set, vocab=True))
-        if lowercase_tokens is not None:
-            lowered = [text.lower() for text in attacked]
-            result = scorer.tokens(ids, lowered, f"{scored_set}-lowercase", vocab=False)
-            io.write_parquet(lowercase_tokens, result)
-        if neighbor_tokens is not None:
-            result = scorer.neighbor_tokens(
-                io.read_parquet(neighbors[0]), ids, f"{scored_set}-neighbors"
-            )
-            io.write_parquet(neighbor_tokens, result)
-        if recall is not None:
-            shots = list(texts[corpus.select(table, repeat, "shot")["sample_id"]])
-            metadata = {"separator": separator, "n_shots": str(len(shots))}
-            io.write_parquet(recall, scorer.recall(ids, attacked, shots), metadata=metadata)
-        if pairs is not None:
-            frame = scorer.pairs(scored.draws(table, texts, repeat, drawn), shard, n_shards)
-            io.write_parquet(pairs, frame, metadata={"separator": separator})
+        for name, result, metadata in statistics.tables(scorer, asked, outputs, shard, n_shards):
+            io.write_parquet(outputs[name], result, metadata=metadata)
 
 
 def llm_scores(
     *,
     data: str | Path,
     splits: str | Path,
-    target_tokens: Paths,
-    reference_tokens: Paths,
-    lowercase_tokens: Paths,
-    neighbor_tokens: Paths,
-    recall: Paths,
-    pairs: Paths,
     embeddings: Paths,
     settings: Paths = (),
+    traps: Paths = (),
     setting_embeddings: Paths = (),
     scores: str | Path,
     metrics: str | Path,
@@ -253,44 +250,25 @@ def llm_scores(
     fpr_levels: Sequence[float],
     confidence: float,
     seed: int,
+    **cached: Paths,
 ) -> None:
-    """Every configured attack on every scored set of every target model (repeat): scores and
-    metrics. The scored sets are the repeats' eval sets, or with the settings table (rule
-    llm_setting_scores) each of EM-MIA's benchmark settings, an experiment of its own labelled
-    "<target>/<setting>" (e.g. "gpt2_tiny/easy", "gpt2_small/hard/24w"), whose blind baselines
-    read the embeddings of the texts as scored (`setting_embeddings`, cut to a setting's length)
-    and of the shots (`embeddings`). Where the rule asks: ROC curves, the EM-MIA iterates' AUROC
-    (a diagnostic that uses the labels) and the share of targets whose ReCaLL prefix lost shots
-    (in the form `llm-recall` scores)."""
+    """Every configured attack on every scored set of every target model (repeat), from the
+    cached tables (`cached`: `miaflow.attacks.llm_inputs.CachedFiles.named`): scores, metrics.
+    The scored sets: the repeats' eval sets, each of EM-MIA's benchmark settings (the settings
+    table, "<target>/<setting>", e.g. "gpt2_tiny/easy") or each trap group (the traps table,
+    "gpt2_traps/r16"). Blind baselines: the embeddings of the texts as scored (`setting_embeddings`,
+    else `embeddings`) and of the shots. Where the rule asks: ROC curves, EM-MIA's iterates' AUROC
+    (uses labels), the share of targets whose ReCaLL prefix lost shots (`llm-recall`'s form)."""
     from miaflow.attacks import llm_inputs
     from miaflow.evaluation.metrics import roc_table, score_metrics
 
-    table, texts, drawn = io.read_parquet(splits), _texts(data), _settings(settings)
-    cached = llm_inputs.CachedFiles(
-        target_tokens,
-        reference_tokens,
-        lowercase_tokens,
-        neighbor_tokens,
-        recall,
-        pairs,
-        pair_shards,
-    )
-    shots_embedded = llm_inputs.embedding_rows(embeddings)
-    texts_embedded = (
-        shots_embedded if drawn is None else llm_inputs.embedding_rows(setting_embeddings)
-    )
+    drawn, trap_table = _settings(settings), _settings(traps)
+    shots = llm_inputs.embedding_rows(embeddings)
+    vectors = (shots if drawn is None else llm_inputs.embedding_rows(setting_embeddings), shots)
+    files, diagnostics = llm_inputs.CachedFiles.named(cached, pair_shards), iterates is not None
+    run = llm_inputs.Scoring(dataset, label, attacks, options, seed)
     scored_table, per_iteration, fits = llm_inputs.score_experiment(
-        table,
-        texts,
-        drawn,
-        cached,
-        attacks,
-        options,
-        seed,
-        dataset,
-        label,
-        (texts_embedded, shots_embedded),
-        diagnostics=iterates is not None,
+        io.read_parquet(splits), _texts(data), drawn, files, run, vectors, diagnostics, trap_table
     )
     io.write_parquet(scores, scored_table)
     io.write_parquet(metrics, score_metrics(scored_table, tuple(fpr_levels), confidence))
@@ -298,3 +276,25 @@ def llm_scores(
         io.write_parquet(iterates, per_iteration)
         io.write_parquet(roc, roc_table(scored_table))
         io.write_parquet(prefix_fit, fits)
+
+
+def llm_dataset_inference(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    tokens: Paths,
+    inference: str | Path,
+    dataset: str,
+    label: str,
+    options: Mapping[str, Any],
+    n_texts: int | None,
+    seed: int,
+) -> None:
+    """Dataset inference (`miaflow.llm.dataset_inference.tests_of`) on every target of a trained
+    experiment from its statistics on its members and non-members (`tokens`): a row per test."""
+    from miaflow.llm.dataset_inference import tests_of
+    from miaflow.llm.tokens import TokenStats
+
+    stats = [TokenStats.from_table(io.read_table(path)) for path in tokens]
+    tests = tests_of(io.read_parquet(splits), read_dataset(data), n_texts, stats, options, seed)
+    io.write_parquet(inference, tests.assign(dataset=dataset, target_model=label))

@@ -311,20 +311,30 @@ def llm_report(
     iterates: Paths,
     prefix_fit: Paths,
     setting_metrics: Paths,
+    trap_metrics: Paths,
+    inference: Paths,
     llm_table: Paths,
     mink_sweep_table: Paths,
     settings_table: Paths,
+    traps_table: Paths,
+    inference_table: Paths,
     em_figure: str | Path,
     mink_figure: str | Path,
     settings_figure: str | Path,
+    traps_figure: str | Path,
+    inference_figure: str | Path,
+    alpha: float,
 ) -> None:
     """The language-model attacks' table in EM-MIA's shape (label-using attacks marked, the
     share of ReCaLL targets with a cut prefix beside them), the Min-K% / Min-K%++ k sweep, and
     EM-MIA's per-iteration AUROC (a diagnostic using labels); the attacks on EM-MIA's benchmark
-    settings (`setting_metrics`) in a table and figure."""
+    settings (`setting_metrics`) and on copyright traps (`trap_metrics`) in a table and figure
+    each; dataset inference's tests and their rejection rates at `alpha`."""
     from miaflow.attacks.llm_inputs import ITERATE_COLUMNS
+    from miaflow.evaluation import llm_inference_report as on_inference
     from miaflow.evaluation import llm_report as build
     from miaflow.evaluation import llm_settings_report as on_settings
+    from miaflow.evaluation import llm_traps_report as on_traps
 
     knowledge = {name: attack.knowledge for name, attack in ATTACKS.items() if attack.family == LLM}
     long = concat_parquet(metrics, METRICS_COLUMNS)
@@ -337,3 +347,12 @@ def llm_report(
     _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
     build.plot_em_iterations(concat_parquet(iterates, ITERATE_COLUMNS), em_figure)
     build.plot_mink_sweep(long, mink_figure)
+    traps = on_traps.traps_table(concat_parquet(trap_metrics, METRICS_COLUMNS), knowledge)
+    write_table(
+        traps, table_stem(traps_table), traps.attrs["caption"], on_traps.traps_markdown(traps)
+    )
+    on_traps.plot_traps(traps, traps_figure)
+    tests = on_inference.inference_table(concat_parquet(inference, on_inference.COLUMNS), alpha)
+    markdown = on_inference.inference_markdown(tests, alpha)
+    write_table(tests, table_stem(inference_table), tests.attrs["caption"], markdown)
+    on_inference.plot_inference(tests, alpha, inference_figure)

@@ -123,7 +123,8 @@ MEMBERSHIP_CORPORA = ("wikimia",)
 
 def llm_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Language-model experiments, each with its `label` (the target recipe: paths, tables), its
-    target and reference recipes, `n_eval` (default llm.n_eval) and `n_texts` (default all)."""
+    target and reference recipes, `n_eval` (default llm.n_eval), `n_texts` (default all) and
+    `traps` (None, or the trap options with their defaults: `llm_trap_options`)."""
     llm = config.get("llm", {})
     recipes = llm.get("models", {})
     return [
@@ -131,12 +132,54 @@ def llm_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
             "n_eval": llm.get("n_eval"),
             "n_texts": None,
             **entry,
+            "traps": llm_trap_options(entry),
             "label": entry["target"],
             "target_recipe": recipes.get(entry["target"]),
             "reference_recipe": recipes.get(entry["reference"]),
         }
         for entry in llm.get("experiments", [])
     ]
+
+
+def llm_trap_options(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A language-model experiment's copyright traps (`miaflow.llm.traps.draw_traps`' options):
+    None without `traps`; else its repetition counts and traps per count, each trap `sentences`
+    sentences (default 1) of `source` (default: the synthetic_text generator on synthetic_text,
+    else the corpus' own words)."""
+    traps = entry.get("traps")
+    if traps is None:
+        return None
+    source = "synthetic_text" if entry["dataset"] == "synthetic_text" else "words"
+    return {"source": source, "sentences": 1, **traps}
+
+
+def llm_scored_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The language-model experiments whose targets are attacked on their scored texts (eval):
+    every one without traps."""
+    return [e for e in llm_experiments(config) if e["traps"] is None]
+
+
+def llm_trap_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The experiments whose targets train with copyright traps inserted and are attacked on the
+    traps and their twins only (docs/language-models.md#traps)."""
+    return [e for e in llm_experiments(config) if e["traps"] is not None]
+
+
+def llm_inference_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The experiments that dataset inference tests (`miaflow.llm.dataset_inference`): those
+    attacked on their scored texts whose members the workflow draws, when
+    llm.dataset_inference.sizes names any."""
+    if not config.get("llm", {}).get("dataset_inference", {}).get("sizes"):
+        return []
+    return [e for e in llm_scored_experiments(config) if llm_membership(e) == "trained"]
+
+
+def llm_input_options(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The options of the recent attacks that the statistics jobs make inputs with
+    (`miaflow.attacks.registry.llm_input_options`)."""
+    from miaflow.attacks.registry import llm_input_options as input_options
+
+    return input_options(config["llm"]["attacks"], config["llm"]["attack_options"])
 
 
 def llm_membership(experiment: Mapping[str, Any]) -> str:
@@ -147,10 +190,11 @@ def llm_membership(experiment: Mapping[str, Any]) -> str:
 
 def llm_settings_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The language-model experiments scored on EM-MIA's benchmark settings as well: every one
-    whose members the workflow draws (`llm_membership` "trained"), when llm.settings names any."""
+    attacked on its scored texts whose members the workflow draws (`llm_membership` "trained"),
+    when llm.settings names any."""
     if not config.get("llm", {}).get("settings", {}).get("names"):
         return []
-    return [e for e in llm_experiments(config) if llm_membership(e) == "trained"]
+    return [e for e in llm_scored_experiments(config) if llm_membership(e) == "trained"]
 
 
 def llm_needs(config: Mapping[str, Any]) -> set[str]:

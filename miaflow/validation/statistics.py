@@ -74,12 +74,15 @@ def reach_warnings(config: Mapping[str, Any]) -> list[str]:
 
     from miaflow.attacks.registry import ATTACKS
     from miaflow.evaluation.multiplicity import by_factor, min_permutation_p
-    from miaflow.plan import attacks_for, experiments, llm_experiments
+    from miaflow.plan import attacks_for, experiments, llm_scored_experiments
 
     alpha, resamples = config["stats"]["alpha"], config["stats"]["n_resamples"]
     attacks = {f"{e.dataset}/{e.label}": attacks_for(config, e) for e in experiments(config)}
     attacks.update(
-        {f"{e['dataset']}/{e['label']}": config["llm"]["attacks"] for e in llm_experiments(config)}
+        {
+            f"{e['dataset']}/{e['label']}": config["llm"]["attacks"]
+            for e in llm_scored_experiments(config)
+        }
     )
     messages = []
     for name, chosen in attacks.items():
