@@ -465,11 +465,13 @@ class SamiaOptions(Options):
         paper=10,
     )
     max_new_tokens: int = option(
-        64,
+        16,
         minimum=1,
         maximum=100000,
         description="New tokens per continuation, at most 100,000 (and llm.max_length with the "
         "prompt).",
+        doc="New tokens per continuation (with the prompt at most llm.max_length); 16 holds the "
+        "default corpus' continuations of 6-8 words, its sampling time grows with it.",
         paper="1024 with the prompt",
     )
     prefix_ratio: float = option(

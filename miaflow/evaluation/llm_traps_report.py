@@ -161,7 +161,10 @@ def plot_traps(table: pd.DataFrame, path: str | Path) -> None:
         figure.suptitle(title)
         save_png(figure, path)
         return
-    colours = {attack: f"C{k % 10}" for k, attack in enumerate(PLOTTED)}
+    from matplotlib import colormaps
+
+    palette = colormaps["tab20"].colors  # 20 colours: no two plotted attacks share one
+    colours = {attack: palette[(2 * k) % 20 + (2 * k) // 20] for k, attack in enumerate(PLOTTED)}
     figure = Figure(figsize=(PANEL_SIZE[0] * 1.3 * len(panels) + 2.4, PANEL_SIZE[1] * 1.3))
     for p, (dataset, target) in enumerate(panels):
         axes = figure.add_subplot(1, len(panels), p + 1)

@@ -171,7 +171,11 @@ def llm_inference_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]
     llm.dataset_inference.sizes names any."""
     if not config.get("llm", {}).get("dataset_inference", {}).get("sizes"):
         return []
-    return [e for e in llm_scored_experiments(config) if llm_membership(e) == "trained"]
+    return [
+        e
+        for e in llm_scored_experiments(config)
+        if e["target_recipe"] and llm_membership(e) == "trained"
+    ]
 
 
 def llm_input_options(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -194,7 +198,11 @@ def llm_settings_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     when llm.settings names any."""
     if not config.get("llm", {}).get("settings", {}).get("names"):
         return []
-    return [e for e in llm_scored_experiments(config) if llm_membership(e) == "trained"]
+    return [
+        e
+        for e in llm_scored_experiments(config)
+        if e["target_recipe"] and llm_membership(e) == "trained"
+    ]
 
 
 def llm_needs(config: Mapping[str, Any]) -> set[str]:

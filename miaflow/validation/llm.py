@@ -2,7 +2,8 @@
 what they draw, measured with the split sizes of `miaflow.llm.corpus` (`trained_sizes`,
 `scored_needs`); ReCaLL's shots fit beside a typical target (`miaflow.llm.scores.recall_prefix`);
 no attack computes what another configured one does (`miaflow.attacks.registry`); EM-MIA's benchmark
-settings have texts to draw from (`miaflow.llm.settings`)."""
+settings have texts to draw from (`miaflow.llm.settings`), and dataset inference's suspect sets
+(`miaflow.llm.dataset_inference`); traps go only into texts the workflow trains on."""
 
 from __future__ import annotations
 
@@ -66,7 +67,54 @@ def problems(config: Mapping[str, Any]) -> list[str]:
         if experiment["target_recipe"] and experiment["reference_recipe"]:
             problems += _corpus_problems(where, i, experiment, config)
             problems += _prefix_problems(where, experiment, options, llm)
-    return problems + _attack_duplicates(llm) + _settings_problems(config)
+    return (
+        problems
+        + _attack_duplicates(llm)
+        + _settings_problems(config)
+        + _inference_problems(config)
+        + _trap_problems(config)
+    )
+
+
+def _inference_problems(config: Mapping[str, Any]) -> list[str]:
+    """Dataset inference's suspect sets fit every tested experiment's repeats: a suspect set of n
+    members needs n members, and n non-member suspects with n others to validate them need 2n
+    non-members outside the reference share (`miaflow.llm.dataset_inference.simulate`)."""
+    from miaflow.llm.corpus import trained_sizes
+    from miaflow.plan import llm_inference_experiments
+
+    llm, problems = config["llm"], []
+    for experiment in llm_inference_experiments(config):
+        dataset_size = size(config, experiment["dataset"])
+        if dataset_size is None:
+            continue
+        corpus = experiment["n_texts"] or dataset_size.n_samples
+        _, members, non_members = trained_sizes(corpus, llm["reference_ratio"])
+        largest = max(llm["dataset_inference"]["sizes"])
+        if largest > members or 2 * largest > non_members:
+            problems.append(
+                f"llm.dataset_inference.sizes: a suspect set of {largest} texts needs {largest} "
+                f"members and {2 * largest} non-members per repeat, but the experiment on "
+                f"{experiment['dataset']!r} with target {experiment['target']!r} has {members} "
+                f"and {non_members} (besides llm.reference_ratio's share)"
+            )
+    return problems
+
+
+def _trap_problems(config: Mapping[str, Any]) -> list[str]:
+    """Traps are inserted into texts the workflow trains on: a pretrained target's training data
+    is not ours to change."""
+    from miaflow.plan import llm_experiments
+
+    problems = []
+    for i, experiment in enumerate(llm_experiments(config)):
+        target = experiment["target_recipe"]
+        if experiment["traps"] is not None and target and target["kind"] == "pretrained":
+            problems.append(
+                f"llm.experiments[{i}].traps: target {experiment['target']!r} is pretrained; "
+                "traps need a target trained or fine-tuned here (kind scratch or finetune)"
+            )
+    return problems
 
 
 def _settings_problems(config: Mapping[str, Any]) -> list[str]:

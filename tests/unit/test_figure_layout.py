@@ -15,7 +15,13 @@ from test_llm_report import _history, _metrics
 from test_llm_settings import settings_metrics
 
 from miaflow.attacks.registry import ATTACKS
-from miaflow.evaluation import llm_report, llm_settings_report, plots
+from miaflow.evaluation import (
+    llm_inference_report,
+    llm_report,
+    llm_settings_report,
+    llm_traps_report,
+    plots,
+)
 from miaflow.evaluation.metrics import roc_table
 from miaflow.hparams import baselines_figure as hparam_baselines
 from miaflow.hparams import blackbox as hparam_blackbox
@@ -208,7 +214,44 @@ def _figures() -> dict[str, Callable[[Path], None]]:
             ),
             p,
         ),
+        "llm-traps": lambda p: llm_traps_report.plot_traps(_trap_table(), p),
+        "llm-dataset-inference": lambda p: llm_inference_report.plot_inference(
+            _inference_tests(), 0.05, p
+        ),
     }
+
+
+def _trap_table() -> pd.DataFrame:
+    """Every plotted attack on four repetition counts of two trap experiments."""
+    gen = np.random.default_rng(3)
+    rows = [
+        ("synthetic_text", f"{target}/r{count}", attack, repeat, metric, gen.uniform(0.4, 1.0))
+        for target in ("gpt2_traps", "smollm2_traps")
+        for count in (1, 4, 16, 64)
+        for attack in llm_traps_report.PLOTTED
+        for repeat in range(2)
+        for metric in ("auroc", "tpr_at_1pct_fpr")
+    ]
+    metrics = pd.DataFrame(
+        rows, columns=["dataset", "target_model", "attack", "repeat", "metric", "value"]
+    )
+    return llm_traps_report.traps_table(
+        metrics, {a: ATTACKS[a].knowledge for a in llm_traps_report.PLOTTED}
+    )
+
+
+def _inference_tests() -> pd.DataFrame:
+    """p-values of every kind of test at four sizes on two experiments."""
+    gen = np.random.default_rng(4)
+    rows = [
+        ("synthetic_text", target, 0, suspect, size, draw, iid, gen.uniform())
+        for target in ("gpt2_tiny", "gpt2_small")
+        for suspect in ("members", "non-members")
+        for iid in (True, False)
+        for size in (10, 25, 50, 100)
+        for draw in range(5)
+    ]
+    return pd.DataFrame(rows, columns=llm_inference_report.COLUMNS)
 
 
 @pytest.fixture
@@ -228,6 +271,8 @@ def drawn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Figure]:
         hparam_blackbox,
         llm_report,
         llm_settings_report,
+        llm_traps_report,
+        llm_inference_report,
     ):
         monkeypatch.setattr(module, "save_png", keep)
     return figures

@@ -66,7 +66,11 @@ def memorised(tokenizer, texts):
 
 def stats(model, tokenizer, texts, **options) -> TokenStats:
     computed = tokens.token_statistics(model, tokenizer, texts, max_length=64, **options)
-    return TokenStats(np.arange(len(texts)), *[[s[k] for s in computed] for k in (1, 2, 3)])
+    return TokenStats(
+        np.arange(len(texts)),
+        *[[s[k] for s in computed] for k in (1, 2, 3)],
+        [np.asarray(s[0]) for s in computed],
+    )
 
 
 def test_token_logprobs_equal_the_transformers_loss_and_vocabulary_statistics(
@@ -466,6 +470,7 @@ def test_every_label_free_score_ranks_memorised_members_higher(
         shots=texts[40:44],
         embeddings=np.random.default_rng(0).normal(size=(32, 8)),  # stand-ins for MiniLM's
         shot_embeddings=np.random.default_rng(1).normal(size=(4, 8)),
+        **_recent_inputs(memorised, tokenizer, texts, scored),
     )
     for name in (
         "llm-loss",
@@ -483,7 +488,33 @@ def test_every_label_free_score_ranks_memorised_members_higher(
     language_model = [name for name, attack in ATTACKS.items() if attack.family == LLM]
     for name in language_model:  # the rest run and give one finite score per text
         assert np.isfinite(run_llm_attack(name, inputs)).all()
-        assert ATTACKS[name].knowledge in ("none", "shots", "oracle")
+        assert ATTACKS[name].knowledge in ("none", "shots", "members", "oracle")
+
+
+def _recent_inputs(model, tokenizer, texts, scored) -> dict:
+    """The recent attacks' inputs for `scored` (tests/unit/test_llm_leg.py checks their values):
+    top-1 flags, two word-swapped copies, a member prefix's likelihoods, stand-in samples, the
+    repeated texts and a population of never-scored texts."""
+    from miaflow.llm import recent_inputs
+
+    flags = tokens.token_statistics(model, tokenizer, scored, max_length=64, top1=True)
+    copies = recent_inputs.swap_augment(scored, range(32), n_augment=2, seed=3)
+    augmented = stats(model, tokenizer, [c for own in copies for c in own]).logprobs
+    population = texts[48:56]
+    return {
+        "top1": [s[4] for s in flags],
+        "augmented": [augmented[2 * i : 2 * i + 2] for i in range(32)],
+        "member_recall": conditional.recall_conditional(
+            model, tokenizer, scored, texts[44:48], separator=" ", context=64
+        ),
+        "samples": [[text.split()[-1], "a b"] for text in scored],
+        "repeated": recent_inputs.repeated_logprobs(model, tokenizer, scored, max_length=64),
+        "population": stats(model, tokenizer, population),
+        "population_repeated": recent_inputs.repeated_logprobs(
+            model, tokenizer, population, max_length=64
+        ),
+        "vocab_size": len(tokenizer),
+    }
 
 
 def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
@@ -541,6 +572,14 @@ def test_the_registry_holds_every_language_model_attack_with_its_knowledge():
         "llm-recall-randnm": "oracle",
         "llm-blind-shots": "shots",
         "llm-blind-bow": "shots",
+        "llm-dcpdd": "shots",
+        "llm-pac": "none",
+        "llm-conrecall": "members",
+        "llm-samia": "none",
+        "llm-samia-zlib": "none",
+        "llm-camia": "shots",
+        "llm-camia-fisher": "shots",
+        "llm-ezmia": "none",
         **dict.fromkeys(sweep + em, "none"),
     }
     assert {name: a.knowledge for name, a in ATTACKS.items() if a.family == LLM} == named

@@ -46,7 +46,10 @@ EXPECTED_ROWS = [
 ]
 # llm-loss's AUROC on the first experiment, by design: mean 0.7, std (ddof = 1) 0.1.
 DESIGNED = (0.6, 0.7, 0.8)
-MARKS = "† oracle: uses true membership labels; ‡ uses known non-member texts as prefix shots"
+MARKS = (
+    "† oracle: uses true membership labels; ‡ uses known non-member texts (prefix shots, a "
+    "population or reference corpus); § uses known member texts (Con-ReCall's prefix)."
+)
 
 
 def _metrics() -> pd.DataFrame:

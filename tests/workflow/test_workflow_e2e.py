@@ -87,9 +87,13 @@ def tiny_params() -> dict:
         neighbors={"generator": "masked_lm", "n_neighbors": 2, "fraction": 0.2, "model": None},
     )
     params["llm"]["settings"].update(n_eval=16)
-    params["llm"]["models"]["gpt2_tiny"].update(
-        layers=1, width=32, heads=2, epochs=6, vocab_size=400
-    )
+    for recipe in ("gpt2_tiny", "gpt2_traps"):
+        params["llm"]["models"][recipe].update(layers=1, width=32, heads=2, vocab_size=400)
+    params["llm"]["models"]["gpt2_tiny"].update(epochs=6)
+    # The trap experiment at its smallest (three repetition counts, 20 traps each); dataset
+    # inference's suspect sets within the 90 members and 90 non-members of each repeat.
+    params["llm"]["experiments"][1]["traps"].update(repetitions=[1, 4, 16])
+    params["llm"]["dataset_inference"].update(sizes=[10, 40], draws=10)
     return params
 
 
@@ -418,6 +422,10 @@ LLM_RULES = {
     "llm_scores",
     "llm_settings",
     "llm_setting_scores",
+    "llm_traps",
+    "llm_inference_statistics",
+    "llm_dataset_inference",
+    "llm_trap_scores",
 }
 HPARAM_RULES = {
     "hparam_splits",
@@ -457,10 +465,13 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
             {
                 "llm_statistics",
                 "llm_reference_statistics",
+                "llm_inference_statistics",
                 "llm_settings",
                 "llm_embeddings",
                 "llm_scores",
                 "llm_setting_scores",
+                "llm_trap_scores",
+                "llm_dataset_inference",
             },
         ),
         # queries rebuild models; audits load checkpoints
