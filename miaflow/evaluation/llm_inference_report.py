@@ -155,3 +155,15 @@ def plot_inference(table: pd.DataFrame, alpha: float, path: str | Path) -> None:
             small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
     save_png(figure, path)
+
+
+def write_inference(
+    tests: pd.DataFrame, alpha: float, stem: str | Path, figure: str | Path
+) -> None:
+    """The tests' table (`inference_table`, csv/md/tex at `stem`, the md file its rejection
+    rates) and its figure (`plot_inference`)."""
+    from miaflow.evaluation.tables import write_table
+
+    table = inference_table(tests, alpha)
+    write_table(table, stem, table.attrs["caption"], inference_markdown(table, alpha))
+    plot_inference(table, alpha, figure)

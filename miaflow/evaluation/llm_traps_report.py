@@ -198,3 +198,14 @@ def plot_traps(table: pd.DataFrame, path: str | Path) -> None:
             small_legend(axes, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figure.suptitle(title)
     save_png(figure, path)
+
+
+def write_traps(
+    metrics: pd.DataFrame, knowledge: Mapping[str, str], stem: str | Path, figure: str | Path
+) -> None:
+    """The traps table (`traps_table`, csv/md/tex at `stem`) and its figure (`plot_traps`)."""
+    from miaflow.evaluation.tables import write_table
+
+    table = traps_table(metrics, knowledge)
+    write_table(table, stem, table.attrs["caption"], traps_markdown(table))
+    plot_traps(table, figure)

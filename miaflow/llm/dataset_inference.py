@@ -45,13 +45,14 @@ class DatasetInferenceResult:
 
 def clip_outliers(features: np.ndarray, fraction: float = 0.05) -> np.ndarray:
     """Each column winsorised: its floor(fraction / 2 * n) lowest and highest values set to the
-    nearest kept value (scipy.stats.mstats.winsorize), so a few extreme texts cannot steer the
-    linear model or the t-test."""
-    from scipy.stats.mstats import winsorize
-
+    nearest kept value, so a few extreme texts cannot steer the linear model or the t-test. The
+    values of scipy.stats.mstats.winsorize (the same cut indices) on finite features, without
+    its masked arrays, which cost most of a test's time."""
     features = np.asarray(features, dtype=np.float64)
-    clipped = winsorize(features, limits=(fraction / 2, fraction / 2), axis=0)
-    return np.asarray(clipped.filled(np.nan), dtype=np.float64)
+    n = features.shape[0]
+    low, high = int(fraction / 2 * n), n - int(n * fraction / 2)
+    ordered = np.sort(features, axis=0)
+    return np.clip(features, ordered[low], ordered[high - 1])
 
 
 def _halves(n: int, generator: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

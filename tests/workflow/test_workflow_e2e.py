@@ -392,6 +392,88 @@ def test_language_model_settings_contract(project):
     assert distance["easy"] > distance["medium"] > distance["hard"]
 
 
+RECENT_PREFIXES = ("llm-dcpdd", "llm-pac", "llm-conrecall", "llm-samia", "llm-camia", "llm-ezmia")
+
+
+def test_recent_language_model_attacks_contract(project):
+    """The six recent attacks have AUROC rows in the metrics contract for every target; their
+    inputs are tables of their own (the token statistics keep their columns), aligned with the
+    cached tokens; Con-ReCall's member prefix is never a scored text."""
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    auroc = metrics[(metrics["target_model"] == "gpt2_tiny") & (metrics["metric"] == "auroc")]
+    for prefix in RECENT_PREFIXES:
+        rows = auroc[auroc["attack"].str.startswith(prefix)]
+        assert len(rows) >= 2 and rows["value"].between(0, 1).all(), prefix
+    table = pd.read_csv(project / "results/tables/llm.csv")
+    assert {"llm-conrecall§", "llm-dcpdd‡", "llm-camia‡", "llm-ezmia"} <= set(table["attack"])
+    root = project / "results/llm"
+    tokens = pd.read_parquet(root / "tokens/synthetic_text/gpt2_tiny/target-0/eval.parquet")
+    assert "top1" not in tokens.columns
+    top1 = pd.read_parquet(root / "top1/synthetic_text/gpt2_tiny/target-0/eval.parquet")
+    assert list(top1["sample_id"]) == list(tokens["sample_id"])
+    assert [len(f) for f in top1["top1"]] == [len(lp) for lp in tokens["logprob"]]
+    member = pd.read_parquet(root / "member_recall/synthetic_text/gpt2_tiny/target-0/eval.parquet")
+    assert set(member["sample_id"]) == set(tokens["sample_id"])
+    population = pd.read_parquet(
+        root / "tokens/synthetic_text/gpt2_tiny/target-0/eval-population.parquet"
+    )
+    splits = pd.read_parquet(root / "splits/synthetic_text/gpt2_tiny.parquet")
+    scored = splits.loc[splits["set"] == "eval", "sample_id"]
+    assert not set(population["sample_id"]) & set(scored)  # known non-members, never scored
+
+
+def test_dataset_inference_contract(project):
+    """One row per test with plain numbers; non-member suspect sets tested against IID
+    validation sets reject at about alpha, member sets far more often at the largest size."""
+    table = pd.read_csv(project / "results/tables/llm_dataset_inference.csv")
+    assert {"dataset", "target_model", "suspect", "size", "repeat", "iid", "p_value"} <= set(
+        table.columns
+    )
+    assert set(table["suspect"]) == {"members", "non-members"} and set(table["size"]) == {10, 40}
+    assert pd.api.types.is_float_dtype(table["p_value"]) and table["p_value"].between(0, 1).all()
+    assert pd.api.types.is_integer_dtype(table["size"]) and set(table["iid"]) == {True, False}
+    rejected = (
+        (table[table["iid"]].assign(rejected=table["p_value"] < 0.05))
+        .groupby(["suspect", "size"])["rejected"]
+        .mean()
+    )
+    assert rejected["non-members"].max() <= 0.25  # 20 tests per size: about alpha
+    assert rejected[("members", 40)] > rejected[("non-members", 40)] + 0.3
+    assert (
+        "share of tests with p < 0.05"
+        in (project / "results/tables/llm_dataset_inference.md").read_text()
+    )
+    assert (project / "results/figures/llm-dataset-inference.png").is_file()
+
+
+def test_copyright_traps_contract(project):
+    """The trap experiment: exact membership (every trap inserted its repetitions times in each
+    target's training texts, no twin ever), every attack's AUROC per repetition count in plain
+    numbers, llm-loss's rising with the repetitions; no trap row in the metrics contract."""
+    from miaflow.data import read_dataset
+    from miaflow.llm import scored
+
+    table = pd.read_csv(project / "results/tables/llm_traps.csv")
+    assert {"dataset", "target_model", "attack", "repetitions", "auroc_mean"} <= set(table.columns)
+    assert sorted(table["repetitions"].unique()) == [1, 4, 16]
+    assert (
+        pd.api.types.is_float_dtype(table["auroc_mean"]) and set(table["attack"]) == llm_attacks()
+    )
+    loss = table[table["attack"] == "llm-loss"].set_index("repetitions")["auroc_mean"]
+    assert loss[16] > loss[1]
+    root = project / "results/llm"
+    traps = pd.read_parquet(root / "traps/draws/synthetic_text/gpt2_traps.parquet")
+    splits = pd.read_parquet(root / "splits/synthetic_text/gpt2_traps.parquet")
+    texts = read_dataset(project / "results/prepare/data/synthetic_text.parquet").features
+    assert traps.groupby(["group", "is_member"]).size().eq(20).all()
+    assert not set(traps["text"]) & set(texts) and (traps["sample_id"] >= len(texts)).all()
+    trained, _ = scored.training_texts(splits, texts, "target-1", traps, tiny_params()["seed"])
+    assert [trained.count(t) for t in traps["text"]] == list(traps["repetitions"])
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    assert not metrics["target_model"].str.startswith("gpt2_traps").any()
+    assert (project / "results/figures/llm-traps.png").is_file()
+
+
 def test_reruns_are_no_ops(project):
     dry = run(["snakemake", "-n"], project)
     assert "Nothing to be done" in dry.stdout + dry.stderr
