@@ -313,3 +313,15 @@ def test_dataset_inference_rejection_rates_per_kind_and_size():
     assert rates.at["non-members", "rejected"] == 0.5
     assert "| members, IID     | 0.75 (4) |" in inference_markdown(table, 0.05)
     assert list(table.columns[:3]) == ["dataset", "target_model", "target_repeat"]
+
+
+def test_the_defaults_trap_experiment_has_20_traps_at_four_counts_and_no_other_candidates(repo):
+    import yaml
+
+    from miaflow import config, plan
+
+    effective = config.validate(yaml.safe_load((repo / "params.yaml").read_text()))
+    [trapped] = plan.llm_trap_experiments(effective)
+    assert trapped["traps"]["per_group"] >= 20 and trapped["traps"]["repetitions"] == [1, 4, 16, 64]
+    assert trapped["label"] not in {e["label"] for e in plan.llm_scored_experiments(effective)}
+    assert [e["label"] for e in plan.llm_inference_experiments(effective)] == ["gpt2_tiny"]

@@ -90,9 +90,9 @@ def tiny_params() -> dict:
     for recipe in ("gpt2_tiny", "gpt2_traps"):
         params["llm"]["models"][recipe].update(layers=1, width=32, heads=2, vocab_size=400)
     params["llm"]["models"]["gpt2_tiny"].update(epochs=6)
-    # The trap experiment at its smallest (three repetition counts, 20 traps each); dataset
+    # The trap experiment small (three repetition counts, 10 traps and 10 twins each); dataset
     # inference's suspect sets within the 90 members and 90 non-members of each repeat.
-    params["llm"]["experiments"][1]["traps"].update(repetitions=[1, 4, 16])
+    params["llm"]["experiments"][1]["traps"].update(repetitions=[1, 4, 16], per_group=10)
     params["llm"]["dataset_inference"].update(sizes=[10, 40], draws=10)
     return params
 
@@ -465,7 +465,7 @@ def test_copyright_traps_contract(project):
     traps = pd.read_parquet(root / "traps/draws/synthetic_text/gpt2_traps.parquet")
     splits = pd.read_parquet(root / "splits/synthetic_text/gpt2_traps.parquet")
     texts = read_dataset(project / "results/prepare/data/synthetic_text.parquet").features
-    assert traps.groupby(["group", "is_member"]).size().eq(20).all()
+    assert traps.groupby(["group", "is_member"]).size().eq(10).all()
     assert not set(traps["text"]) & set(texts) and (traps["sample_id"] >= len(texts)).all()
     trained, _ = scored.training_texts(splits, texts, "target-1", traps, tiny_params()["seed"])
     assert [trained.count(t) for t in traps["text"]] == list(traps["repetitions"])
