@@ -40,6 +40,8 @@ ATTACK_TIMINGS = "records/evaluate/benchmarks/score_attacks/{dataset}/{experimen
 EXPERIMENT_METRICS = "results/evaluate/metrics/{dataset}/{experiment}.parquet"
 ROC = "results/evaluate/roc/{dataset}/{experiment}.parquet"
 SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"
+# The point behind every TPR of every stage's scores: realized FPR, threshold, non-members.
+OPERATING_POINTS = "results/evaluate/operating_points.parquet"
 # The hyperparameter study's contract tables and what its figures draw.
 HPARAM_STUDY = "results/hparam_study.parquet"  # the contract: TPR at fixed FPR, long format
 DP_BOUND = "results/dp_bound.parquet"  # the contract: the DP upper bound on any attack
@@ -51,6 +53,9 @@ LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
 LLM_PREFIX_FIT = "results/llm/prefix_fit/{dataset}/{lm}.parquet"
 LLM_SETTING_SCORES = "results/llm/settings/scores/{dataset}/{lm}.parquet"
 LLM_SETTING_METRICS = "results/llm/settings/metrics/{dataset}/{lm}.parquet"
+# What the selection alone gives: a labelled model-free classifier's out-of-fold scores of the
+# texts of every scored set (the eval sets and the benchmark settings).
+LLM_SEPARABILITY = "results/llm/separability/{dataset}/{lm}.parquet"
 AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
 AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
@@ -104,3 +109,13 @@ def per_llm_experiment(pattern):
 def per_llm_settings_experiment(pattern):
     """`pattern` for every language-model experiment scored on the benchmark settings."""
     return [pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_SETTINGS_EXPERIMENTS]
+
+
+# Every stage's per-sample scores: the experiments', the language models' (their own split and
+# EM-MIA's benchmark settings) and the audits'.
+EVERY_SCORES = (
+    per_experiment(SCORES)
+    + per_llm_experiment(LLM_SCORES)
+    + per_llm_settings_experiment(LLM_SETTING_SCORES)
+    + per_audit(AUDIT_SCORES)
+)

@@ -113,6 +113,12 @@ llm_if = lambda need, files: files if need in LLM_NEEDS else []
 llm_settings_input = lambda w: (
     [LLM_SETTINGS.format(dataset=w.dataset, lm=w.lm)] if w.scored_set == "settings" else []
 )
+# `files` (patterns) for an experiment scored on the benchmark settings, else no input.
+llm_if_settings = lambda files: lambda w: (
+    [f.format(dataset=w.dataset, lm=w.lm) for f in files]
+    if any((e["dataset"], e["label"]) == (w.dataset, w.lm) for e in LLM_SETTINGS_EXPERIMENTS)
+    else []
+)
 # The neighbour texts of a scored set, where an attack reads their token statistics.
 llm_neighbors_input = lambda w: llm_if(
     "neighbors",
@@ -460,11 +466,39 @@ use rule llm_scores as llm_setting_scores with:
         "records/llm/benchmarks/llm_setting_scores/{dataset}/{lm}.tsv"
 
 
+rule llm_separability:
+    """What the selection alone gives: a labelled model-free classifier of the texts of every
+    eval set and benchmark setting, cross-fitted (a property of the benchmark, not an attack)."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        settings=llm_if_settings([LLM_SETTINGS]),
+        embeddings=llm_if("embeddings", [LLM_EMBEDDINGS]),
+        setting_embeddings=llm_if_settings(llm_if("embeddings", [LLM_SETTING_EMBEDDINGS])),
+        code=code("llm.llm_separability"),
+    output:
+        separability=LLM_SEPARABILITY,
+    log:
+        "records/llm/logs/llm_separability/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_separability/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        dataset=lambda w: w.dataset,
+        label=lambda w: w.lm,
+        repeats=LLM["repeats"],
+        seed=config["seed"],
+    script:
+        "../scripts/llm_separability.py"
+
+
 rule llm:
     """Target of the llm stage (DVC stage `llm`): every experiment's metrics and EM-MIA iterates,
     and the metrics of the benchmark settings."""
     input:
         per_llm_experiment(LLM_METRICS),
         per_llm_experiment(LLM_ITERATES),
+        per_llm_experiment(LLM_SEPARABILITY),
         per_llm_settings_experiment(LLM_SETTING_METRICS),
     localrule: True

@@ -8,6 +8,8 @@ from miaflow.evaluation import published
 METRICS = "results/metrics.parquet"  # the contract: every metric, long format
 MODEL_RECORDS = "results/report/models.parquet"
 TESTS = "results/report/tests.parquet"
+RANKINGS = "results/report/rankings.parquet"  # both rankings of every experiment, with the tests
+VERDICTS = "results/report/verdicts.parquet"  # one row per experiment: what the summary says
 TABLE_FORMATS = (".csv", ".md", ".tex")
 AUDITED = [a["experiment"] for a in AUDITS.values()]  # audits, reported like experiments
 # The experiments whose papers publish values to compare with (miaflow/evaluation/published.csv).
@@ -61,7 +63,7 @@ REPORT_PER_EXPERIMENT = (
 
 
 rule collect_metrics:
-    """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
+    """The results/metrics.parquet contract (long format), with the PPV of every operating point."""
     input:
         experiment_metrics=(
             per_experiment(EXPERIMENT_METRICS)
@@ -69,18 +71,81 @@ rule collect_metrics:
             + per_llm_settings_experiment(LLM_SETTING_METRICS)
             + per_audit(AUDIT_METRICS)
         ),
+        operating_points=OPERATING_POINTS,
         code=code("report.collect_metrics"),
     output:
         metrics=METRICS,
-        summary="results/summary.json",
     log:
         "records/report/logs/collect_metrics.log",
     benchmark:
         "records/report/benchmarks/collect_metrics/all.tsv"
     conda:
         SOFTWARE
+    params:
+        priors=config["metrics"]["priors"],
     script:
         "../scripts/collect_metrics.py"
+
+
+rule verdicts:
+    """Per experiment and setting: the best attack by AUROC and by TPR at the low FPR, the attacks
+    not separated from each, flags, and a language-model selection's separability beside them
+    (results/summary.json; one file per experiment in results/headline for `dvc metrics show`)."""
+    input:
+        metrics=METRICS,
+        scores=EVERY_SCORES,
+        selection=per_llm_experiment(LLM_SEPARABILITY),
+        code=code("report.verdicts"),
+    output:
+        rankings=RANKINGS,
+        verdicts=VERDICTS,
+        summary="results/summary.json",
+        headline=directory("results/headline"),
+        verdicts_table=REPORT_TABLE(
+            "results/tables/verdicts",
+            "verdicts",
+            "Headline",
+            "Verdicts",
+            "The best attacks by AUROC and at a low FPR, what they are not separated from",
+        ),
+    log:
+        "records/report/logs/verdicts.log",
+    benchmark:
+        "records/report/benchmarks/verdicts/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        low_fpr=config["stats"]["low_fpr"],
+        alpha=config["stats"]["alpha"],
+        n_resamples=config["stats"]["n_resamples"],
+        seed=config["seed"],
+    script:
+        "../scripts/verdicts.py"
+
+
+rule stability_table:
+    """How consistently each attack flags the same members across the target models (MIAE)."""
+    input:
+        scores=EVERY_SCORES,
+        code=code("report.stability_table"),
+    output:
+        stability=REPORT_TABLE(
+            "results/tables/stability",
+            "stability",
+            "Headline",
+            "Stability",
+            "Coverage and stability of the members flagged at the low FPR",
+        ),
+    log:
+        "records/report/logs/stability_table.log",
+    benchmark:
+        "records/report/benchmarks/stability_table/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        low_fpr=config["stats"]["low_fpr"],
+    script:
+        "../scripts/stability_table.py"
 
 
 rule collect_models:
@@ -105,12 +170,7 @@ rule paired_tests:
     families' bests: over target models (t-test) and over samples (permutation, DeLong)."""
     input:
         metrics=METRICS,
-        scores=(
-            per_experiment(SCORES)
-            + per_llm_experiment(LLM_SCORES)
-            + per_llm_settings_experiment(LLM_SETTING_SCORES)
-            + per_audit(AUDIT_SCORES)
-        ),
+        scores=EVERY_SCORES,
         code=code("report.paired_tests"),
     output:
         tests=TESTS,
@@ -510,6 +570,7 @@ rule llm_report:
         iterates=per_llm_experiment(LLM_ITERATES),
         prefix_fit=per_llm_experiment(LLM_PREFIX_FIT),
         setting_metrics=per_llm_settings_experiment(LLM_SETTING_METRICS),
+        selection=per_llm_experiment(LLM_SEPARABILITY),
         code=code("report.llm_report"),
     output:
         llm_table=REPORT_TABLE(
@@ -599,6 +660,8 @@ rule report:
     """Target of the report stage (DVC stage `report`): the metrics contract, tables, figures."""
     input:
         rules.collect_metrics.output,
+        rules.verdicts.output,
+        rules.stability_table.output,
         rules.collect_models.output,
         rules.paired_tests.output,
         rules.tables.output,

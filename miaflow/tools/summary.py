@@ -4,11 +4,13 @@ experiment and how long the run took.
     python -m miaflow.tools.summary [--root .] [--started <epoch seconds>]
 
 A finished run leaves dozens of tables and figures; a person first wants to know where to look
-and the headline: for each experiment (dataset/target model, as the tables name it), the attack
-with the highest mean AUROC over its target models (results/metrics.parquet), with its spread
-and its TPR at a low FPR. With
-`--started` (the run's start, `date +%s`) the time is the wall time since then; without it, the
-sum of the jobs' times in the run records (Snakemake benchmark files), which is not wall time.
+and the headline: for each experiment (dataset/target model, as the tables name it), the verdict
+of the report stage (results/report/verdicts.parquet): the best attack by mean AUROC and the
+best by TPR at a low FPR, each with the attacks not separated from it, the flags that say when
+a "best" is hollow, and for a language-model selection what a model-free classifier alone gets,
+each line under the table that holds its AUROC. With `--started` (the run's start, `date
++%s`) the time is the wall time since then; without it, the sum of the jobs' times in the run
+records (Snakemake benchmark files), which is not wall time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from pathlib import Path
 import pandas as pd
 
 from miaflow import io
+from miaflow.attacks.registry import ATTACKS, LLM
+from miaflow.evaluation.llm_report import is_sweep
+from miaflow.evaluation.verdicts import verdict_lines
+from miaflow.llm.settings import parse_label
 from miaflow.progress import duration
 
 METRICS = Path("results/metrics.parquet")
@@ -32,6 +38,11 @@ RECORDS = Path("records")
 COST_TABLE = RECORDS / "report/cost.md"
 HEADLINE_TABLE = TABLES / "auroc.md"
 LLM_TABLE = TABLES / "llm.md"  # the language-model attacks, which auroc.md leaves out
+LLM_SWEEP_TABLE = TABLES / "llm_mink_sweep.md"  # the Min-K% k points, which llm.md leaves out
+LLM_SETTINGS_TABLE = TABLES / "llm_settings.md"
+VERDICTS = Path("results/report/verdicts.parquet")  # one row per experiment: the summary lines
+RANKINGS = Path("results/report/rankings.parquet")
+OPERATING_POINTS = Path("results/evaluate/operating_points.parquet")
 PREFERRED_TPR = "tpr_at_1pct_fpr"  # the headline low-FPR metric (results/summary.json's too)
 TPR_NAME = re.compile(r"tpr_at_([\d.]+)pct_fpr")
 
@@ -129,15 +140,34 @@ def _report_state(root: Path) -> str:
     return f"{report} (current)"
 
 
+def source_table(target_model: str, attack: str) -> Path:
+    """The table that holds the AUROC a verdict line quotes: the benchmark settings' for a
+    language-model setting, the Min-K% sweep's for one of its k points, the language models'
+    for their other attacks, else the headline AUROC table."""
+    if parse_label(target_model) is not None:
+        return LLM_SETTINGS_TABLE
+    if attack in ATTACKS and ATTACKS[attack].family == LLM:
+        return LLM_SWEEP_TABLE if is_sweep(attack) else LLM_TABLE
+    return HEADLINE_TABLE
+
+
 def _best_lines(root: Path) -> list[str]:
-    if not (root / METRICS).is_file():
-        return [f"Best attacks: {root / METRICS} not found (the report stage has not run)."]
-    columns = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
-    return [
-        "Best attack per experiment (mean AUROC ± std over its target models, as in "
-        f"{root / HEADLINE_TABLE}; language models: {root / LLM_TABLE}):",
-        *best_lines(io.read_parquet(root / METRICS, columns=columns)),
+    """The verdict line of every experiment (`miaflow.evaluation.verdicts.verdict_lines`),
+    under the table that holds each line's AUROC."""
+    if not (root / VERDICTS).is_file():
+        return [f"Best attacks: {root / VERDICTS} not found (the report stage has not run)."]
+    table = io.read_parquet(root / VERDICTS)
+    lines = verdict_lines(table)
+    sources = [source_table(t, a) for t, a in zip(table["target_model"], table["best_attack"])]
+    said = [
+        "Best attack per experiment, by mean AUROC ± std over its target models and by TPR at "
+        "a low FPR, each with the attacks its tests do not separate from it "
+        f"({root / RANKINGS}; every TPR's threshold and realized FPR: {root / OPERATING_POINTS}):"
     ]
+    for source in dict.fromkeys(sources):
+        said.append(f" AUROC as in {root / source}:")
+        said += [line for line, s in zip(lines, sources) if s == source]
+    return said
 
 
 def best_lines(metrics: pd.DataFrame, top: int = 1) -> list[str]:

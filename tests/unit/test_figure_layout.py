@@ -242,6 +242,40 @@ def test_report_figures_keep_labels_apart_and_on_the_canvas(
     assert plots.layout_problems(figure) == []
 
 
+# The least height of a legend's text, in pixels, as the report (about 1280 px wide) shows it.
+LEGIBLE_PIXELS = 10
+
+
+@pytest.mark.parametrize("name", sorted(_figures()))
+def test_report_figures_legends_are_legible_at_the_reports_width(
+    name: str, drawn: list[Figure], tmp_path: Path
+):
+    _figures()[name](tmp_path / f"{name}.png")
+    (figure,) = drawn
+    assert plots.legend_pixels(figure) >= LEGIBLE_PIXELS
+
+
+def test_legend_pixels_scale_with_the_figures_width():
+    narrow, wide = Figure(figsize=(6, 4)), Figure(figsize=(24, 4))
+    for figure in (narrow, wide):
+        axes = figure.add_subplot()
+        axes.plot([0, 1], [0, 1], label="attack")
+        axes.legend(fontsize=6)
+    assert plots.legend_pixels(narrow) == pytest.approx(6 * plots.FIGURE_DPI / 72)
+    assert plots.legend_pixels(wide) < LEGIBLE_PIXELS  # 3600 px shown at 1280 px
+
+
+def test_zero_and_unresolved_bars_are_drawn_and_labelled(drawn: list[Figure], tmp_path: Path):
+    study = _with_baselines(_study())
+    cells = (study["attack"] == "attack-p") & (study["fpr"] == study["fpr"].min())
+    study.loc[cells, "tpr"] = 0.0
+    study.loc[(study["attack"] == "qmia") & (study["fpr"] == study["fpr"].min()), "tpr"] = np.nan
+    hparam_baselines.plot_baselines(study, tmp_path / "baselines.png", "baselines")
+    (figure,) = drawn
+    labels = [t.get_text() for axes in figure.axes for t in axes.texts]
+    assert "0" in labels and "n.r." in labels
+
+
 def test_layout_problems_sees_a_legend_off_the_canvas_and_crowded_ticks():
     figure = Figure(figsize=(3, 2))
     axes = figure.add_subplot()
