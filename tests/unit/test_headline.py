@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_verdicts import _experiment
 
 from miaflow import io
 from miaflow.evaluation.headline import HEADLINE_KEYS
@@ -17,40 +18,16 @@ from miaflow.evaluation.verdicts import verdict_lines
 from miaflow.jobs.report import collect_metrics, verdicts
 from miaflow.llm.separability import labelled_draws, selection_scores
 
-CONTRACT_KEYS = {
-    "best_attack",
-    "auroc",
-    "best_attack_low_fpr",
-    "tpr_at_low_fpr",
-    "low_fpr",
-    "tied_with",
-    "tied_with_low_fpr",
-}
+# The contract of results/summary.json (issue #43), as a later check reads it.
+CONTRACT_KEYS = set("best_attack auroc best_attack_low_fpr tpr_at_low_fpr low_fpr".split())
+CONTRACT_KEYS |= {"tied_with", "tied_with_low_fpr"}
 
 
 def _scores(dataset: str, target_model: str, attacks: dict, n: int = 300, repeats: int = 3):
     """Per-sample scores on `repeats` targets sharing n samples, each with its own half of
     members; `attacks` maps a name to (member, rng) -> scores."""
-    rng = np.random.default_rng(len(dataset) + len(target_model))
-    frames = []
-    for repeat in range(repeats):
-        member = np.zeros(n, bool)
-        member[rng.permutation(n)[: n // 2]] = True
-        for name, attack in attacks.items():
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "dataset": dataset,
-                        "target_model": target_model,
-                        "attack": name,
-                        "repeat": repeat,
-                        "sample_id": np.arange(n),
-                        "score": attack(member, rng),
-                        "is_member": member,
-                    }
-                )
-            )
-    return pd.concat(frames, ignore_index=True)
+    seed = len(dataset) + len(target_model)
+    return _experiment(dataset, attacks, n, repeats, seed).assign(target_model=target_model)
 
 
 def strong(member, rng):

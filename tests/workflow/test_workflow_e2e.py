@@ -9,6 +9,7 @@ that byte-identical artifacts need is tests/workflow/test_resume_e2e.py's, kille
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -195,6 +196,9 @@ def test_metrics_contract(project):
     # outputs only: no query attacks; no population models: no RMIA (model-robust)
     assert set(audited["attack"]) == set(TINY_ATTACKS) - {"query-neighbor", "model-robust"}
     metrics = metrics[metrics["attack"].isin(TINY_ATTACKS) & (metrics["target_model"] != "forest")]
+    precision = metrics["metric"].str.startswith("ppv_")
+    assert precision.any()  # the operating points' PPV at the membership priors
+    metrics = metrics[~precision]
     assert set(metrics["metric"]) == set(METRIC_NAMES)
     assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
     # Query attacks are not run with references of another architecture than the target's.
@@ -213,6 +217,37 @@ def test_metrics_contract(project):
     assert {"lr", "lr_ref_catboost"} <= set(
         metrics.loc[metrics["dataset"] == "breast_cancer", "target_model"]
     )
+
+
+def test_verdicts_contract(project):
+    """Issue #43's contract: every stage's operating points, the verdict of every experiment and
+    setting in results/summary.json (the separability beside a language model's), the
+    stability table, one DVC metrics row per experiment."""
+    points = pd.read_parquet(project / "results/evaluate/operating_points.parquet")
+    assert [
+        "dataset", "target_model", "attack", "repeat", "calibration", "requested_fpr",
+        "realized_fpr", "tpr", "threshold", "n_nonmembers",
+    ] == list(points.columns[:10])  # fmt: skip
+    assert set(points["calibration"]) == {"target", "shadow"}
+    assert points["requested_fpr"].between(0, 1, inclusive="neither").all()  # fractions
+    resolved = points[points["calibration"] == "target"].dropna(subset=["tpr"])
+    assert (resolved["realized_fpr"] < resolved["requested_fpr"]).all()
+    unresolved = points[points["requested_fpr"] * points["n_nonmembers"] < 1]
+    assert len(unresolved) and unresolved["tpr"].isna().all()  # not resolved, never 0
+    assert {"synthetic_text", "sklearn_digits"} <= set(points["dataset"])  # LLM, audit
+    assert "forest" in set(points["target_model"])
+    summary = json.loads((project / "results/summary.json").read_text())
+    experiments = set(zip(points["dataset"], points["target_model"]))
+    assert set(summary) == {f"{d}/{t}" for d, t in experiments}
+    keys = {"best_attack", "auroc", "best_attack_low_fpr", "tpr_at_low_fpr", "low_fpr"}
+    for name, entry in summary.items():
+        assert keys <= entry.keys(), name
+        assert isinstance(entry["tied_with"], list) and isinstance(entry["tied_with_low_fpr"], list)
+        assert ("separability" in entry) == name.startswith("synthetic_text/"), name
+    stability = pd.read_csv(project / "results/tables/stability.csv")
+    assert set(zip(stability["dataset"], stability["target_model"])) == experiments
+    shown = run(["dvc", "metrics", "show"], project).stdout
+    assert len([line for line in shown.splitlines() if "results/headline/" in line]) == len(summary)
 
 
 def test_tables_and_figures(project):
@@ -272,7 +307,12 @@ def test_hparam_study_contract(project):
         for _, levels in full.groupby(["epsilon", "hpo", "attack", "run"])["fpr"]
     )
     assert set(full.loc[full["hpo"] == "ed", "attack"]) == {"acc-lira", "kl-lira"}
-    assert study["tpr"].between(0, 1).all()
+    # a TPR where the pooled non-members resolve the FPR (NaN, never 0, where they do not),
+    # with the operating point it comes from
+    unresolved = study["fpr"] * study["n_nonmembers"] < 1
+    assert study.loc[~unresolved, "tpr"].between(0, 1).all()
+    assert study.loc[unresolved, "tpr"].isna().all()
+    assert (study.loc[~unresolved, "realized_fpr"] < study.loc[~unresolved, "fpr"]).all()
     bound = pd.read_parquet(project / "results/dp_bound.parquet")
     assert {"epsilon", "fpr", "tpr_bound"} <= set(bound.columns) and set(bound["epsilon"]) == {8.0}
     assert bound["tpr_bound"].is_monotonic_increasing and bound["tpr_bound"].between(0, 1).all()
