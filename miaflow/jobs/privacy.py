@@ -33,7 +33,7 @@ def privacy_heads(
     """The study's linear heads on a dataset's features, with canaries (`head_trials`)."""
     from miaflow.compute import torch_device
     from miaflow.data import read_dataset
-    from miaflow.privacy.experiments import head_trials
+    from miaflow.privacy.head_experiments import head_trials
 
     loaded = read_dataset(data)
     with torch_session(threads):
@@ -67,7 +67,7 @@ def privacy_model(
     """A model of an architecture recipe trained with canaries, its canaries scored
     (`model_trials`); its accuracy is logged and kept in the trials' metadata."""
     from miaflow.data import read_dataset
-    from miaflow.privacy.experiments import model_trials
+    from miaflow.privacy.model_experiments import model_trials
 
     loaded = read_dataset(data)
     with compute_session(arch, threads):
@@ -100,7 +100,7 @@ def privacy_claim(
     seed: int,
 ) -> None:
     """A user's model that claims an (ε, δ), from its outputs on its canaries (`audit_trials`)."""
-    from miaflow.privacy.experiments import audit_trials
+    from miaflow.privacy.claims import audit_trials
 
     scored = audit_trials(str(canaries), audit, attacks, options, seed)
     io.write_parquet(trials, scored, {"canaries_sha256": io.file_hash(canaries)})
