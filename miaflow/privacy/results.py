@@ -168,15 +168,17 @@ def plot_audit(rows: pd.DataFrame, path: str | Path) -> None:
     where, top = _positions(best["epsilon"].tolist())
     targets = list(dict.fromkeys(zip(best["dataset"], best["target_model"])))
     colours = {t: f"C{k % 10}" for k, t in enumerate(targets)}
-    slot = 0.5 * min([1.0, *np.diff(sorted(where.values()))])  # the width around an ε
-    step = slot / (2 * len(targets))  # targets side by side, each with its 2 estimators
+    claimed = dict(zip(zip(best["dataset"], best["target_model"]), best["epsilon"]))
+    width = 0.08 * max(where.values())  # the targets of one ε side by side, 2 estimators each
+    group = {t: [u for u in targets if claimed[u] == claimed[t]] for t in targets}
     for column, (estimators, title) in enumerate(PANELS):
         axes = figure.add_subplot(grid[0, column])
         for row in best[best["estimator"].isin(estimators)].itertuples(index=False):
             target = (row.dataset, row.target_model)
-            k, e = targets.index(target), estimators.index(row.estimator)
+            peers = group[target]
+            slot = 2 * peers.index(target) + estimators.index(row.estimator)
             axes.scatter(
-                where[row.epsilon] + (2 * k + e + 0.5) * step - slot / 2,
+                where[row.epsilon] + ((slot + 0.5) / (2 * len(peers)) - 0.5) * width,
                 row.lower,
                 marker=MARKERS[row.estimator],
                 s=30,
@@ -190,7 +192,7 @@ def plot_audit(rows: pd.DataFrame, path: str | Path) -> None:
         axes.set_xticks(
             [where[e] for e in ticks], labels=["∞" if math.isinf(e) else f"{e:g}" for e in ticks]
         )
-        axes.set_xlim(0, max(where.values()) + slot)
+        axes.set_xlim(0, max(where.values()) + width)
         high = max(axes.get_ylim()[1], top)
         axes.set_ylim(-0.04 * high, high)  # a point at 0 whole, above the axis
         axes.set_xlabel("claimed ε (∞: non-private)")

@@ -173,8 +173,9 @@ def _name_problems(config: Mapping[str, Any]) -> list[str]:
             )
         targets = [t["name"] for t in entry.get("targets", [])] or [entry["label"]]
         for target in targets:
-            other = names.setdefault((entry["dataset"], target), where)
-            if other != where:
+            other = names.get((entry["dataset"], target))
+            names[entry["dataset"], target] = where
+            if other is not None:
                 found.append(
                     f"{where}: the target {target!r} of {entry['dataset']!r} is named by "
                     f"{other} too; give it another name"
