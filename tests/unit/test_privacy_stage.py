@@ -161,6 +161,17 @@ def test_a_claimed_audit_is_scored_per_canary_and_kind(tmp_path):
     np.testing.assert_allclose(trials["score"], expected, rtol=1e-5)
 
 
+def test_the_claim_job_writes_the_trials_of_the_users_canaries(tmp_path):
+    path = _canary_file(tmp_path / "canaries.parquet")
+    trials = tmp_path / "trials.parquet"
+    audit = {"name": "mine", "dataset": "own", "epsilon": 2.0, "delta": 1e-6}
+    jobs.privacy_claim(
+        canaries=path, trials=trials, audit=audit, attacks=["metric-loss"], options={}, seed=0
+    )
+    assert len(io.read_parquet(trials)) == 40
+    assert io.read_parquet_metadata(trials)["canaries_sha256"] == io.file_hash(path)
+
+
 @pytest.mark.parametrize(
     ("columns", "message"),
     [
