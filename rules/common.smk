@@ -60,6 +60,8 @@ AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
 AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
 AUDIT_ROC = "results/audit/roc/{dataset}/{audit}.parquet"
+# The privacy audit's contract: every ε lower bound against its target's claim.
+PRIVACY_AUDIT = "results/privacy/audit.parquet"
 # The software every job runs: the pinned packages of `make setup`, as a conda environment for
 # `snakemake --sdm conda` (relative to the stage files).
 SOFTWARE = "../envs/miaflow.yaml"

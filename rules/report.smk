@@ -30,7 +30,7 @@ stage_targets = lambda *stages: [
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
 # ("Dataset <name>", a subcategory per target model; no colon: the report turns category names
 # into reST link targets), one per family of attacks with its own outputs ("Song & Mittal",
-# "Hyperparameter study", "Language models") and "Cost". A table is marked by its csv file (its md
+# "Hyperparameter study", "Language models"), "Privacy audit" and "Cost". A table is marked by its csv file (its md
 # and tex files stay outputs only); the label `result` names each entry in the report's lists.
 CAPTION = "../report/{}.rst"  # relative to this file
 # A file marked for the report (a figure, or a table's csv file). Snakemake's parser reads a line
@@ -625,6 +625,37 @@ rule llm_report:
         "../scripts/llm_report.py"
 
 
+rule privacy_report:
+    """The privacy audit's table (ε lower bounds against each target's claimed ε) and its figure
+    of ε̂ against ε per target and estimator."""
+    input:
+        audit=PRIVACY_AUDIT,
+        code=code("report.privacy_report"),
+    output:
+        table=REPORT_TABLE(
+            "results/tables/privacy_audit",
+            "privacy_audit",
+            "Privacy audit",
+            "Lower bounds on epsilon",
+            "Empirical lower bounds on epsilon against each target's claim",
+        ),
+        figure=REPORTED(
+            "results/figures/privacy-audit.png",
+            "privacy_audit_figure",
+            "Privacy audit",
+            "Lower bounds on epsilon",
+            "Empirical epsilon against the claimed epsilon (figure)",
+        ),
+    log:
+        "records/report/logs/privacy_report.log",
+    benchmark:
+        "records/report/benchmarks/privacy_report/all.tsv"
+    conda:
+        SOFTWARE
+    script:
+        "../scripts/privacy_report.py"
+
+
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
@@ -634,7 +665,15 @@ rule cost_table:
             lambda: plan.benchmarks_of(
                 workflow.rules,
                 stage_targets(
-                    "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"
+                    "prepare",
+                    "train",
+                    "queries",
+                    "evaluate",
+                    "hparams",
+                    "llm",
+                    "audit",
+                    "privacy",
+                    "report",
                 ),
                 skip="cost_table",
             ),
@@ -672,5 +711,6 @@ rule report:
         rules.published_table.output if PUBLISHED else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.llm_report.output if LLM_EXPERIMENTS else [],
+        rules.privacy_report.output if plan.privacy_audited(config) else [],
         rules.cost_table.output,
     localrule: True

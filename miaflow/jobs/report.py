@@ -386,3 +386,12 @@ def llm_report(
     _write(build.mink_sweep_table(long, knowledge), mink_sweep_table)
     build.plot_em_iterations(concat_parquet(iterates, ITERATE_COLUMNS), em_figure)
     build.plot_mink_sweep(long, mink_figure)
+
+
+def privacy_report(*, audit: str | Path, table: Paths, figure: str | Path) -> None:
+    """The privacy audit's table (its contract's columns) and ε̂ against the claimed ε."""
+    from miaflow.privacy.results import audit_table, plot_audit
+
+    rows = io.read_parquet(audit)
+    _write(audit_table(rows), table)
+    plot_audit(rows, figure)

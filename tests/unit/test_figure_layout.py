@@ -3,6 +3,7 @@ and texts on the canvas and apart (`miaflow.evaluation.plots.layout_problems`)."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from miaflow.hparams import baselines_figure as hparam_baselines
 from miaflow.hparams import blackbox as hparam_blackbox
 from miaflow.hparams import figures as hparam_figures
 from miaflow.hparams import tables as hparam_tables
+from miaflow.privacy import results as privacy_results
 
 REPEATS = 3
 NON_MEMBERS = 450  # about 2e-3 as the lowest measurable FPR, as on digits
@@ -158,6 +160,33 @@ def _gap_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
     return metrics, models
 
 
+def _privacy_rows() -> pd.DataFrame:
+    """Audit rows of five targets (two datasets; ε 1, 8 and ∞) and the four estimators, one of
+    them refuted."""
+    targets = [
+        ("digits", "head-dp", 1.0),
+        ("digits", "head-dp-miscalibrated", 1.0),
+        ("digits", "head-nonprivate", math.inf),
+        ("location30", "mlp_dp8", 8.0),
+        ("location30", "mlp", math.inf),
+    ]
+    estimators = ["clopper-pearson", "gdp", "one-run", "one-run-fdp"]
+    return pd.DataFrame(
+        [
+            {
+                "dataset": dataset,
+                "target_model": target,
+                "estimator": estimator,
+                "epsilon": epsilon,
+                "epsilon_lower": 0.4 * k + 3 * (estimator in ("gdp", "one-run-fdp")),
+                "falsified": target.endswith("miscalibrated") and estimator == "one-run",
+            }
+            for k, (dataset, target, epsilon) in enumerate(targets)
+            for estimator in estimators
+        ]
+    )
+
+
 def _figures() -> dict[str, Callable[[Path], None]]:
     """Each figure of the report, by name, as a function of the path it is written to."""
     families = {name: attack.family for name, attack in ATTACKS.items()}
@@ -200,6 +229,7 @@ def _figures() -> dict[str, Callable[[Path], None]]:
         "hparam-blackbox": lambda p: hparam_blackbox.plot_blackbox(
             _with_blackbox(study), p, "Shadows on the targets' backbone or another"
         ),
+        "privacy-audit": lambda p: privacy_results.plot_audit(_privacy_rows(), p),
         "llm-em-iterations": lambda p: llm_report.plot_em_iterations(_history(), p),
         "llm-mink-sweep": lambda p: llm_report.plot_mink_sweep(_metrics(), p),
         "llm-settings": lambda p: llm_settings_report.plot_settings(

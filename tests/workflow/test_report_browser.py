@@ -96,6 +96,8 @@ def test_every_result_is_in_its_category_with_its_caption(project):
         "results/tables/hparam_blackbox.csv": ("Hyperparameter study", "Black-box setting"),
         "results/tables/llm.csv": ("Language models", "Attacks"),
         "results/figures/llm-em-iterations.png": ("Language models", "EM-MIA"),
+        "results/tables/privacy_audit.csv": ("Privacy audit", "Lower bounds on epsilon"),
+        "results/figures/privacy-audit.png": ("Privacy audit", "Lower bounds on epsilon"),
         "records/report/cost.csv": ("Cost", "Time and memory"),
         "records/report/families.csv": ("Cost", "Attack families"),
     }

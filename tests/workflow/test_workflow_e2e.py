@@ -91,6 +91,11 @@ def tiny_params() -> dict:
     params["llm"]["models"]["gpt2_tiny"].update(
         layers=1, width=32, heads=2, epochs=6, vocab_size=400
     )
+    # The default's three heads and DP-SGD target, with fewer runs and canaries.
+    heads = params["privacy"]["heads"][0]
+    heads.update(runs=200, run_kinds=["dirac"], canaries={"dirac": 100, "mislabelled": 20})
+    params["privacy"]["models"][0]["canaries"] = {"natural": 20, "mislabelled": 20, "ood": 20}
+    params["architectures"]["torch_lr_dp"]["epochs"] = 10
     return params
 
 
@@ -163,9 +168,39 @@ def with_readme_audit(project: Path) -> Path:
     return project
 
 
+def with_privacy_claim(project: Path) -> Path:
+    """README's audit with a privacy claim, ε = 2 at δ = 1e-5, tested by 100 canaries whose
+    outputs are drawn apart from their bits (nothing can refute the claim), versioned by DVC as
+    README's files are."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    probabilities = rng.dirichlet(np.ones(10), size=100)
+    canaries = pd.DataFrame(
+        {
+            "model_id": "target-0",
+            "sample_id": np.arange(100),
+            "label": rng.integers(0, 10, 100),
+            **{f"prob_{c}": probabilities[:, c] for c in range(10)},
+            "included": rng.random(100) < 0.5,
+            "kind": "ood",
+        }
+    )
+    canaries.to_parquet(project / CLAIMED_CANARIES, index=False)
+    run(["dvc", "add", "-q", CLAIMED_CANARIES], project)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["audits"][0].update(epsilon=2.0, delta=1e-5, canaries=CLAIMED_CANARIES)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return project
+
+
+CLAIMED_CANARIES = "audit/canaries.parquet"
+
+
 def tiny_project(root: Path) -> Path:
-    """The tiny config's project, with README's audit of a scikit-learn model."""
-    return with_readme_audit(make_project(root, tiny_params()))
+    """The tiny config's project, with README's audit of a scikit-learn model (which claims an
+    ε for the privacy audit)."""
+    return with_privacy_claim(with_readme_audit(make_project(root, tiny_params())))
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -293,6 +328,60 @@ def test_tables_and_figures(project):
         if not p.name.endswith(".attacks.tsv")
     ]
     assert cost.loc[cost["stage"] == "total", "jobs"].item() == len(benchmarks)
+
+
+PRIVACY_COLUMNS = [
+    "dataset",
+    "target_model",
+    "attack",
+    "estimator",
+    "canary_kind",
+    "epsilon",
+    "delta",
+    "confidence",
+    "canaries",
+    "epsilon_lower",
+    "epsilon_max",
+    "epsilon_point",
+    "falsified",
+]
+
+
+def test_privacy_audit_contract(project):
+    """Issue #44's contract on the default's targets (fewer canaries): the miscalibrated head is
+    refuted, every other finite-ε row stays at or below its ε, the non-private head leaks, the
+    audit's claim lands in the same table; the canaries never enter the ordinary metrics."""
+    table = pd.read_csv(project / "results/tables/privacy_audit.csv")
+    assert list(table.columns) == PRIVACY_COLUMNS
+    assert not table.duplicated(
+        ["dataset", "target_model", "attack", "estimator", "canary_kind"]
+    ).any()
+    assert {"clopper-pearson", "one-run", "one-run-fdp", "gdp"} <= set(table["estimator"])
+    assert table["falsified"].dtype == bool and (table["confidence"] == 0.95).all()
+    refuted = table[table["target_model"].str.contains("dp-miscalibrated")]
+    assert refuted["falsified"].any()
+    others = table[~table["target_model"].str.contains("dp-miscalibrated")]
+    finite = others[others["epsilon"] != math.inf]
+    assert len(finite) and (finite["epsilon_lower"] <= finite["epsilon"]).all()
+    assert not finite["falsified"].any()
+    assert {"head-dp", "torch_lr_dp", "forest"} <= set(finite["target_model"])
+    open_rows = table[table["epsilon"] == math.inf]
+    assert set(open_rows["target_model"]) == {"head-nonprivate"}
+    assert (open_rows["epsilon_lower"] > 0).any() and not open_rows["falsified"].any()
+    assert ",inf," in (project / "results/tables/privacy_audit.csv").read_text()
+    claimed = table[table["target_model"] == "forest"]
+    assert set(claimed["dataset"]) == {"sklearn_digits"} and (claimed["epsilon"] == 2.0).all()
+    assert (
+        set(claimed["estimator"]) == {"one-run", "one-run-fdp"}
+        and (claimed["canaries"] == 100).all()
+    )
+    assert (project / "results/figures/privacy-audit.png").read_bytes()[:4] == b"\x89PNG"
+    # Canaries live in the audit's own experiments: ids past the dataset's, never in the metrics.
+    canaries = pd.read_parquet(project / "results/privacy/canaries/digits/heads.parquet")
+    data = pd.read_parquet(project / "results/prepare/data/digits.parquet", columns=["sample_id"])
+    assert canaries["sample_id"].min() == len(data)
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    assert not set(metrics["target_model"]) & set(table["target_model"]) - {"forest"}
 
 
 def test_hparam_study_contract(project):
@@ -438,6 +527,7 @@ def test_reruns_are_no_ops(project):
 
 
 REPORT_RULES = {
+    "privacy_report",
     "collect_metrics",
     "collect_models",
     "paired_tests",
@@ -469,6 +559,9 @@ HPARAM_RULES = {
 
 
 AUDIT_RULES = {"audit_outputs", "score_audit"}
+PRIVACY_RULES = {"privacy_heads", "privacy_model", "privacy_claim", "privacy_bounds"}
+# the privacy stage's jobs that score canaries with attacks (and train models), and their bounds
+SCORED_PRIVACY_RULES = {"privacy_model", "privacy_claim", "privacy_bounds"}
 
 
 @pytest.mark.parametrize(
@@ -487,6 +580,7 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
                 *HPARAM_RULES,
                 *LLM_RULES,
                 *AUDIT_RULES,
+                *PRIVACY_RULES,
                 *REPORT_RULES,
             },
         ),
@@ -503,12 +597,15 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
                 "llm_setting_scores",
             },
         ),
-        # queries rebuild models; audits load checkpoints
-        ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES}),
+        # queries rebuild models; audits load checkpoints; the privacy audit trains models
+        ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES, *SCORED_PRIVACY_RULES}),
         # (and in their stage the tables of the tests, and the cost of every job)
         ("evaluation/stats", {"paired_tests", "hparam_report", "tables", "cost_table"}),
         # an attack's module: the jobs that score attacks, no language-model or study job
-        ("attacks/metric", {"score_attacks", "scaling_sweep", "score_audit"}),
+        (
+            "attacks/metric",
+            {"score_attacks", "scaling_sweep", "score_audit", *SCORED_PRIVACY_RULES},
+        ),
     ],
 )
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):
