@@ -39,7 +39,7 @@ from miaflow.evaluation.metrics import tpr_metric_name
 from miaflow.evaluation.operating_points import lowest_resolved_fpr, tpr_at
 from miaflow.seeding import derive_seed
 
-DEFAULT_FPR = 0.01  # the headline low FPR, as summary.PREFERRED_TPR
+DEFAULT_FPR = 0.01  # the headline low FPR, as best.PREFERRED_TPR
 EXPERIMENT = ["dataset", "target_model"]
 RANKINGS = ("auroc", "low_fpr")
 RANKING_COLUMNS = [

@@ -11,15 +11,9 @@ import pandas as pd
 import pytest
 
 from miaflow import io
+from miaflow.evaluation.best import best_attacks, low_fpr_metric, tpr_label
 from miaflow.evaluation.verdicts import VERDICT_COLUMNS
-from miaflow.tools.summary import (
-    best_attacks,
-    job_seconds,
-    low_fpr_metric,
-    main,
-    summary,
-    tpr_label,
-)
+from miaflow.tools.summary import job_seconds, main, summary
 
 
 def metric_rows(

@@ -460,7 +460,12 @@ def test_language_model_attacks_contract(project):
         "em-mia",
     } <= llm_attacks()
     assert {"auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr"} <= set(llm["metric"])
-    assert llm.groupby(["attack", "metric"]).size().eq(2).all() and llm["value"].between(0, 1).all()
+    assert llm.groupby(["attack", "metric"]).size().eq(2).all()
+    # every value a rate, but a TPR at an FPR the few non-members cannot resolve (NaN)
+    resolved = llm["value"].notna()
+    assert llm.loc[resolved, "value"].between(0, 1).all()
+    assert llm.loc[~resolved, "metric"].str.fullmatch(r"tpr_at_.*_fpr").all()
+    assert llm.loc[llm["metric"] == "auroc", "value"].notna().all()
     table = pd.read_csv(project / "results/tables/llm.csv")
     assert {"llm-recall‡", "llm-recall-toppref†", "em-mia"} <= set(table["attack"])
     assert {"llm-blind-shots‡", "llm-blind-bow‡"} <= set(table["attack"])  # blind baselines
@@ -482,6 +487,7 @@ def test_language_model_settings_contract(project):
     """EM-MIA's benchmark settings on the tiny targets: every attack on every setting, each an
     experiment "gpt2_tiny/<setting>" in the metrics; the settings table has one row per
     (experiment, setting, attack) with AUROC mean and std; exact membership in the draws."""
+    from miaflow.llm.separability import SELECTION
     from miaflow.llm.settings import SETTINGS
 
     metrics = pd.read_parquet(project / "results/metrics.parquet")
@@ -503,7 +509,9 @@ def test_language_model_settings_contract(project):
     )
     assert set(table["setting"]) == set(SETTINGS) and set(table["target_model"]) == {"gpt2_tiny"}
     assert not table.duplicated(["dataset", "target_model", "length", "setting", "attack"]).any()
-    assert len(table) == len(SETTINGS) * len(llm_attacks())
+    # every attack on every setting, and beside them what the selection alone separates
+    assert len(table) == len(SETTINGS) * (len(llm_attacks()) + 1)
+    assert table.groupby("setting")["attack"].apply(set).eq(llm_attacks() | {SELECTION}).all()
     assert table["auroc_mean"].between(0, 1).all() and (table["repeats"] == 2).all()
     assert "easy (whole texts)" in (project / "results/tables/llm_settings.md").read_text()
     assert (project / "results/figures/llm-settings.png").is_file()
@@ -529,6 +537,8 @@ def test_reruns_are_no_ops(project):
 REPORT_RULES = {
     "privacy_report",
     "collect_metrics",
+    "verdicts",
+    "stability_table",
     "collect_models",
     "paired_tests",
     "tables",
@@ -548,6 +558,7 @@ LLM_RULES = {
     "llm_scores",
     "llm_settings",
     "llm_setting_scores",
+    "llm_separability",
 }
 HPARAM_RULES = {
     "hparam_splits",
@@ -577,6 +588,7 @@ SCORED_PRIVACY_RULES = {"privacy_model", "privacy_claim", "privacy_bounds"}
                 "query_outputs",
                 "score_attacks",
                 "scaling_sweep",
+                "operating_points",
                 *HPARAM_RULES,
                 *LLM_RULES,
                 *AUDIT_RULES,
@@ -595,16 +607,24 @@ SCORED_PRIVACY_RULES = {"privacy_model", "privacy_claim", "privacy_bounds"}
                 "llm_embeddings",
                 "llm_scores",
                 "llm_setting_scores",
+                "llm_separability",
             },
         ),
         # queries rebuild models; audits load checkpoints; the privacy audit trains models
         ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES, *SCORED_PRIVACY_RULES}),
         # (and in their stage the tables of the tests, and the cost of every job)
-        ("evaluation/stats", {"paired_tests", "hparam_report", "tables", "cost_table"}),
-        # an attack's module: the jobs that score attacks, no language-model or study job
+        ("evaluation/stats", {"paired_tests", "verdicts", "hparam_report", "tables", "cost_table"}),
+        # an attack's module: the jobs that score attacks (and the operating points of their
+        # scores), no language-model or study job
         (
             "attacks/metric",
-            {"score_attacks", "scaling_sweep", "score_audit", *SCORED_PRIVACY_RULES},
+            {
+                "score_attacks",
+                "scaling_sweep",
+                "score_audit",
+                "operating_points",
+                *SCORED_PRIVACY_RULES,
+            },
         ),
     ],
 )
