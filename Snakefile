@@ -1,6 +1,6 @@
 """miaflow: a reproducible membership-inference benchmark.
 
-Eight stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py),
+Nine stages, each one rule file (rules/<stage>.smk), one jobs module (miaflow/jobs/<stage>.py),
 one results folder (results/<stage>/) and its run records (records/<stage>/: logs, timings):
 
   prepare   datasets in canonical order and their membership matrices
@@ -10,6 +10,7 @@ one results folder (results/<stage>/) and its run records (records/<stage>/: log
   hparams   the hyperparameter study: MIA-Grid, HPO, LiRA / ACC-LiRA / KL-LiRA, DP, TD vs ED
   llm       attacks on language models: targets trained here or pretrained, Loss ... EM-MIA
   audit     models trained elsewhere, brought as outputs or checkpoints, attacked the same way
+  privacy   the privacy audit: ε lower bounds from canaries against each DP target's claimed ε
   report    the metrics contract (results/metrics.parquet), tests, tables and figures
 
 params.yaml is the config; it is validated here, before any job starts. Logic lives in the
@@ -94,6 +95,7 @@ wildcard_constraints:
     packaged="[a-z0-9-]+",
     repeat=r"\d+",
     audit="[a-z0-9_]+",
+    audited="[a-z0-9_]+",
 
 
 # A run of the whole workflow removes the files no rule writes any more (a removed audit or
@@ -114,6 +116,7 @@ include: "rules/evaluate.smk"
 include: "rules/hparams.smk"
 include: "rules/llm.smk"
 include: "rules/audit.smk"
+include: "rules/privacy.smk"
 include: "rules/report.smk"
 
 
@@ -129,5 +132,6 @@ rule all:
         rules.hparams.input,
         rules.llm.input,
         rules.audit.input,
+        rules.privacy.input,
         rules.report.input,
     localrule: True

@@ -44,6 +44,23 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+@contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory next to `path`; it replaces `path`, whole, only if the block
+    succeeds, so a killed job leaves either the old directory or the new one."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes the directory private
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)

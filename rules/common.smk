@@ -46,6 +46,8 @@ ATTACK_TIMINGS = "records/evaluate/benchmarks/score_attacks/{dataset}/{experimen
 EXPERIMENT_METRICS = "results/evaluate/metrics/{dataset}/{experiment}.parquet"
 ROC = "results/evaluate/roc/{dataset}/{experiment}.parquet"
 SWEEP = "results/evaluate/sweep/{dataset}/{experiment}.parquet"
+# The point behind every TPR of every stage's scores: realized FPR, threshold, non-members.
+OPERATING_POINTS = "results/evaluate/operating_points.parquet"
 # The hyperparameter study's contract tables and what its figures draw.
 HPARAM_STUDY = "results/hparam_study.parquet"  # the contract: TPR at fixed FPR, long format
 DP_BOUND = "results/dp_bound.parquet"  # the contract: the DP upper bound on any attack
@@ -57,12 +59,18 @@ LLM_METRICS = "results/llm/metrics/{dataset}/{lm}.parquet"
 LLM_PREFIX_FIT = "results/llm/prefix_fit/{dataset}/{lm}.parquet"
 LLM_SETTING_SCORES = "results/llm/settings/scores/{dataset}/{lm}.parquet"
 LLM_SETTING_METRICS = "results/llm/settings/metrics/{dataset}/{lm}.parquet"
+LLM_TRAP_SCORES = "results/llm/traps/scores/{dataset}/{lm}.parquet"
 LLM_TRAP_METRICS = "results/llm/traps/metrics/{dataset}/{lm}.parquet"
 LLM_DATASET_INFERENCE = "results/llm/dataset_inference/{dataset}/{lm}.parquet"
+# What the selection alone gives: a labelled model-free classifier's out-of-fold scores of the
+# texts of every scored set (the eval sets and the benchmark settings).
+LLM_SEPARABILITY = "results/llm/separability/{dataset}/{lm}.parquet"
 AUDIT_RECORDS = "results/audit/records/{dataset}/{audit}.json"
 AUDIT_SCORES = "results/audit/scores/{dataset}/{audit}.parquet"
 AUDIT_METRICS = "results/audit/metrics/{dataset}/{audit}.parquet"
 AUDIT_ROC = "results/audit/roc/{dataset}/{audit}.parquet"
+# The privacy audit's contract: every ε lower bound against its target's claim.
+PRIVACY_AUDIT = "results/privacy/audit.parquet"
 # The software every job runs: the pinned packages of `make setup`, as a conda environment for
 # `snakemake --sdm conda` (relative to the stage files).
 SOFTWARE = "../envs/miaflow.yaml"
@@ -124,3 +132,14 @@ def per_llm_trap_experiment(pattern):
 def per_llm_inference_experiment(pattern):
     """`pattern` for every language-model experiment that dataset inference tests."""
     return [pattern.format(dataset=e["dataset"], lm=e["label"]) for e in LLM_INFERENCE_EXPERIMENTS]
+
+
+# Every stage's per-sample scores: the experiments', the language models' (their own split,
+# EM-MIA's benchmark settings and the copyright traps) and the audits'.
+EVERY_SCORES = (
+    per_experiment(SCORES)
+    + per_llm_experiment(LLM_SCORES)
+    + per_llm_settings_experiment(LLM_SETTING_SCORES)
+    + per_llm_trap_experiment(LLM_TRAP_SCORES)
+    + per_audit(AUDIT_SCORES)
+)

@@ -4,6 +4,10 @@
 # --- this stage's own input functions ---------------------------------------------------------
 # (Input functions are named lambdas: `snakemake --lint` wants no `def` beside rules.)
 EXPERIMENT_BY_NAME = {e.name: e for e in EXPERIMENTS}  # "<dataset>/<label>": the path wildcards
+# The FPRs of the operating points: the metrics' levels, the language models' and the ranking's.
+OPERATING_FPRS = sorted(
+    {*config["metrics"]["fpr_levels"], *config["llm"]["fpr_levels"], config["stats"]["low_fpr"]}
+)
 # The Experiment of a job's {dataset}/{experiment} wildcards, and the attacks that apply to it.
 experiment = lambda w: EXPERIMENT_BY_NAME[f"{w.dataset}/{w.experiment}"]
 attacks = lambda w: plan.attacks_for(config, experiment(w))
@@ -78,9 +82,31 @@ rule scaling_sweep:
         "../scripts/scaling_sweep.py"
 
 
+rule operating_points:
+    """The operating point behind each TPR of every stage's scores, under the oracle calibration
+    (the target's own labels) and the attacker's (another target of the rotation), with PPVs."""
+    input:
+        scores=EVERY_SCORES,
+        code=code("evaluate.operating_points"),
+    output:
+        operating_points=OPERATING_POINTS,
+    log:
+        "records/evaluate/logs/operating_points.log",
+    benchmark:
+        "records/evaluate/benchmarks/operating_points/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        fpr_levels=OPERATING_FPRS,
+        priors=config["metrics"]["priors"],
+    script:
+        "../scripts/operating_points.py"
+
+
 rule evaluate:
     """Target of the evaluate stage (DVC stage `evaluate`)."""
     input:
+        OPERATING_POINTS,
         per_experiment(SCORES),
         per_experiment(EXPERIMENT_METRICS),
         per_experiment(ROC),

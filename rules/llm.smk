@@ -40,9 +40,8 @@ LLM_EMBEDDINGS = "results/llm/embeddings/{dataset}/{lm}.parquet"
 LLM_SETTINGS = "results/llm/settings/draws/{dataset}/{lm}.parquet"
 LLM_SETTING_NEIGHBORS = "results/llm/settings/neighbors/{dataset}/{lm}.parquet"
 LLM_SETTING_EMBEDDINGS = "results/llm/settings/embeddings/{dataset}/{lm}.parquet"
-# A trap experiment's traps and twins (docs/language-models.md#traps), their scores.
+# A trap experiment's traps and twins (docs/language-models.md#traps).
 LLM_TRAPS = "results/llm/traps/draws/{dataset}/{lm}.parquet"
-LLM_TRAP_SCORES = "results/llm/traps/scores/{dataset}/{lm}.parquet"
 # The recent attacks' tables of a target on a scored set (miaflow.llm.statistics), by need.
 llm_target_table = lambda folder: (
     f"results/llm/{folder}/{{dataset}}/{{lm}}/target-{{repeat}}/{{scored_set}}.parquet"
@@ -144,6 +143,12 @@ llm_traps_input = lambda w: (
 )
 llm_target_traps = lambda w: llm_traps_input(w) if w.model != "reference" else []
 llm_scored_traps = lambda w: llm_traps_input(w) if w.scored_set == "traps" else []
+# `files` (patterns) for an experiment scored on the benchmark settings, else no input.
+llm_if_settings = lambda files: lambda w: (
+    [f.format(dataset=w.dataset, lm=w.lm) for f in files]
+    if any((e["dataset"], e["label"]) == (w.dataset, w.lm) for e in LLM_SETTINGS_EXPERIMENTS)
+    else []
+)
 # The neighbour texts of a scored set, where an attack reads their token statistics.
 llm_neighbors_input = lambda w: llm_if(
     "neighbors",
@@ -618,12 +623,41 @@ use rule llm_scores as llm_trap_scores with:
         "records/llm/benchmarks/llm_trap_scores/{dataset}/{lm}.tsv"
 
 
+rule llm_separability:
+    """What the selection alone gives: a labelled model-free classifier of the texts of every
+    eval set and benchmark setting, cross-fitted (a property of the benchmark, not an attack)."""
+    input:
+        data=DATA,
+        splits=LLM_SPLITS,
+        settings=llm_if_settings([LLM_SETTINGS]),
+        embeddings=llm_if("embeddings", [LLM_EMBEDDINGS]),
+        setting_embeddings=llm_if_settings(llm_if("embeddings", [LLM_SETTING_EMBEDDINGS])),
+        code=code("llm.llm_separability"),
+    output:
+        separability=LLM_SEPARABILITY,
+    log:
+        "records/llm/logs/llm_separability/{dataset}/{lm}.log",
+    benchmark:
+        "records/llm/benchmarks/llm_separability/{dataset}/{lm}.tsv"
+    conda:
+        SOFTWARE
+    params:
+        dataset=lambda w: w.dataset,
+        label=lambda w: w.lm,
+        repeats=LLM["repeats"],
+        seed=config["seed"],
+    script:
+        "../scripts/llm_separability.py"
+
+
 rule llm:
-    """Target of the llm stage (DVC stage `llm`): every experiment's metrics and EM-MIA iterates,
-    the metrics of the benchmark settings and of the traps, and the dataset inference tests."""
+    """Target of the llm stage (DVC stage `llm`): every experiment's metrics, EM-MIA iterates and
+    selection separability, the metrics of the benchmark settings and of the traps, and the
+    dataset inference tests."""
     input:
         per_llm_experiment(LLM_METRICS),
         per_llm_experiment(LLM_ITERATES),
+        per_llm_experiment(LLM_SEPARABILITY),
         per_llm_settings_experiment(LLM_SETTING_METRICS),
         per_llm_trap_experiment(LLM_TRAP_METRICS),
         per_llm_inference_experiment(LLM_DATASET_INFERENCE),

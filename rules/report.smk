@@ -8,6 +8,8 @@ from miaflow.evaluation import published
 METRICS = "results/metrics.parquet"  # the contract: every metric, long format
 MODEL_RECORDS = "results/report/models.parquet"
 TESTS = "results/report/tests.parquet"
+RANKINGS = "results/report/rankings.parquet"  # both rankings of every experiment, with the tests
+VERDICTS = "results/report/verdicts.parquet"  # one row per experiment: what the summary says
 TABLE_FORMATS = (".csv", ".md", ".tex")
 AUDITED = [a["experiment"] for a in AUDITS.values()]  # audits, reported like experiments
 # The significance level of dataset inference's reported rejection rates.
@@ -30,8 +32,9 @@ stage_targets = lambda *stages: [
 # under report/ (the rules' settings filled in), in categories: "Headline", one per dataset
 # ("Dataset <name>", a subcategory per target model; no colon: the report turns category names
 # into reST link targets), one per family of attacks with its own outputs ("Song & Mittal",
-# "Hyperparameter study", "Language models", "Dataset inference") and "Cost". A table is marked by its csv file (its md
-# and tex files stay outputs only); the label `result` names each entry in the report's lists.
+# "Hyperparameter study", "Language models", "Dataset inference"), "Privacy audit" and "Cost".
+# A table is marked by its csv file (its md and tex files stay outputs only); the label `result`
+# names each entry in the report's lists.
 CAPTION = "../report/{}.rst"  # relative to this file
 # A file marked for the report (a figure, or a table's csv file). Snakemake's parser reads a line
 # that starts with `report` as its directive `report:`, so no line here starts with the call.
@@ -63,7 +66,7 @@ REPORT_PER_EXPERIMENT = (
 
 
 rule collect_metrics:
-    """The results/metrics.parquet contract (long format) and DVC's metrics summary."""
+    """The results/metrics.parquet contract (long format), with the PPV of every operating point."""
     input:
         experiment_metrics=(
             per_experiment(EXPERIMENT_METRICS)
@@ -71,18 +74,81 @@ rule collect_metrics:
             + per_llm_settings_experiment(LLM_SETTING_METRICS)
             + per_audit(AUDIT_METRICS)
         ),
+        operating_points=OPERATING_POINTS,
         code=code("report.collect_metrics"),
     output:
         metrics=METRICS,
-        summary="results/summary.json",
     log:
         "records/report/logs/collect_metrics.log",
     benchmark:
         "records/report/benchmarks/collect_metrics/all.tsv"
     conda:
         SOFTWARE
+    params:
+        priors=config["metrics"]["priors"],
     script:
         "../scripts/collect_metrics.py"
+
+
+rule verdicts:
+    """Per experiment and setting: the best attack by AUROC and by TPR at the low FPR, the attacks
+    not separated from each, flags, and a language-model selection's separability beside them
+    (results/summary.json; one file per experiment in results/headline for `dvc metrics show`)."""
+    input:
+        metrics=METRICS,
+        scores=EVERY_SCORES,
+        selection=per_llm_experiment(LLM_SEPARABILITY),
+        code=code("report.verdicts"),
+    output:
+        rankings=RANKINGS,
+        verdicts=VERDICTS,
+        summary="results/summary.json",
+        headline=directory("results/headline"),
+        verdicts_table=REPORT_TABLE(
+            "results/tables/verdicts",
+            "verdicts",
+            "Headline",
+            "Verdicts",
+            "The best attacks by AUROC and at a low FPR, what they are not separated from",
+        ),
+    log:
+        "records/report/logs/verdicts.log",
+    benchmark:
+        "records/report/benchmarks/verdicts/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        low_fpr=config["stats"]["low_fpr"],
+        alpha=config["stats"]["alpha"],
+        n_resamples=config["stats"]["n_resamples"],
+        seed=config["seed"],
+    script:
+        "../scripts/verdicts.py"
+
+
+rule stability_table:
+    """How consistently each attack flags the same members across the target models (MIAE)."""
+    input:
+        scores=EVERY_SCORES,
+        code=code("report.stability_table"),
+    output:
+        stability=REPORT_TABLE(
+            "results/tables/stability",
+            "stability",
+            "Headline",
+            "Stability",
+            "Coverage and stability of the members flagged at the low FPR",
+        ),
+    log:
+        "records/report/logs/stability_table.log",
+    benchmark:
+        "records/report/benchmarks/stability_table/all.tsv"
+    conda:
+        SOFTWARE
+    params:
+        low_fpr=config["stats"]["low_fpr"],
+    script:
+        "../scripts/stability_table.py"
 
 
 rule collect_models:
@@ -107,12 +173,7 @@ rule paired_tests:
     families' bests: over target models (t-test) and over samples (permutation, DeLong)."""
     input:
         metrics=METRICS,
-        scores=(
-            per_experiment(SCORES)
-            + per_llm_experiment(LLM_SCORES)
-            + per_llm_settings_experiment(LLM_SETTING_SCORES)
-            + per_audit(AUDIT_SCORES)
-        ),
+        scores=EVERY_SCORES,
         code=code("report.paired_tests"),
     output:
         tests=TESTS,
@@ -515,6 +576,7 @@ rule llm_report:
         setting_metrics=per_llm_settings_experiment(LLM_SETTING_METRICS),
         trap_metrics=per_llm_trap_experiment(LLM_TRAP_METRICS),
         inference=per_llm_inference_experiment(LLM_DATASET_INFERENCE),
+        selection=per_llm_experiment(LLM_SEPARABILITY),
         code=code("report.llm_report"),
     output:
         llm_table=REPORT_TABLE(
@@ -599,6 +661,37 @@ rule llm_report:
         "../scripts/llm_report.py"
 
 
+rule privacy_report:
+    """The privacy audit's table (ε lower bounds against each target's claimed ε) and its figure
+    of ε̂ against ε per target and estimator."""
+    input:
+        audit=PRIVACY_AUDIT,
+        code=code("report.privacy_report"),
+    output:
+        table=REPORT_TABLE(
+            "results/tables/privacy_audit",
+            "privacy_audit",
+            "Privacy audit",
+            "Lower bounds on epsilon",
+            "Empirical lower bounds on epsilon against each target's claim",
+        ),
+        figure=REPORTED(
+            "results/figures/privacy-audit.png",
+            "privacy_audit_figure",
+            "Privacy audit",
+            "Lower bounds on epsilon",
+            "Empirical epsilon against the claimed epsilon (figure)",
+        ),
+    log:
+        "records/report/logs/privacy_report.log",
+    benchmark:
+        "records/report/benchmarks/privacy_report/all.tsv"
+    conda:
+        SOFTWARE
+    script:
+        "../scripts/privacy_report.py"
+
+
 rule cost_table:
     """Time and peak memory per stage and rule, from the benchmark file of every job of the run."""
     input:
@@ -608,7 +701,15 @@ rule cost_table:
             lambda: plan.benchmarks_of(
                 workflow.rules,
                 stage_targets(
-                    "prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report"
+                    "prepare",
+                    "train",
+                    "queries",
+                    "evaluate",
+                    "hparams",
+                    "llm",
+                    "audit",
+                    "privacy",
+                    "report",
                 ),
                 skip="cost_table",
             ),
@@ -634,6 +735,8 @@ rule report:
     """Target of the report stage (DVC stage `report`): the metrics contract, tables, figures."""
     input:
         rules.collect_metrics.output,
+        rules.verdicts.output,
+        rules.stability_table.output,
         rules.collect_models.output,
         rules.paired_tests.output,
         rules.tables.output,
@@ -644,5 +747,6 @@ rule report:
         rules.published_table.output if PUBLISHED else [],
         rules.hparam_report.output if HPARAM_SETTINGS else [],
         rules.llm_report.output if LLM_EXPERIMENTS or LLM_TRAP_EXPERIMENTS else [],
+        rules.privacy_report.output if plan.privacy_audited(config) else [],
         rules.cost_table.output,
     localrule: True

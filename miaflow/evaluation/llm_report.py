@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.plots import PANEL_SIZE, plot_mean_band, save_png, small_legend
-from miaflow.evaluation.tables import MISSING, count_range, mean_std_cell
+from miaflow.evaluation.tables import MISSING, TRACED, count_range, mean_std_cell
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -77,11 +77,15 @@ PREFIX_CUT = "prefix cut"
 ORACLES = ("llm-recall-toppref", "llm-recall-randm", "llm-recall-randnm")
 ATTACK_ORDER = (*LABEL_FREE, *SHOTS, *MEMBERS, *ORACLES)
 EM_VARIANT_PREFIX = "em-mia-"
-KNOWLEDGE_ORDER = ("none", "shots", "members", "oracle")
-KNOWLEDGE_MARKS = {"none": "", "shots": "‡", "members": "§", "oracle": "†"}
+# What an attack knows; the last kind is no attack: what a labelled model-free classifier of the
+# texts gets on the selection (`miaflow.llm.separability.SELECTION`), shown beside the attacks.
+KNOWLEDGE_ORDER = ("none", "shots", "members", "oracle", "selection")
+KNOWLEDGE_MARKS = {"none": "", "shots": "‡", "members": "§", "oracle": "†", "selection": "¶"}
 MARKS_CAPTION = (
     "† oracle: uses true membership labels; ‡ uses known non-member texts (prefix shots, a "
-    "population or reference corpus); § uses known member texts (Con-ReCall's prefix)."
+    "population or reference corpus); § uses known member texts (Con-ReCall's prefix); "
+    "¶ not an attack: the AUROC a labelled model-free classifier of the texts reaches "
+    "(cross-fitted), what the member/non-member selection alone gives."
 )
 DEFAULT_METRICS = ("auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr")
 # Min-K% and Min-K%++ at k = 20% are `llm-mink` and `llm-minkpp`; the sweep adds "-k<percent>".
@@ -253,8 +257,9 @@ def llm_table(
         f"{title}: {', '.join(map(metric_label, shown))} of each attack (rows) per "
         "dataset/target model (columns), mean ± standard deviation over "
         f"{count_range(stats['count'])} repeats (member/non-member draws and seeds), std with "
-        f"ddof = 1; {MISSING} where the attack was not run. {MARKS_CAPTION} Min-K% and Min-K%++ "
-        "are at k = 20%; other k are in the Min-K% sweep table."
+        f"ddof = 1; {MISSING} where the attack was not run or the non-members do not resolve "
+        f"the FPR. {MARKS_CAPTION} Min-K% and Min-K%++ are at k = 20%; other k are in the Min-K% "
+        f"sweep table. {TRACED}"
     )
     if any(a.startswith(BLIND_PREFIX) for a in attacks):
         table.attrs["caption"] += (

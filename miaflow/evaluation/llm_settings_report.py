@@ -27,8 +27,10 @@ from miaflow.evaluation.llm_report import (
     is_sweep,
     metric_label,
 )
+from miaflow.evaluation.metrics import METRICS_COLUMNS
 from miaflow.evaluation.plots import PANEL_SIZE, save_png
 from miaflow.evaluation.tables import MISSING, count_range, format_mean_std
+from miaflow.llm.separability import FORMS, SELECTION
 from miaflow.llm.settings import SETTINGS, parse_label
 
 SETTING_METRICS = ("auroc", "tpr_at_1pct_fpr")
@@ -40,6 +42,45 @@ TITLE = "Membership inference on EM-MIA's benchmark settings"
 def is_setting(target_models: pd.Series) -> np.ndarray:
     """Which metrics rows (their target_model) belong to a benchmark setting."""
     return np.array([parse_label(t) is not None for t in target_models], bool)
+
+
+def beside_attacks(
+    metrics: pd.DataFrame, setting_metrics: pd.DataFrame, selection: pd.DataFrame | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The experiments' and the settings' metrics with the selection's AUROC rows (attack
+    `miaflow.llm.separability.SELECTION`, knowledge "selection") of each added where the tables
+    and the figure show them, beside the attacks."""
+    if selection is None or selection.empty:
+        return metrics, setting_metrics
+    on_setting = is_setting(selection["target_model"])
+    return (
+        pd.concat([metrics, selection[~on_setting]], ignore_index=True),
+        pd.concat([setting_metrics, selection[on_setting]], ignore_index=True),
+    )
+
+
+def selection_metrics(separable: pd.DataFrame) -> pd.DataFrame:
+    """The separability of every experiment of `separable` (`selection_scores`) as rows of the
+    long metrics table (`metrics.METRICS_COLUMNS`): attack `SELECTION`, metric "auroc", one row
+    per repeat, the form with the higher mean AUROC (as `selection_table` chooses it)."""
+    from sklearn.metrics import roc_auc_score
+
+    keys = ["dataset", "target_model", "form", "repeat"]
+    aurocs = (
+        separable.groupby(keys, sort=True)
+        .apply(lambda s: roc_auc_score(s["is_member"], s["score"]), include_groups=False)
+        .rename("value")
+        .reset_index()
+    )
+    experiment = ["dataset", "target_model"]
+    means = aurocs.groupby([*experiment, "form"], as_index=False)["value"].mean()
+    means["order"] = means["form"].map(FORMS.index)  # the first of FORMS on equal means
+    best = means.sort_values([*experiment, "value", "order"], ascending=[True, True, False, True])
+    chosen = best.groupby(experiment).head(1)[[*experiment, "form"]]
+    kept = aurocs.merge(chosen, on=[*experiment, "form"])
+    return kept.assign(attack=SELECTION, metric="auroc", ci_low=np.nan, ci_high=np.nan)[
+        METRICS_COLUMNS
+    ].reset_index(drop=True)
 
 
 def _length_name(length: int | None) -> str:
@@ -135,7 +176,8 @@ def _cell(cells: pd.DataFrame, key: tuple[str, str, str]) -> str:
         return MISSING
     row = cells.loc[key]
     auroc = format_mean_std(float(row["auroc_mean"]), float(row["auroc_std"]))
-    return f"{auroc} ({float(row['tpr_at_1pct_fpr_mean']):.2f})"
+    tpr = float(row["tpr_at_1pct_fpr_mean"])  # NaN: not resolved by the setting's non-members
+    return f"{auroc} ({MISSING if np.isnan(tpr) else f'{tpr:.2f}'})"
 
 
 def plot_settings(table: pd.DataFrame, path: str | Path) -> None:

@@ -38,6 +38,7 @@ METRIC_NAMES = (
 RUN_KEYS = ["dataset", "target_model", "attack", "repeat"]
 METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "ci_low", "ci_high"]
 ROC_COLUMNS = [*RUN_KEYS, "fpr", "tpr"]
+SCORES_COLUMNS = [*RUN_KEYS, "sample_id", "score", "is_member"]  # every stage's scores tables
 
 # roc_table keeps curves with at most this many points whole; longer ones keep every point with
 # FPR <= EXACT_FPR (where MIA results live) and one point per log-spaced FPR value above it.
@@ -68,6 +69,17 @@ def roc(is_member: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return roc_curve(member, np.asarray(scores, dtype=np.float64), drop_intermediate=False)
 
 
+# Levels are written with six significant digits in metric names (tpr_metric_name), so a level
+# of 1/n read back from a name may fall below 1/n by that much and still count as resolved.
+_LEVEL_TOLERANCE = 1e-6
+
+
+def resolves(level: float, n_nonmembers: int) -> bool:
+    """Whether `n_nonmembers` non-members resolve an FPR `level`: one false positive is a share
+    1/n, so a level below 1/n cannot be told apart from 0 (up to the naming tolerance)."""
+    return n_nonmembers > 0 and level * n_nonmembers >= 1 - _LEVEL_TOLERANCE
+
+
 def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:
     """TPR at the last ROC point with FPR strictly below `level` (the canonical rule).
 
@@ -75,6 +87,12 @@ def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:
     non-decreasing, so this is also max{TPR : FPR < level}.
     """
     return float(tpr[fpr < level][-1])
+
+
+def resolved_tpr(fpr: np.ndarray, tpr: np.ndarray, level: float, n_nonmembers: int) -> float:
+    """`tpr_at_fpr`, or NaN where the non-members do not resolve `level` (`resolves`): below
+    1/n the rule can only return the TPR at FPR 0, which is not a TPR at that level."""
+    return tpr_at_fpr(fpr, tpr, level) if resolves(level, n_nonmembers) else float("nan")
 
 
 def attack_metrics(
@@ -107,7 +125,9 @@ def attack_metrics(
     fpr_star = fp / negatives
     return {
         "auroc": float(auc(fpr, tpr)),
-        **{tpr_metric_name(level): tpr_at_fpr(fpr, tpr, level) for level in fpr_levels},
+        **{
+            tpr_metric_name(level): resolved_tpr(fpr, tpr, level, negatives) for level in fpr_levels
+        },
         "precision": precision,
         "recall": recall,
         "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
@@ -138,7 +158,8 @@ def score_metrics(
 
     `scores` has columns dataset, target_model, attack, repeat, sample_id, score, is_member.
     TPR@FPR rows carry a Clopper–Pearson interval for tp = round(TPR * P) out of the P members;
-    the other rows have NaN bounds. Rows are sorted by the run keys, metrics in name order.
+    the other rows, and TPRs at levels the non-members do not resolve (NaN), have NaN bounds.
+    Rows are sorted by the run keys, metrics in name order.
     """
     tpr_names = set(map(tpr_metric_name, fpr_levels))
     rows = []
@@ -148,7 +169,7 @@ def score_metrics(
         positives = int(member.sum())
         for name in metric_names(fpr_levels):
             low, high = np.nan, np.nan
-            if name in tpr_names:
+            if name in tpr_names and not np.isnan(values[name]):
                 low, high = clopper_pearson(round(values[name] * positives), positives, confidence)
             rows.append((*key, name, values[name], low, high))
     return pd.DataFrame(rows, columns=METRICS_COLUMNS)

@@ -31,12 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from miaflow.evaluation.metrics import FPR_LEVELS, RUN_KEYS, roc
+from miaflow.evaluation.metrics import FPR_LEVELS, METRICS_COLUMNS, RUN_KEYS, resolves
 
 PRIORS = (0.01, 0.1)  # membership priors of the PPV columns: 1% and 10% of candidates are members
-# Levels are written with six significant digits in metric names (tpr_metric_name), so a level
-# of 1/n read back from a name may fall below 1/n by that much and still count as resolved.
-_LEVEL_TOLERANCE = 1e-6
 POINT_COLUMNS = [
     "requested_fpr",
     "realized_fpr",
@@ -76,35 +73,90 @@ def ppv_column(prior: float) -> str:
     return f"ppv_at_{prior * 100:g}pct_prior"
 
 
-def resolves(level: float, n_nonmembers: int) -> bool:
-    """Whether `n_nonmembers` non-members resolve an FPR `level`: one false positive is a share
-    1/n, so a level below 1/n cannot be told apart from 0 (up to the naming tolerance)."""
-    return n_nonmembers > 0 and level * n_nonmembers >= 1 - _LEVEL_TOLERANCE
-
-
 def lowest_resolved_fpr(n_nonmembers: int) -> float:
     """The lowest FPR level `n_nonmembers` non-members resolve: 1 / n."""
     return 1.0 / n_nonmembers
+
+
+class _Run:
+    """One attack's scores on one target, sorted once per class so that any threshold's counts
+    are two binary searches (the table holds thousands of runs)."""
+
+    def __init__(self, scores: np.ndarray, is_member: np.ndarray) -> None:
+        scores = np.asarray(scores, dtype=np.float64)
+        member = np.asarray(is_member, dtype=bool)
+        self.members = np.sort(scores[member])
+        self.nonmembers = np.sort(scores[~member])
+        self.distinct = np.unique(scores)
+
+    def threshold(self, level: float) -> float:
+        """The threshold of the last ROC point with FPR < `level` (`metrics.tpr_at_fpr`'s
+        point): the lowest distinct score above the (k+1)-th highest non-member score, k the
+        most false positives that stay below the level (as sklearn's fps / n computes FPR);
+        +inf (sklearn's first threshold, flagging nobody) when no score is above it, NaN when
+        the non-members do not resolve the level."""
+        n = self.nonmembers.size
+        if not resolves(level, n):
+            return np.nan
+        allowed = int(np.count_nonzero(np.arange(n + 1) / n < level)) - 1
+        if allowed >= n:
+            return float(self.distinct[0])
+        cut = self.nonmembers[n - 1 - allowed]
+        above = np.searchsorted(self.distinct, cut, side="right")
+        return float(self.distinct[above]) if above < self.distinct.size else np.inf
+
+    def counts(self, threshold: float) -> tuple[int, int, int, int]:
+        """(false positives, true positives, non-members and members scoring exactly
+        `threshold`) of the rule "member iff score >= threshold"."""
+        counts = []
+        for values in (self.nonmembers, self.members):
+            below, upto = (
+                np.searchsorted(values, threshold, side="left"),
+                np.searchsorted(values, threshold, side="right"),
+            )
+            counts.append((values.size - below, upto - below))
+        (fp, ties_nonmembers), (tp, ties_members) = counts
+        return int(fp), int(tp), int(ties_nonmembers), int(ties_members)
+
+    def rows(self, fpr_levels: Sequence[float], thresholds: Sequence[float]) -> list[tuple]:
+        """`POINT_COLUMNS` tuples of each level at its given threshold (NaN: unresolved)."""
+        n0, n1 = self.nonmembers.size, self.members.size
+        rows = []
+        for level, threshold in zip(fpr_levels, thresholds):
+            if np.isnan(threshold):
+                rows.append((float(level), np.nan, np.nan, np.nan, n0, n1, *[pd.NA] * 4, False))
+                continue
+            fp, tp, ties_nonmembers, ties_members = self.counts(threshold)
+            rate = (fp / n0, tp / n1, float(threshold), n0, n1, fp, tp)
+            rows.append((float(level), *rate, ties_nonmembers, ties_members, True))
+        return rows
+
+
+def threshold_at(scores: np.ndarray, is_member: np.ndarray, level: float) -> float:
+    """The threshold of `operating_points` at one level (NaN where it is not resolved)."""
+    return _Run(scores, is_member).threshold(level)
+
+
+def tpr_at(scores: np.ndarray, is_member: np.ndarray, level: float) -> float:
+    """The TPR of `operating_points` at one level (NaN where it is not resolved)."""
+    run = _Run(scores, is_member)
+    threshold = run.threshold(level)
+    return np.nan if np.isnan(threshold) else run.counts(threshold)[1] / run.members.size
 
 
 def counts_at(scores: np.ndarray, is_member: np.ndarray, threshold: float) -> dict[str, float]:
     """What the rule "member iff score >= threshold" gives on one target: realized FPR and TPR,
     the false and true positives, and how many non-members and members score exactly the
     threshold (ties decide whether a nearby FPR is reachable at all)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    member = np.asarray(is_member, dtype=bool)
-    flagged = scores >= threshold
-    at = scores == threshold
-    n_members = int(member.sum())
-    n_nonmembers = member.size - n_members
-    fp, tp = int(np.sum(flagged & ~member)), int(np.sum(flagged & member))
+    run = _Run(scores, is_member)
+    fp, tp, ties_nonmembers, ties_members = run.counts(threshold)
     return {
-        "realized_fpr": fp / n_nonmembers,
-        "tpr": tp / n_members,
+        "realized_fpr": fp / run.nonmembers.size,
+        "tpr": tp / run.members.size,
         "false_positives": fp,
         "true_positives": tp,
-        "ties_nonmembers": int(np.sum(at & ~member)),
-        "ties_members": int(np.sum(at & member)),
+        "ties_nonmembers": ties_nonmembers,
+        "ties_members": ties_members,
     }
 
 
@@ -115,17 +167,8 @@ def operating_points(
     point `metrics.tpr_at_fpr` reads (the last with FPR < level), its threshold and counts.
     Unresolved levels (`resolves`) get NaN rates, threshold and counts. The threshold of the
     (0, 0) point is +inf (sklearn's), which flags nobody."""
-    member = np.asarray(is_member, dtype=bool)
-    scores = np.asarray(scores, dtype=np.float64)
-    fpr, _, thresholds = roc(member, scores)
-    n_nonmembers = int((~member).sum())
-    chosen = [
-        float(thresholds[np.flatnonzero(fpr < level)[-1]])
-        if resolves(level, n_nonmembers)
-        else np.nan
-        for level in fpr_levels
-    ]
-    return points_at(scores, member, fpr_levels, chosen)
+    run = _Run(scores, is_member)
+    return _table(run.rows(fpr_levels, [run.threshold(level) for level in fpr_levels]))
 
 
 def points_at(
@@ -136,28 +179,24 @@ def points_at(
 ) -> pd.DataFrame:
     """`POINT_COLUMNS` rows for the given threshold of each requested level on this target
     (NaN threshold: the level is unresolved, and so are the row's rates and counts)."""
-    member = np.asarray(is_member, dtype=bool)
-    n_members = int(member.sum())
-    rows = []
-    for level, threshold in zip(fpr_levels, thresholds):
-        row = {
-            "requested_fpr": float(level),
-            "n_nonmembers": member.size - n_members,
-            "n_members": n_members,
-        }
-        if not np.isnan(threshold):
-            row |= {"threshold": threshold, **counts_at(scores, member, threshold)}
-        rows.append(row)
-    table = pd.DataFrame(rows).reindex(columns=POINT_COLUMNS)
-    table["resolved"] = table["threshold"].notna()
-    return _typed(table)
+    return _table(_Run(scores, is_member).rows(fpr_levels, thresholds))
 
 
-def _typed(table: pd.DataFrame) -> pd.DataFrame:
-    """Counts as nullable integers (NaN where unresolved), rates and thresholds as floats."""
+def _table(rows: list[tuple], columns: Sequence[str] = POINT_COLUMNS) -> pd.DataFrame:
+    """Rows as a typed table: counts as nullable integers (NA where unresolved), rates and
+    thresholds as floats."""
     counts = ["false_positives", "true_positives", "ties_nonmembers", "ties_members"]
     floats = ["requested_fpr", "realized_fpr", "tpr", "threshold"]
-    return table.astype({**dict.fromkeys(counts, "Int64"), **dict.fromkeys(floats, "float64")})
+    table = pd.DataFrame(rows, columns=list(columns))
+    return table.astype(
+        {
+            **dict.fromkeys(counts, "Int64"),
+            **dict.fromkeys(floats, "float64"),
+            "n_nonmembers": "int64",
+            "n_members": "int64",
+            "resolved": bool,
+        }
+    )
 
 
 def ppv(tpr: np.ndarray, fpr: np.ndarray, prior: float) -> np.ndarray:
@@ -195,27 +234,48 @@ def operating_point_table(
     resolved on the shadow target. Experiments with one target model have no shadow rows (no
     other model's membership to calibrate on). FPRs are fractions.
     """
-    frames = []
-    for (dataset, target_model, attack), runs in scores.groupby(RUN_KEYS[:3], sort=True):
-        by_repeat = {
-            int(r): (run["score"].to_numpy(np.float64), run["is_member"].to_numpy(bool))
-            for r, run in runs.groupby("repeat", sort=True)
-        }
-        own = {r: operating_points(s, m, fpr_levels) for r, (s, m) in by_repeat.items()}
-        key = {"dataset": dataset, "target_model": target_model, "attack": attack}
-        for repeat, points in own.items():
-            frames.append(
-                points.assign(**key, repeat=repeat, calibration="target", threshold_repeat=repeat)
-            )
-        for repeat, shadow in shadow_of(list(by_repeat)).items():
-            known = own[shadow]
-            applied = points_at(*by_repeat[repeat], known["requested_fpr"], known["threshold"])
-            frames.append(
-                applied.assign(**key, repeat=repeat, calibration="shadow", threshold_repeat=shadow)
-            )
-    if not frames:
-        return pd.DataFrame(columns=[*OPERATING_POINT_COLUMNS, *map(ppv_column, priors)])
-    table = pd.concat(frames, ignore_index=True)[OPERATING_POINT_COLUMNS]
+    values = scores["score"].to_numpy(np.float64)
+    member = scores["is_member"].to_numpy(bool)
+    positions = scores.groupby(RUN_KEYS, sort=True).indices
+    by_attack: dict[tuple, dict[int, _Run]] = {}
+    for (dataset, target_model, attack, repeat), at in positions.items():
+        by_attack.setdefault((dataset, target_model, attack), {})[int(repeat)] = _Run(
+            values[at], member[at]
+        )
+    rows = []
+    for key, runs in by_attack.items():
+        own = {r: [run.threshold(level) for level in fpr_levels] for r, run in runs.items()}
+        for repeat, run in runs.items():
+            points = run.rows(fpr_levels, own[repeat])
+            rows += [(*key, repeat, "target", *p, repeat) for p in points]
+        for repeat, shadow in shadow_of(list(runs)).items():
+            points = runs[repeat].rows(fpr_levels, own[shadow])
+            rows += [(*key, repeat, "shadow", *p, shadow) for p in points]
+    columns = ["dataset", "target_model", "attack", "repeat", "calibration", *POINT_COLUMNS]
+    table = _table(rows, [*columns, "threshold_repeat"])[OPERATING_POINT_COLUMNS]
+    table = table.astype({"repeat": "int64", "threshold_repeat": "int64"})
     for prior in priors:
         table[ppv_column(prior)] = ppv(table["tpr"], table["realized_fpr"], prior)
     return table
+
+
+def ppv_metric_name(level: float, prior: float) -> str:
+    """(0.01, 0.1) -> "ppv_at_1pct_fpr_10pct_prior": the metric of the PPV at that requested
+    FPR and membership prior."""
+    return f"ppv_at_{level * 100:g}pct_fpr_{prior * 100:g}pct_prior"
+
+
+def ppv_metrics(points: pd.DataFrame, priors: Sequence[float] = PRIORS) -> pd.DataFrame:
+    """The target-calibrated PPVs of `operating_point_table` as rows of the long metrics table
+    (`metrics.METRICS_COLUMNS`, no interval): one metric per requested FPR and prior."""
+    own = points[points["calibration"] == "target"]
+    frames = [
+        own[RUN_KEYS].assign(
+            metric=[ppv_metric_name(level, prior) for level in own["requested_fpr"]],
+            value=own[ppv_column(prior)].to_numpy(),
+            ci_low=np.nan,
+            ci_high=np.nan,
+        )
+        for prior in priors
+    ]
+    return pd.concat(frames, ignore_index=True).reindex(columns=METRICS_COLUMNS)

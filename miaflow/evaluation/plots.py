@@ -25,9 +25,14 @@ if TYPE_CHECKING:
 ROC_FPR_GRID = np.geomspace(1e-4, 1.0, 200)
 FIGURE_SIZE = (7.5, 4.5)  # inches: a square plot plus the legend on its right
 ROC_PANEL_ATTACKS = 8  # curves per ROC panel at most, so that its legend stays short
-ROC_COLUMNS = 4  # panels per row of a ROC figure
-ROC_PANEL = (3.6, 4.9)  # inches per ROC panel: a square plot over its legend
+# Panels per row of a ROC figure: two panels at FIGURE_DPI are about 1080 px wide, so the report
+# (about 1280 px wide) shows them unscaled and a legend's text stays legible.
+ROC_COLUMNS = 2
+REPORT_WIDTH_PX = 1280  # how wide the report shows a figure, at most
+LEGEND_FONT = "small"  # about 8 pt: 17 px tall at FIGURE_DPI
+ROC_PANEL = (3.6, 5.6)  # inches per ROC panel: a square plot over its legend
 FIGURE_DPI = 150
+SUPTITLE_INCHES = 0.4  # kept free at the top of a figure for its title
 PANEL_SIZE = (4.2, 3.8)  # inches per panel of a multi-panel figure
 
 
@@ -117,9 +122,9 @@ def plot_roc_loglog(
         axes.legend(
             loc="upper center",
             bbox_to_anchor=(0.5, -0.2),
-            fontsize="x-small",
+            fontsize=LEGEND_FONT,
             title="attack (AUROC)" if auroc else None,
-            title_fontsize="x-small",
+            title_fontsize=LEGEND_FONT,
         )
     figure.suptitle(f"{title}: ROC from FPR {low:.1e}, the lowest the data measure")
     save_png(figure, path)
@@ -139,8 +144,10 @@ def decade_ticks(axes: Axes, low: float) -> None:
 
 def save_png(figure: Figure, path: str | Path) -> None:
     """Write a PNG atomically, without the "Software" entry (matplotlib's version string), so
-    only the drawing decides the bytes."""
-    figure.tight_layout()
+    only the drawing decides the bytes. The panels are laid out below the figure's title, if it
+    has one (tight_layout alone lets the title cover the first row's titles)."""
+    top = 1 - SUPTITLE_INCHES / figure.get_figheight() if figure.get_suptitle() else 1
+    figure.tight_layout(rect=(0, 0, 1, top))
     write_with(
         path,
         lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI, metadata={"Software": None}),
@@ -197,10 +204,10 @@ def layout_problems(figure: Figure) -> list[str]:
 
 
 def small_legend(axes: Axes, **options: Any) -> None:
-    """An x-small legend, only when something on `axes` has a label: matplotlib would otherwise
-    warn and draw an empty box."""
+    """A legend in LEGEND_FONT, only when something on `axes` has a label: matplotlib would
+    otherwise warn and draw an empty box."""
     if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize="x-small", **options)
+        axes.legend(fontsize=LEGEND_FONT, **options)
 
 
 def plot_mean_band(
@@ -256,17 +263,18 @@ def plot_auroc_vs_gap(
 
 def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> None:
     """TDDBench Fig. 4: AUROC (mean ± std over target models) against the number of reference
-    models and, in a second panel, of queries, one line per attack."""
+    models and, in a second panel below, of queries, one line per attack (one above the other,
+    so the figure stays as wide as the report)."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
     axes_names = [a for a in ("reference models", "queries") if a in set(sweep["axis"])] or [
         "reference models"
     ]
-    figure = Figure(figsize=(FIGURE_SIZE[0] * len(axes_names), FIGURE_SIZE[1]))
+    figure = Figure(figsize=(FIGURE_SIZE[0], FIGURE_SIZE[1] * len(axes_names)))
     colours = colormaps["tab20"].colors
     for k, axis in enumerate(axes_names, start=1):
-        axes = figure.add_subplot(1, len(axes_names), k)
+        axes = figure.add_subplot(len(axes_names), 1, k)
         rows = sweep[sweep["axis"] == axis]
         for j, (attack, runs) in enumerate(rows.groupby("attack", sort=True)):
             stats = runs.groupby("count")["auroc"].agg(["mean", "std"]).reset_index()
@@ -285,7 +293,7 @@ def plot_scaling_sweep(sweep: pd.DataFrame, path: str | Path, title: str) -> Non
         axes.set(xscale="log", xlabel=f"Number of {axis}", ylabel="AUROC", title=title)
         if counts:
             axes.set_xticks(counts, labels=[str(c) for c in counts])
-            axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="x-small")
+            axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=LEGEND_FONT)
         axes.minorticks_off()
     save_png(figure, path)
 
@@ -395,5 +403,20 @@ def plot_defense_risk_cdfs(risk: pd.DataFrame, defenses: pd.DataFrame, path: str
             ylabel="Cumulative fraction",
             title=f"Risk by defense: {dataset}",
         )
-        axes.legend(loc="upper left", fontsize="x-small")
+        axes.legend(loc="upper left", fontsize=LEGEND_FONT)
     save_png(figure, path)
+
+
+def legend_pixels(figure: Figure) -> float:
+    """The height in pixels of the smallest legend text of `figure` as the report shows it: its
+    font size at FIGURE_DPI, scaled down where the figure is wider than REPORT_WIDTH_PX (inf
+    without a legend). The tests hold every figure of the report to a legible size."""
+    width = figure.get_figwidth() * FIGURE_DPI
+    scale = min(1.0, REPORT_WIDTH_PX / width)
+    sizes = [
+        text.get_fontsize()
+        for axes in figure.axes
+        if (legend := axes.get_legend()) is not None
+        for text in legend.get_texts()
+    ]
+    return min(sizes, default=float("inf")) * FIGURE_DPI / 72 * scale

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.metrics import RUN_KEYS
-from miaflow.evaluation.operating_points import operating_points
+from miaflow.evaluation.operating_points import threshold_at
 
 STABILITY_COLUMNS = [
     "dataset",
@@ -92,19 +92,20 @@ def stability_table(scores: pd.DataFrame, fpr: float = 0.01) -> pd.DataFrame:
     target that flags nobody would pass for an attack that finds nothing."""
     rows = []
     for (dataset, target_model, attack), runs in scores.groupby(RUN_KEYS[:3], sort=True):
-        ids = np.unique(runs["sample_id"].to_numpy())
-        repeats = list(runs.groupby("repeat", sort=True))
+        sample_ids = runs["sample_id"].to_numpy()
+        ids = np.unique(sample_ids)
+        repeats = runs.groupby("repeat", sort=True).indices
         held = np.zeros((ids.size, len(repeats)), dtype=bool)
         flagged = np.zeros_like(held)
         resolved = True
-        for k, (_, run) in enumerate(repeats):
-            member = run["is_member"].to_numpy(bool)
-            values = run["score"].to_numpy(np.float64)
-            point = operating_points(values, member, [fpr]).iloc[0]
-            resolved &= bool(point["resolved"])
-            at = np.searchsorted(ids, run["sample_id"].to_numpy())
+        for k, positions in enumerate(repeats.values()):
+            member = runs["is_member"].to_numpy(bool)[positions]
+            values = runs["score"].to_numpy(np.float64)[positions]
+            threshold = threshold_at(values, member, fpr)
+            resolved &= not np.isnan(threshold)
+            at = np.searchsorted(ids, sample_ids[positions])
             held[at, k] = member
-            flagged[at, k] = values >= point["threshold"]
+            flagged[at, k] = values >= threshold
         measures = stability_measures(held, flagged)
         if not resolved:
             measures |= _UNRESOLVED
@@ -119,4 +120,12 @@ def stability_table(scores: pd.DataFrame, fpr: float = 0.01) -> pd.DataFrame:
                 "resolved": resolved,
             }
         )
-    return pd.DataFrame(rows, columns=STABILITY_COLUMNS)
+    table = pd.DataFrame(rows, columns=STABILITY_COLUMNS)
+    table.attrs["caption"] = (
+        f"How consistently each attack flags the same members at FPR {fpr:g} across the target "
+        "models of an experiment (after MIAE, CCS 2025): coverage = share of the members (of "
+        "any target) flagged by at least one target that trained on them, stability = share "
+        "flagged by every such target, jaccard = mean overlap of two targets' flagged shared "
+        "members; NaN where a target's non-members do not resolve the FPR."
+    )
+    return table

@@ -376,6 +376,7 @@ def paired_tests(
     tested = metrics[metrics["metric"].isin(metrics_tested)]
     keys = ["dataset", "target_model", "metric", "attack"]
     means = tested.groupby(keys, sort=True)["value"].mean().rename("mean").reset_index()
+    means = means.dropna(subset=["mean"])  # a TPR at a level no target model resolves
     tests = comparisons(means, family_of)
     indexed = means.set_index(keys)["mean"]
     tests["mean_a"] = [indexed[k] for k in zip(*(tests[c] for c in keys[:3]), tests["attack_a"])]

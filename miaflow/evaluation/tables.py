@@ -10,7 +10,7 @@ Outputs are deterministic: identical inputs give byte-identical files.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -59,11 +59,14 @@ def _pivot_cells(
     index: str | list[str],
     columns: pd.Series,
     order: list[str] | None = None,
+    suffix: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """A display table of `miaflow.evaluation.metrics.summary` rows: their "mean ± std" with one
-    row per `index` and one column per value of `columns` (in `order` when given), MISSING where
-    no summary row fills a cell."""
+    """A display table of `miaflow.evaluation.metrics.summary` rows: their "mean ± std" (and
+    each row's `suffix`, when given) with one row per `index` and one column per value of
+    `columns` (in `order` when given), MISSING where no summary row fills a cell."""
     display = [format_mean_std(m, s) for m, s in zip(summary["mean"], summary["std"])]
+    if suffix is not None:
+        display = [cell + mark for cell, mark in zip(display, suffix)]
     cells = summary.assign(column=columns, cell=display)
     table = cells.pivot(index=index, columns="column", values="cell")
     if order is not None:
@@ -81,16 +84,49 @@ def count_range(counts: Iterable[int]) -> str:
     return str(low) if low == high else f"{low}–{high}"
 
 
-def auroc_table(summary: pd.DataFrame) -> pd.DataFrame:
+# Where every TPR at a fixed FPR of a table comes from, as its captions say.
+TRACED = (
+    "Each TPR's threshold, realized FPR and non-members, and the PPV columns' precision at "
+    "membership priors: results/evaluate/operating_points.parquet."
+)
+# How the AUROC table marks each column's best and the attacks its test does not separate from
+# it (`auroc_table`).
+BEST_MARK, NOT_SEPARATED_MARK = " (best)", " (n.s.)"
+
+
+def auroc_table(summary: pd.DataFrame, tests: pd.DataFrame | None = None) -> pd.DataFrame:
     """TDDBench Table-4 layout: one row per attack, one column per "dataset/target_model",
-    cells "mean ± std" of AUROC over repeats. Takes `miaflow.evaluation.metrics.summary` output."""
+    cells "mean ± std" of AUROC over repeats. Takes `miaflow.evaluation.metrics.summary` output.
+    With the tests of `miaflow.evaluation.stats.paired_tests`, each column's best is marked
+    "(best)" and the attacks its vs-best DeLong test does not separate from it "(n.s.)": the
+    verdicts' AUROC ranking (`miaflow.evaluation.verdicts`), which runs the same tests."""
     auroc = summary[summary["metric"] == "auroc"]
-    table = _pivot_cells(auroc, "attack", auroc["dataset"] + "/" + auroc["target_model"])
+    column = auroc["dataset"] + "/" + auroc["target_model"]
+    suffix = None
+    if tests is not None:
+        versus = tests[(tests["family"] == "vs-best") & (tests["metric"] == "auroc")]
+        marks = {(d, t, a): BEST_MARK for d, t, a in zip(*_columns(versus, "attack_a"))}
+        tied = versus[~versus["reject_delong"].astype(bool)]
+        marks |= {key: NOT_SEPARATED_MARK for key in zip(*_columns(tied, "attack_b"))}
+        keys = zip(auroc["dataset"], auroc["target_model"], auroc["attack"])
+        suffix = [marks.get(key, "") for key in keys]
+    table = _pivot_cells(auroc, "attack", column, suffix=suffix)
     table.attrs["caption"] = (
         "AUROC of each attack (rows) per dataset/target model (columns): mean ± standard deviation "
         f"over {count_range(auroc['n_repeats'])} target models (repeats), std with ddof = 1."
+        + (
+            ""
+            if tests is None
+            else " (best): the column's highest mean (the first by id among equal means); (n.s.): "
+            "not separated from it by DeLong's one-sided test, Benjamini–Yekutieli-adjusted "
+            "over the column at stats.alpha (results/tables/tests.md)."
+        )
     )
     return table
+
+
+def _columns(tests: pd.DataFrame, attack: str) -> tuple[pd.Series, pd.Series, pd.Series]:
+    return tests["dataset"], tests["target_model"], tests[attack]
 
 
 def accuracy_table(models: pd.DataFrame) -> pd.DataFrame:
@@ -288,7 +324,10 @@ def all_metrics_table(summary: pd.DataFrame, dataset: str, target_model: str) ->
     table.attrs["caption"] = (
         f"All metrics of every attack on {dataset} / {target_model}: mean ± standard deviation "
         f"over {count_range(rows['n_repeats'])} target models (ddof = 1); precision, recall, F1, "
-        "accuracy (balanced), FPR, FNR and advantage at the threshold maximising balanced accuracy."
+        "accuracy (balanced), FPR, FNR and advantage at the threshold maximising balanced "
+        f"accuracy; TPR at an FPR the non-members do not resolve (fewer than 1/FPR of them): "
+        f"{MISSING}. "
+        f"{TRACED}"
     )
     return table
 

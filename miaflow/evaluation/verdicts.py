@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.metrics import tpr_metric_name
-from miaflow.evaluation.operating_points import lowest_resolved_fpr, operating_points
+from miaflow.evaluation.operating_points import lowest_resolved_fpr, tpr_at
 from miaflow.seeding import derive_seed
 
-DEFAULT_FPR = 0.01  # the headline low FPR, as summary.PREFERRED_TPR
+DEFAULT_FPR = 0.01  # the headline low FPR, as best.PREFERRED_TPR
 EXPERIMENT = ["dataset", "target_model"]
 RANKINGS = ("auroc", "low_fpr")
 RANKING_COLUMNS = [
@@ -279,7 +279,7 @@ def _permutation(paired: _Paired, level: float, n_resamples: int, seed: int) -> 
 def _tprs(runs: pd.DataFrame, level: float) -> pd.DataFrame:
     """Mean, std and count over target models of each attack's TPR at `level`."""
     rows = [
-        (attack, operating_points(*_arrays(run), [level])["tpr"].iloc[0])
+        (attack, tpr_at(*_arrays(run), level))
         for (attack, _), run in runs.groupby(["attack", "repeat"], sort=True)
     ]
     tprs = pd.DataFrame(rows, columns=["attack", "tpr"])
@@ -381,6 +381,7 @@ def _untested(ranking: pd.DataFrame) -> bool:
 def ties_text(tied: Sequence[str], n_others: int, shown: int = 2) -> str:
     """ "(not separated from: a, b (+3))" with at most `shown` names; "(separated from all 4
     others)" when the tests separate every other attack; "" for a lone attack."""
+    tied = list(tied)  # a list, or an array as a parquet file gives it back
     if n_others == 0:
         return ""
     if tied:
@@ -399,8 +400,10 @@ def _percent(level: float) -> str:
 def verdict_lines(table: pd.DataFrame, shown: int = 2) -> list[str]:
     """The summary line of each experiment of `verdicts`, in aligned columns:
     `  <dataset>/<target model>  <AUROC best>  AUROC <mean> ± <std> (ties); TPR@<fpr>FPR:
-    <low-FPR best> <TPR> (ties); flags: ...`. The first id among equal means is shown; the
-    ties are in the parentheses, at most `shown` names."""
+    <low-FPR best> <TPR> (ties); selection alone AUROC <separability> (<form>); flags: ...`
+    (the selection's part where the table has `separability`, `headline.with_selection`). The
+    first id among equal means is shown; the ties are in the parentheses, at most `shown`
+    names."""
     names = [f"{row.dataset}/{row.target_model}" for row in table.itertuples()]
     name_width = max(map(len, names), default=0)
     attack_width = max(map(len, table["best_attack"]), default=0)
@@ -418,7 +421,11 @@ def verdict_lines(table: pd.DataFrame, shown: int = 2) -> list[str]:
                 f"TPR@{_percent(row.low_fpr)}FPR: {row.best_attack_low_fpr} "
                 f"{row.tpr_at_low_fpr:.3f} {ties}".rstrip()
             )
-        if row.flags:
+        separability = getattr(row, "separability", np.nan)
+        if pd.notna(separability):
+            form = row.separability_form.replace("_", " ")
+            parts.append(f"selection alone AUROC {separability:.3f} ({form})")
+        if len(row.flags):
             parts.append(f"flags: {', '.join(row.flags)}")
         lines.append("; ".join(parts))
     return lines
@@ -435,7 +442,7 @@ def verdict_json(table: pd.DataFrame) -> dict[str, dict]:
 
 def _plain(value: object) -> object:
     """A JSON value: lists as lists, NaN/None as None, floats to six decimals."""
-    if isinstance(value, list):
+    if isinstance(value, (list, np.ndarray)):  # an array as a parquet file gives a list back
         return list(value)
     if pd.isna(value):
         return None

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from miaflow.attacks.reference import in_out_stats, log_likelihood_ratio
-from miaflow.evaluation.metrics import roc, tpr_at_fpr
+from miaflow.evaluation.metrics import roc
+from miaflow.evaluation.operating_points import operating_points
 from miaflow.hparams.selection import grid_moments, select
 from miaflow.seeding import rng
 
@@ -126,24 +127,31 @@ def rotate(
 def roc_metrics(
     scores: np.ndarray, is_member: np.ndarray, fpr_levels: Sequence[float]
 ) -> list[dict]:
-    """TPR at each FPR level (the canonical rule and the paper's interpolation), tp, positives
-    and AUROC of one pooled ROC."""
+    """TPR at each FPR level (the canonical rule, NaN where the pooled non-members do not
+    resolve the level, and the paper's interpolation), tp, positives and AUROC of one pooled
+    ROC, with the operating point behind the TPR: the FPR it reaches, its threshold, the
+    non-members and how many of them score exactly the threshold (a top value shared by more
+    than the level's share of non-members is why a TPR is 0)."""
     from sklearn.metrics import auc
 
     fpr, tpr, _ = roc(is_member, scores)
     positives = int(np.sum(is_member))
     area = float(auc(fpr, tpr))
+    points = operating_points(scores, is_member, fpr_levels)
     rows = []
-    for level in fpr_levels:
-        value = tpr_at_fpr(fpr, tpr, level)
+    for level, point in zip(fpr_levels, points.itertuples()):
         rows.append(
             {
                 "fpr": level,
-                "tpr": value,
+                "tpr": point.tpr,
                 "tpr_interp": float(np.interp(level, fpr, tpr)),
-                "tp": round(value * positives),
+                "tp": point.true_positives if point.resolved else np.nan,
                 "positives": positives,
                 "auroc": area,
+                "realized_fpr": point.realized_fpr,
+                "threshold": point.threshold,
+                "n_nonmembers": point.n_nonmembers,
+                "ties_nonmembers": point.ties_nonmembers if point.resolved else np.nan,
             }
         )
     return rows

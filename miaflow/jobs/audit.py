@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
+from miaflow.evaluation.best import best_lines
 from miaflow.jobs.common import Paths, compute_session, read_splits
 from miaflow.plan import Experiment
 from miaflow.splits import Splits, role_of
-from miaflow.tools.summary import best_lines
 
 log = logging.getLogger(__name__)
 BEST = 3  # the attacks `snakemake audit` prints for each audit

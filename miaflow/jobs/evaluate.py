@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
-from miaflow.jobs.common import Paths, read_splits
+from miaflow.jobs.common import Paths, concat_parquet, read_splits
 from miaflow.plan import Experiment
 from miaflow.progress import tracked
 from miaflow.signals import SignalStore
@@ -260,3 +260,19 @@ def scaling_sweep(
             rows, columns=["dataset", "target_model", "attack", "repeat", "axis", "count", "auroc"]
         ),
     )
+
+
+def operating_points(
+    *,
+    scores: Paths,
+    operating_points: str | Path,
+    fpr_levels: Sequence[float],
+    priors: Sequence[float],
+) -> None:
+    """The operating point behind each TPR of every scores table (any stage's), under the
+    target's and the attacker's calibration (miaflow.evaluation.operating_points)."""
+    from miaflow.evaluation.metrics import SCORES_COLUMNS
+    from miaflow.evaluation.operating_points import operating_point_table
+
+    table = operating_point_table(concat_parquet(scores, SCORES_COLUMNS), fpr_levels, priors)
+    io.write_parquet(operating_points, table)

@@ -298,3 +298,33 @@ def llm_dataset_inference(
     stats = [TokenStats.from_table(io.read_table(path)) for path in tokens]
     tests = tests_of(io.read_parquet(splits), read_dataset(data), n_texts, stats, options, seed)
     io.write_parquet(inference, tests.assign(dataset=dataset, target_model=label))
+
+
+def llm_separability(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    settings: Paths = (),
+    embeddings: Paths = (),
+    setting_embeddings: Paths = (),
+    separability: str | Path,
+    dataset: str,
+    label: str,
+    repeats: int,
+    seed: int,
+) -> None:
+    """What the selection alone gives: a labelled model-free classifier's cross-fitted scores
+    of the texts of every scored set, on words and, where the blind baselines embedded the
+    texts, on their sentence embeddings (miaflow.llm.separability; not an attack)."""
+    from miaflow.attacks.llm_inputs import embedding_rows
+    from miaflow.llm.separability import labelled_draws, selection_scores
+
+    table, texts = io.read_parquet(splits), _texts(data)
+    frames = [
+        selection_scores(
+            labelled_draws(table, texts, drawn, label, repeats), dataset, vectors, seed=seed
+        )
+        for drawn, vectors in [(None, embedding_rows(embeddings))]
+        + ([(_settings(settings), embedding_rows(setting_embeddings))] if settings else [])
+    ]
+    io.write_parquet(separability, pd.concat(frames, ignore_index=True))

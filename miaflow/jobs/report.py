@@ -15,7 +15,7 @@ import pandas as pd
 from miaflow import io
 from miaflow.attacks.registry import ATTACKS, LLM
 from miaflow.evaluation import tables as build
-from miaflow.evaluation.metrics import METRICS_COLUMNS, summary
+from miaflow.evaluation.metrics import METRICS_COLUMNS, RUN_KEYS, SCORES_COLUMNS, summary
 from miaflow.evaluation.tables import write_table
 from miaflow.jobs.common import (
     Paths,
@@ -40,30 +40,70 @@ def _classifier_metrics(metrics: str | Path) -> pd.DataFrame:
     return long[[ATTACKS[a].family != "llm" for a in long["attack"]]].reset_index(drop=True)
 
 
-def collect_metrics(*, experiment_metrics: Paths, metrics: str | Path, summary: str | Path) -> None:
-    """The `results/metrics.parquet` contract and DVC's metrics file, a headline that `dvc
-    metrics show` prints in a few lines: per experiment, the attack of the highest mean AUROC
-    (`miaflow.tools.summary.best_attacks`), its AUROC (mean, std), its TPR at 1% FPR (or the
-    lowest FPR measured) and the number of target models. Every metric stays in `metrics`."""
-    from miaflow.tools.summary import best_attacks
+def collect_metrics(
+    *,
+    experiment_metrics: Paths,
+    operating_points: str | Path,
+    metrics: str | Path,
+    priors: Sequence[float],
+) -> None:
+    """The `results/metrics.parquet` contract: every stage's metrics and the precision (PPV) of
+    each operating point at the membership priors (`ppv_*`, target calibration)."""
+    from miaflow.evaluation.operating_points import ppv_metrics
 
-    long = concat_parquet(experiment_metrics)
-    io.write_parquet(metrics, long)
-    headline = {}
-    for row in best_attacks(long).itertuples(index=False):
-        headline[f"{row.dataset}/{row.target_model}"] = {
-            "best_attack": row.attack,
-            "auroc": _rounded(row.auroc),
-            "auroc_std": _rounded(row.auroc_std),
-            "target_models": int(row.target_models),
-            **({} if row.tpr_metric is None else {row.tpr_metric: _rounded(row.tpr)}),
-        }
-    io.write_json(summary, headline)
+    points = io.read_parquet(operating_points)
+    long = pd.concat(
+        [concat_parquet(experiment_metrics, METRICS_COLUMNS), ppv_metrics(points, priors)],
+        ignore_index=True,
+    )
+    io.write_parquet(metrics, long.sort_values(RUN_KEYS, kind="stable", ignore_index=True))
 
 
-def _rounded(value: float) -> float | None:
-    """Six decimals; None (JSON null) for NaN, e.g. the std of one target model."""
-    return None if pd.isna(value) else round(float(value), 6)
+def verdicts(
+    *,
+    metrics: str | Path,
+    scores: Paths,
+    selection: Paths,
+    rankings: str | Path,
+    verdicts: str | Path,
+    summary: str | Path,
+    headline: str | Path,
+    verdicts_table: Paths,
+    low_fpr: float,
+    alpha: float,
+    n_resamples: int,
+    seed: int,
+) -> None:
+    """Both rankings of every experiment and setting (AUROC, TPR at `low_fpr`) with the attacks
+    not separated from each best, the flags, and a language-model selection's separability
+    beside them: results/summary.json, one DVC metrics file per experiment (`headline`), the
+    verdicts table the summary lines are printed from and its display (csv, md, tex)."""
+    from miaflow.evaluation import headline as say
+    from miaflow.evaluation import verdicts as judge
+    from miaflow.llm.separability import selection_table
+
+    read = concat_parquet(scores, SCORES_COLUMNS)
+    ranked = judge.rankings(io.read_parquet(metrics), read, low_fpr, alpha, n_resamples, seed)
+    table = judge.verdicts(ranked)
+    best = dict(zip(zip(table["dataset"], table["target_model"]), table["best_attack"]))
+    separable = concat_parquet(selection) if selection else None
+    chosen = None if separable is None else selection_table(separable, read, best, seed=seed)
+    table = say.with_selection(table, chosen)
+    io.write_parquet(rankings, ranked)
+    io.write_parquet(verdicts, table)
+    io.write_json(summary, say.summary_json(table))
+    _write(say.verdict_table(table), verdicts_table)
+    with io.atomic_directory(headline) as folder:
+        for name, entry in say.headline_files(table).items():
+            io.write_json(folder / name, entry)
+
+
+def stability_table(*, scores: Paths, stability: Paths, low_fpr: float) -> None:
+    """Coverage, stability and Jaccard overlap of the members each attack flags at `low_fpr`
+    across the target models of every experiment (miaflow.evaluation.stability)."""
+    from miaflow.evaluation.stability import stability_table as build
+
+    _write(build(concat_parquet(scores, SCORES_COLUMNS), low_fpr), stability)
 
 
 def collect_models(*, records: Paths, models: str | Path) -> None:
@@ -112,13 +152,14 @@ def tables(
     roc_figures: Paths,
     experiments: Sequence[Experiment],
 ) -> None:
-    """Headline tables (csv, md, tex) and one log-log ROC figure per experiment."""
+    """Headline tables (csv, md, tex; each AUROC column's best and the attacks not separated
+    from it marked) and one log-log ROC figure per experiment."""
     from miaflow.evaluation.plots import plot_roc_loglog
 
-    means = summary(_classifier_metrics(metrics))
-    _write(build.auroc_table(means), auroc_table)
+    means, tested = summary(_classifier_metrics(metrics)), io.read_parquet(tests)
+    _write(build.auroc_table(means, tested), auroc_table)
     _write(build.accuracy_table(io.read_parquet(models)), accuracy_table)
-    build.write_tests_table(io.read_parquet(tests), table_stem(tests_table))
+    build.write_tests_table(tested, table_stem(tests_table))
     curves = concat_parquet(roc)
     auroc = means[means["metric"] == "auroc"]
     families = {name: attack.family for name, attack in ATTACKS.items()}
@@ -313,6 +354,7 @@ def llm_report(
     setting_metrics: Paths,
     trap_metrics: Paths,
     inference: Paths,
+    selection: Paths,
     llm_table: Paths,
     mink_sweep_table: Paths,
     settings_table: Paths,
@@ -329,16 +371,23 @@ def llm_report(
     share of ReCaLL targets with a cut prefix beside them), the Min-K% / Min-K%++ k sweep, and
     EM-MIA's per-iteration AUROC (a diagnostic using labels); the attacks on EM-MIA's benchmark
     settings (`setting_metrics`) and on copyright traps (`trap_metrics`) in a table and figure
-    each; dataset inference's tests and their rejection rates at `alpha`."""
+    each, beside the attacks the AUROC of the selection alone (`selection`,
+    miaflow.llm.separability); dataset inference's tests and their rejection rates at `alpha`."""
     from miaflow.attacks.llm_inputs import ITERATE_COLUMNS
     from miaflow.evaluation import llm_inference_report as on_inference
     from miaflow.evaluation import llm_report as build
     from miaflow.evaluation import llm_settings_report as on_settings
     from miaflow.evaluation import llm_traps_report as on_traps
+    from miaflow.llm.separability import SELECTION
 
     knowledge = {name: attack.knowledge for name, attack in ATTACKS.items() if attack.family == LLM}
-    long = concat_parquet(metrics, METRICS_COLUMNS)
-    table = on_settings.settings_table(concat_parquet(setting_metrics, METRICS_COLUMNS), knowledge)
+    knowledge[SELECTION] = "selection"
+    long, on_sets = on_settings.beside_attacks(
+        concat_parquet(metrics, METRICS_COLUMNS),
+        concat_parquet(setting_metrics, METRICS_COLUMNS),
+        on_settings.selection_metrics(concat_parquet(selection)) if selection else None,
+    )
+    table = on_settings.settings_table(on_sets, knowledge)
     markdown = on_settings.settings_markdown(table)
     write_table(table, table_stem(settings_table), table.attrs["caption"], markdown)
     on_settings.plot_settings(table, settings_figure)
@@ -351,3 +400,12 @@ def llm_report(
     on_traps.write_traps(traps, knowledge, table_stem(traps_table), traps_figure)
     tests = concat_parquet(inference, on_inference.COLUMNS)
     on_inference.write_inference(tests, alpha, table_stem(inference_table), inference_figure)
+
+
+def privacy_report(*, audit: str | Path, table: Paths, figure: str | Path) -> None:
+    """The privacy audit's table (its contract's columns) and ε̂ against the claimed ε."""
+    from miaflow.privacy.results import audit_table, plot_audit
+
+    rows = io.read_parquet(audit)
+    _write(audit_table(rows), table)
+    plot_audit(rows, figure)

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -145,17 +142,11 @@ def load(source: str | Path, dtype: str = "fp32") -> tuple[Any, Any]:
 def save(model: Any, tokenizer: Any, out_dir: str | Path) -> None:
     """Write model (safetensors) and tokenizer into `out_dir` at once: a temporary sibling
     directory renamed into place, so a killed job leaves no half checkpoint."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    try:
+    from miaflow.io import atomic_directory
+
+    with atomic_directory(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def packed_blocks(token_ids: Sequence[Sequence[int]], block_size: int, eos_id: int) -> np.ndarray:

@@ -25,10 +25,14 @@ texts and would tie. The higher of the two AUROCs is the setting's separability.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+
+from miaflow.llm.scored import draws
+from miaflow.seeding import derive_seed
 
 FORMS = ("bag_of_words", "embeddings")  # on equal AUROCs the first is reported
 SEPARABLE_AUROC = 0.9  # a selection this separable without a model makes an attack's AUROC moot
@@ -49,7 +53,7 @@ class Separability:
 def _folds(n_folds: int, seed: int):
     from sklearn.model_selection import StratifiedKFold
 
-    return StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    return StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed % 2**32)
 
 
 def bag_of_words_scores(
@@ -130,28 +134,46 @@ def auroc_difference_ci(
     seed: int = 0,
 ) -> tuple[float, float, float]:
     """(difference, low, high): AUROC(attack) - AUROC(baseline) on the same samples and its
-    paired percentile bootstrap interval. Each resample draws members and non-members with
-    replacement within their class (stratified, so every resample has both classes and the
-    design's class sizes; scipy.stats.bootstrap cannot stratify) and scores both on the same
-    draw, so their correlation is kept."""
+    paired percentile bootstrap interval (`mean_auroc_difference_ci` of one scored set)."""
+    return mean_auroc_difference_ci(
+        [(is_member, attack_scores, baseline_scores)], n_resamples, confidence, seed
+    )
+
+
+def mean_auroc_difference_ci(
+    scored_sets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(difference, low, high): the mean over scored sets (target models) of AUROC(attack) -
+    AUROC(baseline), each set given as (is_member, attack scores, baseline scores) on the same
+    samples, and its paired percentile bootstrap interval. Each resample draws members and
+    non-members with replacement within their class and set (stratified, so every resample has
+    both classes and the design's class sizes; scipy.stats.bootstrap cannot stratify) and scores
+    both on the same draw, so their correlation is kept."""
     from sklearn.metrics import roc_auc_score
 
-    member = np.asarray(is_member, dtype=bool)
-    attack = np.asarray(attack_scores, dtype=np.float64)
-    baseline = np.asarray(baseline_scores, dtype=np.float64)
-    observed = roc_auc_score(member, attack) - roc_auc_score(member, baseline)
-    members, nonmembers = np.flatnonzero(member), np.flatnonzero(~member)
     rng = np.random.default_rng(seed)
-    draws = np.hstack(
-        [
-            rng.choice(members, (n_resamples, len(members))),
-            rng.choice(nonmembers, (n_resamples, len(nonmembers))),
-        ]
-    )
-    differences = _aurocs(attack[draws], len(members)) - _aurocs(baseline[draws], len(members))
+    observed, differences = [], np.zeros(n_resamples)
+    for is_member, attack_scores, baseline_scores in scored_sets:
+        member = np.asarray(is_member, dtype=bool)
+        attack = np.asarray(attack_scores, dtype=np.float64)
+        baseline = np.asarray(baseline_scores, dtype=np.float64)
+        observed.append(roc_auc_score(member, attack) - roc_auc_score(member, baseline))
+        members, nonmembers = np.flatnonzero(member), np.flatnonzero(~member)
+        draws = np.hstack(
+            [
+                rng.choice(members, (n_resamples, len(members))),
+                rng.choice(nonmembers, (n_resamples, len(nonmembers))),
+            ]
+        )
+        n = len(members)
+        differences += _aurocs(attack[draws], n) - _aurocs(baseline[draws], n)
+    differences /= len(observed)
     tail = (1 - confidence) / 2
     low, high = np.quantile(differences, [tail, 1 - tail])
-    return float(observed), float(low), float(high)
+    return float(np.mean(observed)), float(low), float(high)
 
 
 def separability_flags(
@@ -167,3 +189,152 @@ def separability_flags(
     if difference_low <= 0:
         flags.append("attack_not_above_selection")
     return flags
+
+
+# How the selection's separability is named where it stands beside the attacks (tables, figure):
+# not an attack id, and never among the attacks the verdicts rank.
+SELECTION = "selection-alone"
+# The out-of-fold scores of both forms, one row per scored text and form.
+SELECTION_SCORE_COLUMNS = [
+    "dataset",
+    "target_model",
+    "repeat",
+    "sample_id",
+    "is_member",
+    "form",
+    "score",
+]
+SELECTION_COLUMNS = [
+    "dataset",
+    "target_model",
+    "separability",
+    "separability_form",
+    "auroc_bag_of_words",
+    "auroc_embeddings",
+    "n_target_models",
+    "best_attack",
+    "attack_minus_selection",
+    "difference_low",
+    "difference_high",
+    "selection_flags",
+]
+
+
+def labelled_draws(
+    splits: pd.DataFrame,
+    texts: np.ndarray,
+    settings: pd.DataFrame | None,
+    label: str,
+    repeats: int,
+) -> Iterator[tuple[str, int, np.ndarray, np.ndarray, Sequence[str]]]:
+    """(experiment label, repeat, sample ids, membership, texts) of every set a language-model
+    experiment's attacks score: each repeat's eval set (labelled `label`), or with the settings
+    table each benchmark setting ("<label>/<setting>"), as `miaflow.llm.scored.draws` gives them."""
+    for repeat in range(repeats):
+        for name, ids, is_member, drawn in draws(splits, texts, repeat, settings):
+            yield (label if settings is None else f"{label}/{name}"), repeat, ids, is_member, drawn
+
+
+def selection_scores(
+    scored_sets: Iterable[tuple[str, int, np.ndarray, np.ndarray, Sequence[str]]],
+    dataset: str,
+    embeddings: pd.Series | None = None,
+    n_folds: int = 5,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Both forms' out-of-fold scores (`SELECTION_SCORE_COLUMNS`) of every scored set, given
+    as (experiment label, repeat, sample ids, membership, texts): the embeddings form where
+    `embeddings` (a vector per sample id) holds every id of the set. The folds are seeded by
+    the dataset, label and repeat, as the attacks' inputs are."""
+    frames = []
+    for label, repeat, ids, is_member, texts in scored_sets:
+        fold_seed = derive_seed(seed, "separability", dataset, label, repeat)
+        member = np.asarray(is_member, dtype=bool)
+        forms = {"bag_of_words": bag_of_words_scores(texts, member, n_folds, fold_seed)}
+        if embeddings is not None and embeddings.index.isin(ids).sum() == len(set(ids)):
+            vectors = np.stack([np.asarray(v) for v in embeddings.loc[ids]])
+            forms["embeddings"] = embedding_scores(vectors, member, n_folds, fold_seed)
+        for form, scores in forms.items():
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "dataset": dataset,
+                        "target_model": label,
+                        "repeat": repeat,
+                        "sample_id": ids,
+                        "is_member": member,
+                        "form": form,
+                        "score": scores,
+                    }
+                )
+            )
+    return pd.concat(frames, ignore_index=True)[SELECTION_SCORE_COLUMNS]
+
+
+def selection_table(
+    separable: pd.DataFrame,
+    attack_scores: pd.DataFrame,
+    best_attacks: Mapping[tuple[str, str], str],
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row (`SELECTION_COLUMNS`) per experiment of `separable` (`selection_scores`): each
+    form's mean AUROC over target models, the higher one (first of FORMS on equal means) as the
+    separability, and the best attack's (`best_attacks`, by (dataset, target_model)) mean AUROC
+    minus it, with the paired bootstrap interval (`mean_auroc_difference_ci`) on the samples both
+    scored, and `separability_flags`."""
+    from sklearn.metrics import roc_auc_score
+
+    rows = []
+    for (dataset, label), sets in separable.groupby(["dataset", "target_model"], sort=True):
+        aurocs = {
+            form: np.mean(
+                [roc_auc_score(s["is_member"], s["score"]) for _, s in by_form.groupby("repeat")]
+            )
+            for form, by_form in sets.groupby("form", sort=False)
+        }
+        form = max((f for f in FORMS if f in aurocs), key=aurocs.get)
+        row = {
+            "dataset": dataset,
+            "target_model": label,
+            "separability": aurocs[form],
+            "separability_form": form,
+            "auroc_bag_of_words": aurocs.get("bag_of_words", np.nan),
+            "auroc_embeddings": aurocs.get("embeddings", np.nan),
+            "n_target_models": sets["repeat"].nunique(),
+            "best_attack": best_attacks.get((dataset, label)),
+        }
+        attack = attack_scores[
+            (attack_scores["dataset"] == dataset)
+            & (attack_scores["target_model"] == label)
+            & (attack_scores["attack"] == row["best_attack"])
+        ]
+        paired = sets[sets["form"] == form].merge(
+            attack[["repeat", "sample_id", "score"]],
+            on=["repeat", "sample_id"],
+            suffixes=("", "_a"),
+        )
+        difference = low = high = np.nan
+        if len(paired):
+            difference, low, high = mean_auroc_difference_ci(
+                [
+                    (s["is_member"], s["score_a"], s["score"])
+                    for _, s in paired.groupby("repeat", sort=True)
+                ],
+                n_resamples,
+                confidence,
+                derive_seed(seed, "separability-ci", dataset, label),
+            )
+        rows.append(
+            row
+            | {
+                "attack_minus_selection": difference,
+                "difference_low": low,
+                "difference_high": high,
+                "selection_flags": separability_flags(
+                    row["separability"], low if len(paired) else np.inf
+                ),
+            }
+        )
+    return pd.DataFrame(rows, columns=SELECTION_COLUMNS)

@@ -108,13 +108,52 @@ def trained(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
     """Every dataset prepared: those of the experiments, of the hyperparameter study, of the
-    language-model experiments and of audited checkpoints."""
+    language-model experiments, of audited checkpoints and of the privacy audit's experiments."""
     study = [setting["dataset"] for setting in hparam_settings(config)]
     corpora = [e["dataset"] for e in llm_experiments(config)]
     audited = [audit["dataset"] for audit in checkpoint_audits(config)]
+    private = [e["dataset"] for e in [*privacy_heads(config), *privacy_models(config)]]
     return list(
-        dict.fromkeys([*(e.dataset for e in experiments(config)), *study, *corpora, *audited])
+        dict.fromkeys(
+            [*(e.dataset for e in experiments(config)), *study, *corpora, *audited, *private]
+        )
     )
+
+
+# The privacy audit (docs/algorithms.md#privacy-audit): its audit experiments, each named
+# {dataset}/{label} in results/privacy/ (miaflow.privacy.experiments).
+HEADS_LABEL = "heads"  # the label of a dataset's head audit
+
+
+def privacy_heads(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The privacy audit's experiments on the study's linear heads, one per dataset, each with
+    its `label` (HEADS_LABEL)."""
+    return [{**entry, "label": HEADS_LABEL} for entry in config.get("privacy", {}).get("heads", [])]
+
+
+def privacy_models(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The privacy audit's trained models, each with its `label` (its architecture's key) and
+    its recipe (`recipe`, an entry of `architectures`)."""
+    return [
+        {**entry, "label": entry["arch"], "recipe": config["architectures"].get(entry["arch"])}
+        for entry in config.get("privacy", {}).get("models", [])
+    ]
+
+
+def privacy_audits(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The audits of models trained elsewhere that claim an (ε, δ) with canaries (`epsilon`,
+    `delta`, `canaries`; docs/audit.md), each with its `label` (its name) and `dataset` (how
+    results name its data)."""
+    return [
+        {**audit, "label": audit["name"], "dataset": audit["experiment"].dataset}
+        for audit in audits(config)
+        if "canaries" in audit
+    ]
+
+
+def privacy_audited(config: Mapping[str, Any]) -> bool:
+    """Whether the privacy audit has anything to audit (its table and figure)."""
+    return bool(privacy_heads(config) or privacy_models(config) or privacy_audits(config))
 
 
 # Corpora whose labels are membership in a pretrained model's training data (1 = member).

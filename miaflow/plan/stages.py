@@ -24,7 +24,17 @@ from types import SimpleNamespace
 
 from miaflow.plan.code import ADAPTER, ROOT, files, function_closure, imports_in, source_files
 
-STAGES = ("prepare", "train", "queries", "evaluate", "hparams", "llm", "audit", "report")
+STAGES = (
+    "prepare",
+    "train",
+    "queries",
+    "evaluate",
+    "hparams",
+    "llm",
+    "audit",
+    "privacy",
+    "report",
+)
 WORKFLOW_FILES = ("Snakefile", "rules/common.smk", "profiles/default", "envs/miaflow.yaml")
 # Where the workflow writes: artifacts under results/, run records (logs, timings) under records/.
 OUTPUT_ROOTS = ("results/", "records/")

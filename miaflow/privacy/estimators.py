@@ -46,6 +46,9 @@ from miaflow.privacy.bounds import (
 )
 
 CLOPPER_PEARSON, GDP, ONE_RUN, ONE_RUN_FDP = "clopper-pearson", "gdp", "one-run", "one-run-fdp"
+# The two settings above as tables of trials name them: one canary trial per independent run
+# (read by clopper_pearson and gdp), and one run's canaries (one_run, one_run_fdp).
+RUNS, ONE_RUN_TRIALS = "runs", "one-run"
 # Fractions of the canaries guessed about, each half "in" (top scores), half "out" (bottom).
 DEFAULT_GUESS_FRACTIONS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -374,22 +377,22 @@ def one_run_fdp(
     )
 
 
-def falsified(
+def refuting(
     rows: Iterable[EpsilonBound] | pd.DataFrame, epsilon: float, confidence: float = 0.95
-) -> bool:
-    """Whether a target's audit refutes its claimed ε, from its `clopper_pearson` and `one_run`
-    rows only (the Gaussian-assuming rows refute μ-GDP, not (ε, δ)-DP, and are skipped).
-
-    A target is declared falsified when any of its k rows refutes ε. Each row is read again at
-    confidence 1 − β/(k·tests) (its own selection's correction times k), so each refutes a true
-    claim with probability at most β/k and an honest target is declared falsified with
-    probability at most β (Bonferroni): without the correction, auditing a target with many
-    estimators, canary kinds or attacks would make some row exceed ε by chance."""
+) -> list[bool]:
+    """For each of a target's rows, whether it refutes the claimed ε at the Bonferroni-corrected
+    level `falsified` reads it at; False for a Gaussian-assuming row (`gdp`, `one_run_fdp`:
+    they refute μ-GDP, not (ε, δ)-DP), which never decides."""
     if isinstance(rows, pd.DataFrame):
         rows = [EpsilonBound.from_row(row) for row in rows.to_dict("records")]
+    rows = list(rows)
     deciding = [row for row in rows if row.method in (CLOPPER_PEARSON, ONE_RUN)]
     beta = 1.0 - confidence
-    for row in deciding:
+    verdicts = []
+    for row in rows:
+        if row.method not in (CLOPPER_PEARSON, ONE_RUN):
+            verdicts.append(False)
+            continue
         level = 1.0 - beta / (len(deciding) * row.tests)
         if row.method == CLOPPER_PEARSON:
             lower = float(
@@ -405,6 +408,19 @@ def falsified(
         else:
             total = row.guesses_in + row.guesses_out
             lower = one_run_bound(row.canaries, total, row.correct, row.delta, level)
-        if lower > epsilon:
-            return True
-    return False
+        verdicts.append(lower > epsilon)
+    return verdicts
+
+
+def falsified(
+    rows: Iterable[EpsilonBound] | pd.DataFrame, epsilon: float, confidence: float = 0.95
+) -> bool:
+    """Whether a target's audit refutes its claimed ε, from its `clopper_pearson` and `one_run`
+    rows only (the Gaussian-assuming rows refute μ-GDP, not (ε, δ)-DP, and are skipped).
+
+    A target is declared falsified when any of its k rows refutes ε (`refuting`). Each row is
+    read again at confidence 1 − β/(k·tests) (its own selection's correction times k), so each
+    refutes a true claim with probability at most β/k and an honest target is declared falsified
+    with probability at most β (Bonferroni): without the correction, auditing a target with many
+    estimators, canary kinds or attacks would make some row exceed ε by chance."""
+    return any(refuting(rows, epsilon, confidence))

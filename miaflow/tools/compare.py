@@ -4,7 +4,7 @@
 
 Per experiment (dataset/target model), in each run: the attack with the highest mean AUROC over
 its target models, that AUROC ± std and the TPR at 1% FPR (as `make run`'s summary ranks them,
-miaflow.tools.summary.best_attacks). Experiments that only one run has are listed too, with
+miaflow.evaluation.best.best_attacks). Experiments that only one run has are listed too, with
 a dash for the other.
 """
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from miaflow import io
-from miaflow.tools.summary import METRICS, best_attacks, tpr_label
+from miaflow.evaluation.best import best_attacks, tpr_label
+from miaflow.tools.summary import METRICS
 
 COLUMNS = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
 MISSING = "-"

@@ -11,8 +11,10 @@ directories need nothing); which datasets are downloaded (files not present loca
 job time per stage: per rule, the mean seconds of its jobs in the Snakemake benchmark records
 (records/<stage>/benchmarks/<rule>/**.tsv) times the plan's job count. The records are those of
 the run at hand (runs/NAME/records for a profile chosen on the command line, else records/), or
-the project's records/ when that run has none yet; job times grow with a profile's sizes, so
-records of a smaller profile underestimate a larger one.
+the project's records/ when that run has none yet. Job times grow with a profile's sizes
+(samples, epochs, model size), which records of another profile cannot tell, so from those it
+gives job counts and no time; where some planned rules have no records, the total is a lower
+bound and says so.
 """
 
 from __future__ import annotations
@@ -204,19 +206,32 @@ def stage_of_rules(root: Path = stages.ROOT) -> dict[str, str]:
     return {rule: stage for stage in stages.STAGES for rule in stages.rules(stage, root)}
 
 
-def records_at_hand(config: Mapping[str, Any], root: Path) -> tuple[Path, str]:
-    """The records the estimate reads, and a note on whose they are."""
+def records_at_hand(config: Mapping[str, Any], root: Path) -> tuple[Path, str, bool]:
+    """The records the estimate reads, a note on whose they are, and whether they are another
+    profile's (the project's records/, when the profile's own run has none yet)."""
     elsewhere = profiles.working_directory(config, root.resolve())
     own = RECORDS if elsewhere is None else elsewhere / RECORDS
     if rule_seconds(own).empty and own != RECORDS:
-        return RECORDS, (
-            f"{RECORDS}/ (no records of profile {config['profile']} in {own} yet: "
-            "another profile's job times)"
-        )
-    return own, f"{own}/"
+        return RECORDS, f"{RECORDS}/ (no records of profile {config['profile']} in {own} yet)", True
+    return own, f"{own}/", False
 
 
-def _times(table: pd.DataFrame, based_on: str) -> list[str]:
+def _times(table: pd.DataFrame, based_on: str, foreign: bool = False) -> list[str]:
+    """Job time per stage and in total; none from `foreign` records (another profile's, whose
+    jobs do other work: a job's time grows with its samples, epochs and model size, which the
+    records do not give, so a smaller profile's times would understate a larger one by orders
+    of magnitude), and a total only where every planned rule has records."""
+    if foreign:
+        lines = [f"Job time per stage: no estimate (records: {based_on}):"]
+        lines += [
+            f"  {stage:<9} {int(rows['jobs'].sum()):>5} jobs"
+            for stage, rows in table.groupby("stage", sort=False)
+        ]
+        return lines + [
+            "  total: none: the records at hand are another profile's, whose jobs do other work "
+            "(data, models and epochs set a job's time); run a stage of this profile, or give "
+            "--records of a run of it"
+        ]
     lines = [
         f"Job time per stage (mean seconds per job of each rule x the plan's jobs; records: "
         f"{based_on}):"
@@ -231,12 +246,16 @@ def _times(table: pd.DataFrame, based_on: str) -> list[str]:
                 f"{row.rule} ({row.jobs} jobs)" for row in unknown.itertuples()
             )
         lines.append(text)
-    total = table["seconds"].sum()
-    lines.append(
-        f"  total     {duration(total):>14} of job time (jobs in parallel add up; "
-        "divide by the cores or GPUs a run has)"
-    )
-    return lines
+    total = duration(table["seconds"].sum())
+    if table["mean_s"].isna().any():
+        return lines + [
+            f"  total     at least {total} of job time: the rules without records are not "
+            "counted (jobs in parallel add up; divide by the cores or GPUs a run has)"
+        ]
+    return lines + [
+        f"  total     {total:>14} of job time (jobs in parallel add up; divide by the cores or "
+        "GPUs a run has)"
+    ]
 
 
 def needs(
@@ -246,8 +265,9 @@ def needs(
     table: pd.DataFrame,
     based_on: str,
     is_cached=cached,
+    foreign: bool = False,
 ) -> list[str]:
-    """The report's lines."""
+    """The report's lines (`foreign`: the records are another profile's, see `_times`)."""
     jobs = list(jobs)
     gpu = Counter(job.rule for job in jobs if job.gpus)
     lines = [
@@ -261,7 +281,7 @@ def needs(
     lines.append("Downloads (data files not present locally):" + ("" if missing else " none"))
     for dataset, paths in sorted(missing.items()):
         lines.append(f"  {dataset}: {', '.join(map(str, paths))}")
-    return lines + _times(table, based_on)
+    return lines + _times(table, based_on, foreign)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -289,15 +309,16 @@ def main(argv: Sequence[str]) -> int:
     except (params.ConfigError, RuntimeError) as error:
         print(error, file=sys.stderr)
         return 1
-    records, based_on = (
-        (options.records, f"{options.records}/")
+    records, based_on, foreign = (
+        (options.records, f"{options.records}/", False)
         if options.records
         else records_at_hand(config, Path("."))
     )
     table = estimate(
         Counter(job.rule for job in jobs), rule_seconds(records).to_dict(), stage_of_rules()
     )
-    print("\n".join(needs(jobs, hub_models(config), downloads(config), table, based_on)))
+    lines = needs(jobs, hub_models(config), downloads(config), table, based_on, foreign=foreign)
+    print("\n".join(lines))
     return 0
 
 

@@ -4,24 +4,27 @@ experiment and how long the run took.
     python -m miaflow.tools.summary [--root .] [--started <epoch seconds>]
 
 A finished run leaves dozens of tables and figures; a person first wants to know where to look
-and the headline: for each experiment (dataset/target model, as the tables name it), the attack
-with the highest mean AUROC over its target models (results/metrics.parquet), with its spread
-and its TPR at a low FPR. With
-`--started` (the run's start, `date +%s`) the time is the wall time since then; without it, the
-sum of the jobs' times in the run records (Snakemake benchmark files), which is not wall time.
+and the headline: for each experiment (dataset/target model, as the tables name it), the verdict
+of the report stage (results/report/verdicts.parquet): the best attack by mean AUROC and the
+best by TPR at a low FPR, each with the attacks not separated from it, the flags that say when
+a "best" is hollow, and for a language-model selection what a model-free classifier alone gets,
+each line under the table that holds its AUROC. With `--started` (the run's start, `date
++%s`) the time is the wall time since then; without it, the sum of the jobs' times in the run
+records (Snakemake benchmark files), which is not wall time.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from miaflow import io
+from miaflow.attacks.registry import ATTACKS, LLM
+from miaflow.evaluation.llm_report import is_sweep
+from miaflow.evaluation.verdicts import verdict_lines
+from miaflow.llm.settings import parse_label
 from miaflow.progress import duration
 
 METRICS = Path("results/metrics.parquet")
@@ -32,57 +35,11 @@ RECORDS = Path("records")
 COST_TABLE = RECORDS / "report/cost.md"
 HEADLINE_TABLE = TABLES / "auroc.md"
 LLM_TABLE = TABLES / "llm.md"  # the language-model attacks, which auroc.md leaves out
-PREFERRED_TPR = "tpr_at_1pct_fpr"  # the headline low-FPR metric (results/summary.json's too)
-TPR_NAME = re.compile(r"tpr_at_([\d.]+)pct_fpr")
-
-
-def low_fpr_metric(names: set[str]) -> str | None:
-    """TPR at 1% FPR when present, else at the lowest FPR level present, else None."""
-    levels = {name: float(m[1]) for name in names if (m := TPR_NAME.fullmatch(name))}
-    if PREFERRED_TPR in levels:
-        return PREFERRED_TPR
-    return min(levels, key=levels.get) if levels else None
-
-
-def tpr_label(name: str) -> str:
-    """tpr_at_1pct_fpr -> TPR@1%FPR."""
-    return f"TPR@{TPR_NAME.fullmatch(name)[1]}%FPR"
-
-
-def best_attacks(metrics: pd.DataFrame, top: int = 1) -> pd.DataFrame:
-    """Per experiment (dataset and target model, as the tables name it: `catboost` and
-    `catboost_ref_lr` are two experiments), the `top` attacks with the highest mean AUROC over
-    its target models (repeats), best first; ties to the first name. Columns dataset,
-    target_model, attack, auroc, auroc_std (ddof 1, NaN for one target model), tpr_metric, tpr
-    (its mean, NaN if absent), target_models. Grouping by dataset alone would average different
-    experiments together."""
-    experiment = ["dataset", "target_model"]
-    auroc = metrics[metrics["metric"] == "auroc"]
-    per_attack = (
-        auroc.groupby([*experiment, "attack"])
-        .agg(
-            auroc=("value", "mean"), auroc_std=("value", "std"), target_models=("repeat", "nunique")
-        )
-        .reset_index()
-    )
-    ranked = per_attack.sort_values(
-        [*experiment, "auroc", "attack"], ascending=[True, True, False, True]
-    )
-    best = ranked.dropna(subset=["auroc"]).groupby(experiment, sort=True).head(top)
-    tpr_metric = low_fpr_metric(set(metrics["metric"]))
-    if tpr_metric is None:
-        return best.assign(tpr_metric=None, tpr=float("nan")).reset_index(drop=True)
-    tpr = (
-        metrics[metrics["metric"] == tpr_metric]
-        .groupby([*experiment, "attack"])["value"]
-        .mean()
-        .rename("tpr")
-    )
-    return (
-        best.join(tpr, on=[*experiment, "attack"])
-        .assign(tpr_metric=tpr_metric)
-        .reset_index(drop=True)
-    )
+LLM_SWEEP_TABLE = TABLES / "llm_mink_sweep.md"  # the Min-K% k points, which llm.md leaves out
+LLM_SETTINGS_TABLE = TABLES / "llm_settings.md"
+VERDICTS = Path("results/report/verdicts.parquet")  # one row per experiment: the summary lines
+RANKINGS = Path("results/report/rankings.parquet")
+OPERATING_POINTS = Path("results/evaluate/operating_points.parquet")
 
 
 def job_seconds(root: Path) -> tuple[float, int]:
@@ -129,41 +86,34 @@ def _report_state(root: Path) -> str:
     return f"{report} (current)"
 
 
+def source_table(target_model: str, attack: str) -> Path:
+    """The table that holds the AUROC a verdict line quotes: the benchmark settings' for a
+    language-model setting, the Min-K% sweep's for one of its k points, the language models'
+    for their other attacks, else the headline AUROC table."""
+    if parse_label(target_model) is not None:
+        return LLM_SETTINGS_TABLE
+    if attack in ATTACKS and ATTACKS[attack].family == LLM:
+        return LLM_SWEEP_TABLE if is_sweep(attack) else LLM_TABLE
+    return HEADLINE_TABLE
+
+
 def _best_lines(root: Path) -> list[str]:
-    if not (root / METRICS).is_file():
-        return [f"Best attacks: {root / METRICS} not found (the report stage has not run)."]
-    columns = ["dataset", "target_model", "attack", "repeat", "metric", "value"]
-    return [
-        "Best attack per experiment (mean AUROC ± std over its target models, as in "
-        f"{root / HEADLINE_TABLE}; language models: {root / LLM_TABLE}):",
-        *best_lines(io.read_parquet(root / METRICS, columns=columns)),
+    """The verdict line of every experiment (`miaflow.evaluation.verdicts.verdict_lines`),
+    under the table that holds each line's AUROC."""
+    if not (root / VERDICTS).is_file():
+        return [f"Best attacks: {root / VERDICTS} not found (the report stage has not run)."]
+    table = io.read_parquet(root / VERDICTS)
+    lines = verdict_lines(table)
+    sources = [source_table(t, a) for t, a in zip(table["target_model"], table["best_attack"])]
+    said = [
+        "Best attack per experiment, by mean AUROC ± std over its target models and by TPR at "
+        "a low FPR, each with the attacks its tests do not separate from it "
+        f"({root / RANKINGS}; every TPR's threshold and realized FPR: {root / OPERATING_POINTS}):"
     ]
-
-
-def best_lines(metrics: pd.DataFrame, top: int = 1) -> list[str]:
-    """A line for each of the `top` best attacks of every experiment in `metrics` (long format,
-    as results/metrics.parquet): `  <dataset>/<target model>  <attack>  AUROC <mean> ± <std>,
-    TPR@1%FPR <mean>  (over <n> target models)`, in aligned columns."""
-    best = best_attacks(metrics, top)
-    names = [f"{row.dataset}/{row.target_model}" for row in best.itertuples()]
-    width = {
-        "name": max(map(len, names), default=0),
-        "attack": max(map(len, best["attack"]), default=0),
-    }
-    lines = []
-    for name, row in zip(names, best.itertuples()):
-        spread = "" if pd.isna(row.auroc_std) else f" ± {row.auroc_std:.3f}"
-        tpr = "" if pd.isna(row.tpr) else f", {tpr_label(row.tpr_metric)} {row.tpr:.3f}"
-        lines.append(
-            f"  {name:<{width['name']}}  {row.attack:<{width['attack']}}  "
-            f"AUROC {row.auroc:.3f}{spread}{tpr}  "
-            f"(over {_counted(row.target_models, 'target model')})"
-        )
-    return lines
-
-
-def _counted(number: int, thing: str) -> str:
-    return f"{number} {thing}" if number == 1 else f"{number} {thing}s"
+    for source in dict.fromkeys(sources):
+        said.append(f" AUROC as in {root / source}:")
+        said += [line for line, s in zip(lines, sources) if s == source]
+    return said
 
 
 def _time_line(root: Path, started: float | None, now: float) -> str:

@@ -18,7 +18,8 @@ from miaflow.models.kinds import KINDS
 FOLDER = Path("audit")  # the users' audit files (docs/audit.md)
 # The folder's own files: its guide, and the ignore list that `dvc add` writes there.
 KEPT = ("README.md", ".gitignore")
-FILE_KEYS = ("outputs", "membership", "checkpoint", "members")  # the keys that name a file
+# The keys that name a file (`canaries`: the privacy audit's, miaflow.validation.privacy).
+FILE_KEYS = ("outputs", "membership", "checkpoint", "members", "canaries")
 # The keys of each kind of input; an audit gives the first key of exactly one kind.
 AUDIT_KINDS = {
     "outputs": ("outputs", "membership"),

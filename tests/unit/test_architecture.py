@@ -21,7 +21,12 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
 TOP_LEVEL_OUTS = {
-    "report": {"results/metrics.parquet", "results/tables", "results/figures"},
+    "report": {
+        "results/metrics.parquet",
+        "results/summary.json",
+        "results/tables",
+        "results/figures",
+    },
     "hparams": {"results/hparam_study.parquet", "results/dp_bound.parquet"},
 }
 

@@ -3,6 +3,7 @@ and texts on the canvas and apart (`miaflow.evaluation.plots.layout_problems`)."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from miaflow.hparams import baselines_figure as hparam_baselines
 from miaflow.hparams import blackbox as hparam_blackbox
 from miaflow.hparams import figures as hparam_figures
 from miaflow.hparams import tables as hparam_tables
+from miaflow.privacy import results as privacy_results
 
 REPEATS = 3
 NON_MEMBERS = 450  # about 2e-3 as the lowest measurable FPR, as on digits
@@ -164,6 +166,33 @@ def _gap_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
     return metrics, models
 
 
+def _privacy_rows() -> pd.DataFrame:
+    """Audit rows of five targets (two datasets; ε 1, 8 and ∞) and the four estimators, one of
+    them refuted."""
+    targets = [
+        ("digits", "head-dp", 1.0),
+        ("digits", "head-dp-miscalibrated", 1.0),
+        ("digits", "head-nonprivate", math.inf),
+        ("location30", "mlp_dp8", 8.0),
+        ("location30", "mlp", math.inf),
+    ]
+    estimators = ["clopper-pearson", "gdp", "one-run", "one-run-fdp"]
+    return pd.DataFrame(
+        [
+            {
+                "dataset": dataset,
+                "target_model": target,
+                "estimator": estimator,
+                "epsilon": epsilon,
+                "epsilon_lower": 0.4 * k + 3 * (estimator in ("gdp", "one-run-fdp")),
+                "falsified": target.endswith("miscalibrated") and estimator == "one-run",
+            }
+            for k, (dataset, target, epsilon) in enumerate(targets)
+            for estimator in estimators
+        ]
+    )
+
+
 def _figures() -> dict[str, Callable[[Path], None]]:
     """Each figure of the report, by name, as a function of the path it is written to."""
     families = {name: attack.family for name, attack in ATTACKS.items()}
@@ -206,6 +235,7 @@ def _figures() -> dict[str, Callable[[Path], None]]:
         "hparam-blackbox": lambda p: hparam_blackbox.plot_blackbox(
             _with_blackbox(study), p, "Shadows on the targets' backbone or another"
         ),
+        "privacy-audit": lambda p: privacy_results.plot_audit(_privacy_rows(), p),
         "llm-em-iterations": lambda p: llm_report.plot_em_iterations(_history(), p),
         "llm-mink-sweep": lambda p: llm_report.plot_mink_sweep(_metrics(), p),
         "llm-settings": lambda p: llm_settings_report.plot_settings(
@@ -285,6 +315,40 @@ def test_report_figures_keep_labels_apart_and_on_the_canvas(
     _figures()[name](tmp_path / f"{name}.png")
     (figure,) = drawn
     assert plots.layout_problems(figure) == []
+
+
+# The least height of a legend's text, in pixels, as the report (about 1280 px wide) shows it.
+LEGIBLE_PIXELS = 10
+
+
+@pytest.mark.parametrize("name", sorted(_figures()))
+def test_report_figures_legends_are_legible_at_the_reports_width(
+    name: str, drawn: list[Figure], tmp_path: Path
+):
+    _figures()[name](tmp_path / f"{name}.png")
+    (figure,) = drawn
+    assert plots.legend_pixels(figure) >= LEGIBLE_PIXELS
+
+
+def test_legend_pixels_scale_with_the_figures_width():
+    narrow, wide = Figure(figsize=(6, 4)), Figure(figsize=(24, 4))
+    for figure in (narrow, wide):
+        axes = figure.add_subplot()
+        axes.plot([0, 1], [0, 1], label="attack")
+        axes.legend(fontsize=6)
+    assert plots.legend_pixels(narrow) == pytest.approx(6 * plots.FIGURE_DPI / 72)
+    assert plots.legend_pixels(wide) < LEGIBLE_PIXELS  # 3600 px shown at 1280 px
+
+
+def test_zero_and_unresolved_bars_are_drawn_and_labelled(drawn: list[Figure], tmp_path: Path):
+    study = _with_baselines(_study())
+    cells = (study["attack"] == "attack-p") & (study["fpr"] == study["fpr"].min())
+    study.loc[cells, "tpr"] = 0.0
+    study.loc[(study["attack"] == "qmia") & (study["fpr"] == study["fpr"].min()), "tpr"] = np.nan
+    hparam_baselines.plot_baselines(study, tmp_path / "baselines.png", "baselines")
+    (figure,) = drawn
+    labels = [t.get_text() for axes in figure.axes for t in axes.texts]
+    assert "0" in labels and "n.r." in labels
 
 
 def test_layout_problems_sees_a_legend_off_the_canvas_and_crowded_ticks():

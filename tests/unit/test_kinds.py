@@ -109,6 +109,7 @@ def case_params(params: dict, kind: str, data: str, attacks: list[str]) -> dict:
     dataset = DATASET_OF[data]
     tiny["experiments"] = [{"dataset": dataset, "arch": kind}]
     tiny["architectures"] = {kind: RECIPES[kind]}
+    del tiny["privacy"]  # its models' architecture is not among the case's
     if data in ("text", "raw-text"):
         tiny["datasets"][dataset] = {
             "representation": "text" if data == "raw-text" else "embedding"

@@ -49,9 +49,10 @@ def test_hand_example():
     m = attack_metrics(HAND_MEMBER, HAND_SCORES)
     expected = {
         "auroc": 17 / 20,
-        "tpr_at_0.1pct_fpr": 0.5,
-        "tpr_at_1pct_fpr": 0.5,
-        "tpr_at_10pct_fpr": 0.5,
+        # 5 non-members resolve no FPR below 1/5: not a TPR of 0.5 at FPR 0, but not resolved
+        "tpr_at_0.1pct_fpr": np.nan,
+        "tpr_at_1pct_fpr": np.nan,
+        "tpr_at_10pct_fpr": np.nan,
         "precision": 4 / 6,
         "recall": 1.0,
         "f1": 2 * (4 / 6) * 1.0 / (4 / 6 + 1.0),
@@ -63,7 +64,8 @@ def test_hand_example():
     }
     assert m.keys() == expected.keys()
     for name, value in expected.items():
-        assert m[name] == pytest.approx(value, abs=1e-12), name
+        assert m[name] == pytest.approx(value, abs=1e-12, nan_ok=True), name
+    assert attack_metrics(HAND_MEMBER, HAND_SCORES, [0.2])["tpr_at_20pct_fpr"] == 0.5
 
 
 def test_operating_threshold_is_first_maximiser():
@@ -99,18 +101,20 @@ def test_roc_needs_both_classes():
 
 def test_perfect_reversed_and_tied_scores():
     member = np.array([True] * 5 + [False] * 5)
-    perfect = attack_metrics(member, member.astype(float))
+    levels = [0.001, 0.2]  # 5 non-members resolve 20% FPR, not 0.1%
+    perfect = attack_metrics(member, member.astype(float), levels)
     assert perfect["auroc"] == 1.0
-    assert perfect["tpr_at_0.1pct_fpr"] == 1.0
+    assert perfect["tpr_at_20pct_fpr"] == 1.0
+    assert np.isnan(perfect["tpr_at_0.1pct_fpr"])
     assert perfect["accuracy"] == perfect["precision"] == perfect["advantage"] == 1.0
 
-    reversed_ = attack_metrics(member, -member.astype(float))
+    reversed_ = attack_metrics(member, -member.astype(float), levels)
     assert reversed_["auroc"] == 0.0
-    assert reversed_["tpr_at_10pct_fpr"] == 0.0
+    assert reversed_["tpr_at_20pct_fpr"] == 0.0
 
-    tied = attack_metrics(member, np.zeros(10))
+    tied = attack_metrics(member, np.zeros(10), levels)
     assert tied["auroc"] == 0.5
-    assert tied["tpr_at_10pct_fpr"] == 0.0
+    assert tied["tpr_at_20pct_fpr"] == 0.0
     assert tied["advantage"] == 0.0  # every threshold gives TPR = FPR
 
 
@@ -175,7 +179,10 @@ def test_score_metrics_shape_and_intervals():
 
     tpr_rows = table["metric"].str.startswith("tpr_at_")
     assert table.loc[~tpr_rows, ["ci_low", "ci_high"]].isna().all().all()
-    for row in table[tpr_rows].itertuples():
+    # ~120 non-members per run do not resolve 0.1% FPR: no value, no interval
+    unresolved = table["metric"] == "tpr_at_0.1pct_fpr"
+    assert table.loc[unresolved, ["value", "ci_low", "ci_high"]].isna().all().all()
+    for row in table[tpr_rows & ~unresolved].itertuples():
         run = scores[(scores.attack == row.attack) & (scores.repeat == row.repeat)]
         positives = int(run.is_member.sum())
         expected = clopper_pearson(round(row.value * positives), positives)

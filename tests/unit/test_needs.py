@@ -112,9 +112,40 @@ def test_the_listing_says_gpu_jobs_models_downloads_and_what_has_no_records(tmp_
         "records/):",
         "  prepare      no estimate over 1 jobs; no records for rule download_dataset (1 jobs)",
         "  train         3 min 00 s over 2 jobs",
-        "  total         3 min 00 s of job time (jobs in parallel add up; divide by the cores or "
-        "GPUs a run has)",
+        "  total     at least 3 min 00 s of job time: the rules without records are not counted "
+        "(jobs in parallel add up; divide by the cores or GPUs a run has)",
     ]
+
+
+def test_another_profiles_records_give_job_counts_and_no_time(tmp_path):
+    """A smaller profile's job times would price a GPU-days profile in minutes: no total."""
+    benchmark(tmp_path, "train", "train_shard", "d/mlp/shard-0", 90.0)
+    jobs = planned_jobs(DRY_RUN)
+    table = estimate(
+        Counter(job.rule for job in jobs), rule_seconds(tmp_path).to_dict(), stage_of_rules()
+    )
+    lines = needs(jobs, {}, {}, table, "records/ (no records of profile paper)", foreign=True)
+    times = lines[
+        lines.index(
+            "Job time per stage: no estimate (records: records/ (no records of profile paper)):"
+        ) :
+    ]
+    assert times[1:3] == ["  prepare       1 jobs", "  train         2 jobs"]
+    assert times[-1].startswith("  total: none: the records at hand are another profile's")
+    assert not any("min" in line for line in times)
+
+
+def test_a_total_only_when_every_rule_has_records(tmp_path):
+    benchmark(tmp_path, "train", "train_shard", "d/mlp/shard-0", 90.0)
+    benchmark(tmp_path, "prepare", "download_dataset", "d", 30.0)
+    jobs = planned_jobs(DRY_RUN)
+    table = estimate(
+        Counter(job.rule for job in jobs), rule_seconds(tmp_path).to_dict(), stage_of_rules()
+    )
+    assert needs(jobs, {}, {}, table, "records/")[-1] == (
+        "  total         3 min 30 s of job time (jobs in parallel add up; divide by the cores or "
+        "GPUs a run has)"
+    )
 
 
 def test_the_paper_profile_needs_hub_models_and_downloads(tmp_path, monkeypatch):

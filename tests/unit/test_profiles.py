@@ -100,3 +100,12 @@ def test_study_scratch_cpu_profile_plans_the_cnn_study(repo, tmp_path, shared_da
     # one CNN setting on mnist5k's images: ε ∈ {∞, 8}, R = 4, no backbone to embed with
     assert counts["hparam_run"] == 2 * 4 and counts["hparam_noise"] == 1
     assert "hparam_features" not in counts
+
+
+def test_audit_cpu_profile_plans_the_privacy_audit_from_local_copies(repo, tmp_path, shared_data):
+    """The heads on Location30 and six trained models (DP-SGD at ε 1 and 8 and undefended, on
+    Adult and Location30), with the default's experiments."""
+    jobs = planned_from_local_copies(repo, tmp_path, shared_data, "audit-cpu")
+    assert jobs["privacy_heads"] == 1 and jobs["privacy_model"] == 6
+    assert jobs["privacy_bounds"] == 1 and jobs["privacy_report"] == 1
+    assert "hparam_run" not in jobs and "llm_train" not in jobs

@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
@@ -10,6 +11,9 @@ from miaflow.llm.separability import (
     auroc_difference_ci,
     bag_of_words_scores,
     embedding_scores,
+    mean_auroc_difference_ci,
+    selection_scores,
+    selection_table,
     separability,
     separability_flags,
 )
@@ -127,3 +131,51 @@ def test_flags():
     assert separability_flags(0.70, -0.02) == ["attack_not_above_selection"]
     assert separability_flags(0.90, 0.0) == ["selection_separable", "attack_not_above_selection"]
     assert separability_flags(0.60, 0.10) == []
+
+
+def test_the_mean_interval_of_one_scored_set_is_its_own_interval():
+    rng = np.random.default_rng(3)
+    member = np.r_[np.ones(30, bool), np.zeros(30, bool)]
+    attack, baseline = member + rng.normal(size=60), rng.normal(size=60)
+    one = mean_auroc_difference_ci([(member, attack, baseline)], 300, seed=5)
+    assert one == auroc_difference_ci(member, attack, baseline, 300, seed=5)
+    two = mean_auroc_difference_ci([(member, attack, baseline)] * 2, 300, seed=5)
+    assert two[0] == pytest.approx(one[0])  # the same set twice: the same mean difference
+    assert two[2] - two[1] < one[2] - one[1]  # and, resampled twice, a narrower interval
+
+
+def _selection_inputs(separable: bool, attack_signal: float) -> tuple:
+    texts, member = _selection(60, separable, seed=2)
+    rng = np.random.default_rng(4)
+    sets = [("lm/easy", r, np.arange(60), member, texts) for r in (0, 1)]
+    separable_scores = selection_scores(sets, "text")
+    attack = pd.DataFrame(
+        {
+            "dataset": "text",
+            "target_model": "lm/easy",
+            "attack": "llm-loss",
+            "repeat": np.repeat([0, 1], 60),
+            "sample_id": np.tile(np.arange(60), 2),
+            "score": np.tile(attack_signal * member, 2) + rng.normal(size=120),
+        }
+    )
+    return separable_scores, attack
+
+
+def test_a_separable_selection_is_flagged_beside_a_weak_attack():
+    separable_scores, attack = _selection_inputs(separable=True, attack_signal=0.0)
+    assert set(separable_scores["form"]) == {"bag_of_words"}  # no embeddings given
+    (row,) = selection_table(
+        separable_scores, attack, {("text", "lm/easy"): "llm-loss"}, n_resamples=300
+    ).itertuples()
+    assert row.separability > 0.95 and row.separability_form == "bag_of_words"
+    assert row.n_target_models == 2 and row.difference_high < 0
+    assert row.selection_flags == ["selection_separable", "attack_not_above_selection"]
+
+
+def test_an_attack_beyond_a_random_selection_has_no_flag():
+    separable_scores, attack = _selection_inputs(separable=False, attack_signal=4.0)
+    (row,) = selection_table(
+        separable_scores, attack, {("text", "lm/easy"): "llm-loss"}, n_resamples=300
+    ).itertuples()
+    assert row.separability < 0.8 and row.difference_low > 0 and row.selection_flags == []

@@ -6,18 +6,14 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from miaflow import io
-from miaflow.tools.summary import (
-    best_attacks,
-    job_seconds,
-    low_fpr_metric,
-    main,
-    summary,
-    tpr_label,
-)
+from miaflow.evaluation.best import best_attacks, low_fpr_metric, tpr_label
+from miaflow.evaluation.verdicts import VERDICT_COLUMNS
+from miaflow.tools.summary import job_seconds, main, summary
 
 
 def metric_rows(
@@ -96,7 +92,54 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "records/evaluate/benchmarks/score_attacks/digits/cnn.attacks.tsv").write_text(
         "attack\ts\tcpu_time\nlira\t30.0\t29.0\n"
     )
+    io.write_parquet(tmp_path / "results/report/verdicts.parquet", synthetic_verdicts())
     return tmp_path
+
+
+def synthetic_verdicts() -> pd.DataFrame:
+    """The verdicts of a classifier experiment, a language-model experiment won by a Min-K% k
+    point and a benchmark setting whose selection alone is separable."""
+    rows = [
+        ("digits", "cnn", "lira", 0.7, 0.02, 3, ["loss"], 2, "loss", 0.3, 0.01, [], 2, []),
+        (
+            "text",
+            "gpt2",
+            "llm-mink-k50",
+            0.8,
+            0.01,
+            2,
+            [],
+            3,
+            "llm-mink-k50",
+            0.2,
+            0.05,
+            [],
+            3,
+            ["low_fpr_raised"],
+        ),
+        (
+            "text",
+            "gpt2/easy",
+            "em-mia",
+            1.0,
+            0.0,
+            2,
+            ["llm-loss"],
+            2,
+            "em-mia",
+            1.0,
+            0.0625,
+            ["llm-loss"],
+            2,
+            ["low_fpr_raised", "selection_separable"],
+        ),
+    ]
+    table = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    return table.assign(
+        separability=[np.nan, 0.6, 1.0],
+        separability_form=[None, "bag_of_words", "bag_of_words"],
+        attack_minus_selection=[np.nan, 0.2, 0.0],
+    )
 
 
 def test_best_attack_is_the_highest_mean_auroc_per_experiment_over_its_target_models():
@@ -156,11 +199,19 @@ def test_summary_says_where_things_are_and_the_headline(project):
     assert f"{project / 'results/tables'}/ (2, as csv, md and tex" in text
     assert f"{project / 'results/figures'}/ (3)" in text
     assert f"{project / 'records'}/<stage>/logs/" in text
-    assert lines[lines.index(next(line for line in lines if line.startswith("Best"))) + 1 : -1] == [
-        "  adult/catboost  rmia  AUROC 0.800 ± 0.000, TPR@1%FPR 0.050  (over 2 target models)",
-        "  adult/mlp       loss  AUROC 0.690 ± 0.000, TPR@1%FPR 0.050  (over 2 target models)",
-        "  digits/cnn      lira  AUROC 0.700 ± 0.020, TPR@1%FPR 0.100  (over 3 target models)",
-        "  text/gpt2       mink  AUROC 0.650  (over 1 target model)",
+    best = lines.index(next(line for line in lines if line.startswith("Best"))) + 1
+    assert lines[best:-1] == [
+        f" AUROC as in {project / 'results/tables/auroc.md'}:",
+        "  digits/cnn      lira          AUROC 0.700 ± 0.020 (not separated from: loss); "
+        "TPR@1%FPR: loss 0.300 (separated from the other attack)",
+        f" AUROC as in {project / 'results/tables/llm_mink_sweep.md'}:",
+        "  text/gpt2       llm-mink-k50  AUROC 0.800 ± 0.010 (separated from all 2 others); "
+        "TPR@5%FPR: llm-mink-k50 0.200 (separated from all 2 others); selection alone AUROC "
+        "0.600 (bag of words); flags: low_fpr_raised",
+        f" AUROC as in {project / 'results/tables/llm_settings.md'}:",
+        "  text/gpt2/easy  em-mia        AUROC 1.000 ± 0.000 (not separated from: llm-loss); "
+        "TPR@6.25%FPR: em-mia 1.000 (not separated from: llm-loss); selection alone AUROC "
+        "1.000 (bag of words); flags: low_fpr_raised, selection_separable",
     ]
     assert lines[-1] == "Wall time: 6 min 12 s."
 
@@ -186,7 +237,7 @@ def test_without_a_start_the_time_is_the_job_time_of_the_run_records(project):
 def test_an_unfinished_project_gets_a_summary_too(tmp_path, capsys):
     assert main(["--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"{tmp_path / 'results/metrics.parquet'} not found" in out
+    assert f"{tmp_path / 'results/report/verdicts.parquet'} not found" in out
     assert "no run records" in out
 
 
@@ -235,9 +286,10 @@ def test_the_audit_stage_prints_each_audits_best_attacks(tmp_path: Path, capsys)
     assert capsys.readouterr().out.startswith("No audits configured")
 
 
-def test_dvc_metrics_file_is_the_headline_and_the_contract_keeps_every_metric(tmp_path):
-    """results/summary.json (`dvc metrics show`): the best attack per experiment, a handful of
-    numbers each; results/metrics.parquet: every row of the experiments' metrics."""
+def test_the_metrics_contract_keeps_every_metric_and_adds_the_ppvs(tmp_path):
+    """results/metrics.parquet: every row of the experiments' metrics, then the precision of
+    each target-calibrated operating point at each membership prior."""
+    from miaflow.evaluation.operating_points import operating_point_table
     from miaflow.jobs.report import collect_metrics
 
     metrics = synthetic_metrics()
@@ -245,25 +297,26 @@ def test_dvc_metrics_file_is_the_headline_and_the_contract_keeps_every_metric(tm
     for dataset, rows in metrics.groupby("dataset"):
         parts.append(tmp_path / f"{dataset}.parquet")
         io.write_parquet(parts[-1], rows.reset_index(drop=True))
+    member = np.arange(40) % 2 == 0
+    scores = pd.DataFrame(
+        {
+            "dataset": "digits",
+            "target_model": "cnn",
+            "attack": "lira",
+            "repeat": 0,
+            "sample_id": np.arange(40),
+            "score": member + np.linspace(0, 1.5, 40),
+            "is_member": member,
+        }
+    )
+    io.write_parquet(tmp_path / "points.parquet", operating_point_table(scores, [0.1], [0.5]))
     collect_metrics(
         experiment_metrics=parts,
+        operating_points=tmp_path / "points.parquet",
         metrics=tmp_path / "metrics.parquet",
-        summary=tmp_path / "summary.json",
+        priors=[0.5],
     )
-    assert len(io.read_parquet(tmp_path / "metrics.parquet")) == len(metrics)
-    headline = io.read_json(tmp_path / "summary.json")
-    assert sorted(headline) == ["adult/catboost", "adult/mlp", "digits/cnn", "text/gpt2"]
-    assert headline["digits/cnn"] == {
-        "best_attack": "lira",
-        "auroc": 0.7,
-        "auroc_std": 0.02,
-        "tpr_at_1pct_fpr": 0.1,
-        "target_models": 3,
-    }
-    assert headline["text/gpt2"] == {
-        "best_attack": "mink",
-        "auroc": 0.65,
-        "auroc_std": None,
-        "tpr_at_1pct_fpr": None,
-        "target_models": 1,
-    }
+    written = io.read_parquet(tmp_path / "metrics.parquet")
+    assert len(written) == len(metrics) + 1
+    (ppv,) = written[written["metric"] == "ppv_at_10pct_fpr_50pct_prior"].itertuples()
+    assert (ppv.dataset, ppv.attack, ppv.repeat) == ("digits", "lira", 0) and 0.5 < ppv.value <= 1

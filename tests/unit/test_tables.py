@@ -78,6 +78,25 @@ def test_auroc_table():
     assert "ddof = 1" in caption and "over 5 target models" in caption
 
 
+def test_auroc_table_marks_each_columns_best_and_what_its_test_does_not_separate():
+    tests = pd.DataFrame(
+        {
+            "family": ["vs-best", "vs-best", "family-best"],
+            "dataset": "toy",
+            "target_model": ["mlp", "cnn", "mlp"],
+            "metric": "auroc",
+            "attack_a": ["lira", "loss", "lira"],
+            "attack_b": ["loss", "other", "loss"],
+            "reject_delong": [False, True, True],
+        }
+    )
+    table = auroc_table(_summary(), tests).set_index("attack")
+    assert table.loc["lira", "toy/mlp"] == "0.900 ± 0.002 (best)"
+    assert table.loc["loss", "toy/mlp"] == "0.812 ± 0.013 (n.s.)"  # not rejected: a tie
+    assert table.loc["loss", "toy/cnn"] == "0.700 ± 0.010 (best)"
+    assert "not separated" in table.attrs["caption"]
+
+
 def test_accuracy_table():
     models = pd.DataFrame(
         {

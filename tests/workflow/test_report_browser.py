@@ -96,6 +96,8 @@ def test_every_result_is_in_its_category_with_its_caption(project):
         "results/tables/hparam_blackbox.csv": ("Hyperparameter study", "Black-box setting"),
         "results/tables/llm.csv": ("Language models", "Attacks"),
         "results/figures/llm-em-iterations.png": ("Language models", "EM-MIA"),
+        "results/tables/privacy_audit.csv": ("Privacy audit", "Lower bounds on epsilon"),
+        "results/figures/privacy-audit.png": ("Privacy audit", "Lower bounds on epsilon"),
         "records/report/cost.csv": ("Cost", "Time and memory"),
         "records/report/families.csv": ("Cost", "Attack families"),
     }
@@ -335,9 +337,13 @@ def test_the_report_opens_in_chromium_on_the_headline_and_shows_the_figures(proj
     assert shown, f"the headline table {auroc[0]} is not on the first page"
     assert shown[0] == auroc, "the headline table on the first page differs from auroc.csv"
     assert any(
-        row[0] == "model-lira" and re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", row[1])
+        row[0] == "model-lira" and re.fullmatch(r"0\.\d{3} ± 0\.\d{3}( \((best|n\.s\.)\))?", row[1])
         for row in shown[0][1:]
     )
+    # ... and below it the verdicts, as make run's summary says them
+    with (project / "results/tables/verdicts.csv").open(encoding="utf-8", newline="") as handle:
+        verdicts = [[" ".join(cell.split()) for cell in row] for row in csv.reader(handle)]
+    assert verdicts in Tables(landing).tables, "the verdicts are not on the first page"
     # ... the whole table: its last column inside the window, neither cut off nor scrolled out of
     # sight, and the workflow graph below it, not beside it.
     seen = layouts(landing)[0]

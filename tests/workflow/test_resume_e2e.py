@@ -29,10 +29,10 @@ COMMAND = ["dvc", "repro"]
 # Where the run is when it is killed: the first file of each stage's artifacts to appear.
 KILL_POINTS = ["results/prepare/splits", "results/train/models", "results/evaluate/scores"]
 # An output of one job of every stage (each stage has its own jobs module), that job run again in
-# its own interpreter: torch training, Opacus, transformers, CatBoost, the attacks, the audit, and
-# the report's tables and matplotlib figures. Forced in two rounds, the first's jobs downstream of
-# none of the second's: a forced job's output then never makes a later target's inputs newer
-# (which would rerun the jobs in between).
+# its own interpreter: torch training, Opacus, transformers, CatBoost, the attacks, the audit, the
+# privacy audit's DP-SGD model, and the report's tables and matplotlib figures. Forced in two
+# rounds, the first's jobs downstream of none of the second's: a forced job's output then never
+# makes a later target's inputs newer (which would rerun the jobs in between).
 OWN_INTERPRETER_ROUNDS = (
     {
         "report": "results/tables/llm.csv",
@@ -41,6 +41,7 @@ OWN_INTERPRETER_ROUNDS = (
         "evaluate": "results/evaluate/scores/breast_cancer/lr_ref_catboost.parquet",
         "hparams": "results/hparams/grid/digits_s3/eps-8/run-0.parquet",
         "audit": "results/audit/scores/sklearn_digits/forest.parquet",
+        "privacy": "results/privacy/trials/digits/torch_lr_dp.parquet",
     },
     {
         "llm": "results/llm/models/synthetic_text/gpt2_tiny/target-0.json",

@@ -267,7 +267,7 @@ def slurm_cluster():
 
 def slurm_params() -> dict:
     """Small and fast: one tabular dataset, a torch model (a GPU rule) and a scikit-learn one,
-    three attacks, no hyperparameter study and no language model."""
+    three attacks, no hyperparameter study, no language model and no privacy audit."""
     params = tiny_params()
     params["experiments"] = [
         {"dataset": "breast_cancer", "arch": "mlp"},
@@ -277,6 +277,7 @@ def slurm_params() -> dict:
     params["training"]["models_per_job"] = "auto"
     params["hparam_study"]["settings"] = []
     params["llm"]["experiments"] = []
+    params["privacy"].update(heads=[], models=[])
     return params
 
 

@@ -9,6 +9,7 @@ that byte-identical artifacts need is tests/workflow/test_resume_e2e.py's, kille
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -94,6 +95,11 @@ def tiny_params() -> dict:
     # inference's suspect sets within the 90 members and 90 non-members of each repeat.
     params["llm"]["experiments"][1]["traps"].update(repetitions=[1, 4, 16], per_group=10)
     params["llm"]["dataset_inference"].update(sizes=[10, 40], draws=10)
+    # The default's three heads and DP-SGD target, with fewer runs and canaries.
+    heads = params["privacy"]["heads"][0]
+    heads.update(runs=200, run_kinds=["dirac"], canaries={"dirac": 100, "mislabelled": 20})
+    params["privacy"]["models"][0]["canaries"] = {"natural": 20, "mislabelled": 20, "ood": 20}
+    params["architectures"]["torch_lr_dp"]["epochs"] = 10
     return params
 
 
@@ -166,9 +172,39 @@ def with_readme_audit(project: Path) -> Path:
     return project
 
 
+def with_privacy_claim(project: Path) -> Path:
+    """README's audit with a privacy claim, ε = 2 at δ = 1e-5, tested by 100 canaries whose
+    outputs are drawn apart from their bits (nothing can refute the claim), versioned by DVC as
+    README's files are."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    probabilities = rng.dirichlet(np.ones(10), size=100)
+    canaries = pd.DataFrame(
+        {
+            "model_id": "target-0",
+            "sample_id": np.arange(100),
+            "label": rng.integers(0, 10, 100),
+            **{f"prob_{c}": probabilities[:, c] for c in range(10)},
+            "included": rng.random(100) < 0.5,
+            "kind": "ood",
+        }
+    )
+    canaries.to_parquet(project / CLAIMED_CANARIES, index=False)
+    run(["dvc", "add", "-q", CLAIMED_CANARIES], project)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["audits"][0].update(epsilon=2.0, delta=1e-5, canaries=CLAIMED_CANARIES)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return project
+
+
+CLAIMED_CANARIES = "audit/canaries.parquet"
+
+
 def tiny_project(root: Path) -> Path:
-    """The tiny config's project, with README's audit of a scikit-learn model."""
-    return with_readme_audit(make_project(root, tiny_params()))
+    """The tiny config's project, with README's audit of a scikit-learn model (which claims an
+    ε for the privacy audit)."""
+    return with_privacy_claim(with_readme_audit(make_project(root, tiny_params())))
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -199,6 +235,9 @@ def test_metrics_contract(project):
     # outputs only: no query attacks; no population models: no RMIA (model-robust)
     assert set(audited["attack"]) == set(TINY_ATTACKS) - {"query-neighbor", "model-robust"}
     metrics = metrics[metrics["attack"].isin(TINY_ATTACKS) & (metrics["target_model"] != "forest")]
+    precision = metrics["metric"].str.startswith("ppv_")
+    assert precision.any()  # the operating points' PPV at the membership priors
+    metrics = metrics[~precision]
     assert set(metrics["metric"]) == set(METRIC_NAMES)
     assert metrics.groupby(["dataset", "target_model", "attack", "metric"]).size().eq(3).all()
     # Query attacks are not run with references of another architecture than the target's.
@@ -217,6 +256,37 @@ def test_metrics_contract(project):
     assert {"lr", "lr_ref_catboost"} <= set(
         metrics.loc[metrics["dataset"] == "breast_cancer", "target_model"]
     )
+
+
+def test_verdicts_contract(project):
+    """Issue #43's contract: every stage's operating points, the verdict of every experiment and
+    setting in results/summary.json (the separability beside a language model's), the
+    stability table, one DVC metrics row per experiment."""
+    points = pd.read_parquet(project / "results/evaluate/operating_points.parquet")
+    assert [
+        "dataset", "target_model", "attack", "repeat", "calibration", "requested_fpr",
+        "realized_fpr", "tpr", "threshold", "n_nonmembers",
+    ] == list(points.columns[:10])  # fmt: skip
+    assert set(points["calibration"]) == {"target", "shadow"}
+    assert points["requested_fpr"].between(0, 1, inclusive="neither").all()  # fractions
+    resolved = points[points["calibration"] == "target"].dropna(subset=["tpr"])
+    assert (resolved["realized_fpr"] < resolved["requested_fpr"]).all()
+    unresolved = points[points["requested_fpr"] * points["n_nonmembers"] < 1]
+    assert len(unresolved) and unresolved["tpr"].isna().all()  # not resolved, never 0
+    assert {"synthetic_text", "sklearn_digits"} <= set(points["dataset"])  # LLM, audit
+    assert "forest" in set(points["target_model"])
+    summary = json.loads((project / "results/summary.json").read_text())
+    experiments = set(zip(points["dataset"], points["target_model"]))
+    assert set(summary) == {f"{d}/{t}" for d, t in experiments}
+    keys = {"best_attack", "auroc", "best_attack_low_fpr", "tpr_at_low_fpr", "low_fpr"}
+    for name, entry in summary.items():
+        assert keys <= entry.keys(), name
+        assert isinstance(entry["tied_with"], list) and isinstance(entry["tied_with_low_fpr"], list)
+        assert ("separability" in entry) == name.startswith("synthetic_text/"), name
+    stability = pd.read_csv(project / "results/tables/stability.csv")
+    assert set(zip(stability["dataset"], stability["target_model"])) == experiments
+    shown = run(["dvc", "metrics", "show"], project).stdout
+    assert len([line for line in shown.splitlines() if "results/headline/" in line]) == len(summary)
 
 
 def test_tables_and_figures(project):
@@ -264,6 +334,60 @@ def test_tables_and_figures(project):
     assert cost.loc[cost["stage"] == "total", "jobs"].item() == len(benchmarks)
 
 
+PRIVACY_COLUMNS = [
+    "dataset",
+    "target_model",
+    "attack",
+    "estimator",
+    "canary_kind",
+    "epsilon",
+    "delta",
+    "confidence",
+    "canaries",
+    "epsilon_lower",
+    "epsilon_max",
+    "epsilon_point",
+    "falsified",
+]
+
+
+def test_privacy_audit_contract(project):
+    """Issue #44's contract on the default's targets (fewer canaries): the miscalibrated head is
+    refuted, every other finite-ε row stays at or below its ε, the non-private head leaks, the
+    audit's claim lands in the same table; the canaries never enter the ordinary metrics."""
+    table = pd.read_csv(project / "results/tables/privacy_audit.csv")
+    assert list(table.columns) == PRIVACY_COLUMNS
+    assert not table.duplicated(
+        ["dataset", "target_model", "attack", "estimator", "canary_kind"]
+    ).any()
+    assert {"clopper-pearson", "one-run", "one-run-fdp", "gdp"} <= set(table["estimator"])
+    assert table["falsified"].dtype == bool and (table["confidence"] == 0.95).all()
+    refuted = table[table["target_model"].str.contains("dp-miscalibrated")]
+    assert refuted["falsified"].any()
+    others = table[~table["target_model"].str.contains("dp-miscalibrated")]
+    finite = others[others["epsilon"] != math.inf]
+    assert len(finite) and (finite["epsilon_lower"] <= finite["epsilon"]).all()
+    assert not finite["falsified"].any()
+    assert {"head-dp", "torch_lr_dp", "forest"} <= set(finite["target_model"])
+    open_rows = table[table["epsilon"] == math.inf]
+    assert set(open_rows["target_model"]) == {"head-nonprivate"}
+    assert (open_rows["epsilon_lower"] > 0).any() and not open_rows["falsified"].any()
+    assert ",inf," in (project / "results/tables/privacy_audit.csv").read_text()
+    claimed = table[table["target_model"] == "forest"]
+    assert set(claimed["dataset"]) == {"sklearn_digits"} and (claimed["epsilon"] == 2.0).all()
+    assert (
+        set(claimed["estimator"]) == {"one-run", "one-run-fdp"}
+        and (claimed["canaries"] == 100).all()
+    )
+    assert (project / "results/figures/privacy-audit.png").read_bytes()[:4] == b"\x89PNG"
+    # Canaries live in the audit's own experiments: ids past the dataset's, never in the metrics.
+    canaries = pd.read_parquet(project / "results/privacy/canaries/digits/heads.parquet")
+    data = pd.read_parquet(project / "results/prepare/data/digits.parquet", columns=["sample_id"])
+    assert canaries["sample_id"].min() == len(data)
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    assert not set(metrics["target_model"]) & set(table["target_model"]) - {"forest"}
+
+
 def test_hparam_study_contract(project):
     study = pd.read_parquet(project / "results/hparam_study.parquet")
     assert {"dataset", "epsilon", "hpo", "attack", "run", "fpr", "tpr"} <= set(study.columns)
@@ -276,7 +400,12 @@ def test_hparam_study_contract(project):
         for _, levels in full.groupby(["epsilon", "hpo", "attack", "run"])["fpr"]
     )
     assert set(full.loc[full["hpo"] == "ed", "attack"]) == {"acc-lira", "kl-lira"}
-    assert study["tpr"].between(0, 1).all()
+    # a TPR where the pooled non-members resolve the FPR (NaN, never 0, where they do not),
+    # with the operating point it comes from
+    unresolved = study["fpr"] * study["n_nonmembers"] < 1
+    assert study.loc[~unresolved, "tpr"].between(0, 1).all()
+    assert study.loc[unresolved, "tpr"].isna().all()
+    assert (study.loc[~unresolved, "realized_fpr"] < study.loc[~unresolved, "fpr"]).all()
     bound = pd.read_parquet(project / "results/dp_bound.parquet")
     assert {"epsilon", "fpr", "tpr_bound"} <= set(bound.columns) and set(bound["epsilon"]) == {8.0}
     assert bound["tpr_bound"].is_monotonic_increasing and bound["tpr_bound"].between(0, 1).all()
@@ -335,7 +464,12 @@ def test_language_model_attacks_contract(project):
         "em-mia",
     } <= llm_attacks()
     assert {"auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr"} <= set(llm["metric"])
-    assert llm.groupby(["attack", "metric"]).size().eq(2).all() and llm["value"].between(0, 1).all()
+    assert llm.groupby(["attack", "metric"]).size().eq(2).all()
+    # every value a rate, but a TPR at an FPR the few non-members cannot resolve (NaN)
+    resolved = llm["value"].notna()
+    assert llm.loc[resolved, "value"].between(0, 1).all()
+    assert llm.loc[~resolved, "metric"].str.fullmatch(r"tpr_at_.*_fpr").all()
+    assert llm.loc[llm["metric"] == "auroc", "value"].notna().all()
     table = pd.read_csv(project / "results/tables/llm.csv")
     assert {"llm-recall‡", "llm-recall-toppref†", "em-mia"} <= set(table["attack"])
     assert {"llm-blind-shots‡", "llm-blind-bow‡"} <= set(table["attack"])  # blind baselines
@@ -357,6 +491,7 @@ def test_language_model_settings_contract(project):
     """EM-MIA's benchmark settings on the tiny targets: every attack on every setting, each an
     experiment "gpt2_tiny/<setting>" in the metrics; the settings table has one row per
     (experiment, setting, attack) with AUROC mean and std; exact membership in the draws."""
+    from miaflow.llm.separability import SELECTION
     from miaflow.llm.settings import SETTINGS
 
     metrics = pd.read_parquet(project / "results/metrics.parquet")
@@ -378,7 +513,9 @@ def test_language_model_settings_contract(project):
     )
     assert set(table["setting"]) == set(SETTINGS) and set(table["target_model"]) == {"gpt2_tiny"}
     assert not table.duplicated(["dataset", "target_model", "length", "setting", "attack"]).any()
-    assert len(table) == len(SETTINGS) * len(llm_attacks())
+    # every attack on every setting, and beside them what the selection alone separates
+    assert len(table) == len(SETTINGS) * (len(llm_attacks()) + 1)
+    assert table.groupby("setting")["attack"].apply(set).eq(llm_attacks() | {SELECTION}).all()
     assert table["auroc_mean"].between(0, 1).all() and (table["repeats"] == 2).all()
     assert "easy (whole texts)" in (project / "results/tables/llm_settings.md").read_text()
     assert (project / "results/figures/llm-settings.png").is_file()
@@ -484,7 +621,10 @@ def test_reruns_are_no_ops(project):
 
 
 REPORT_RULES = {
+    "privacy_report",
     "collect_metrics",
+    "verdicts",
+    "stability_table",
     "collect_models",
     "paired_tests",
     "tables",
@@ -508,6 +648,7 @@ LLM_RULES = {
     "llm_inference_statistics",
     "llm_dataset_inference",
     "llm_trap_scores",
+    "llm_separability",
 }
 HPARAM_RULES = {
     "hparam_splits",
@@ -519,6 +660,9 @@ HPARAM_RULES = {
 
 
 AUDIT_RULES = {"audit_outputs", "score_audit"}
+PRIVACY_RULES = {"privacy_heads", "privacy_model", "privacy_claim", "privacy_bounds"}
+# the privacy stage's jobs that score canaries with attacks (and train models), and their bounds
+SCORED_PRIVACY_RULES = {"privacy_model", "privacy_claim", "privacy_bounds"}
 
 
 @pytest.mark.parametrize(
@@ -534,9 +678,11 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
                 "query_outputs",
                 "score_attacks",
                 "scaling_sweep",
+                "operating_points",
                 *HPARAM_RULES,
                 *LLM_RULES,
                 *AUDIT_RULES,
+                *PRIVACY_RULES,
                 *REPORT_RULES,
             },
         ),
@@ -554,14 +700,25 @@ AUDIT_RULES = {"audit_outputs", "score_audit"}
                 "llm_setting_scores",
                 "llm_trap_scores",
                 "llm_dataset_inference",
+                "llm_separability",
             },
         ),
-        # queries rebuild models; audits load checkpoints
-        ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES}),
+        # queries rebuild models; audits load checkpoints; the privacy audit trains models
+        ("models/ensemble", {"train_shard", "query_outputs", *AUDIT_RULES, *SCORED_PRIVACY_RULES}),
         # (and in their stage the tables of the tests, and the cost of every job)
-        ("evaluation/stats", {"paired_tests", "hparam_report", "tables", "cost_table"}),
-        # an attack's module: the jobs that score attacks, no language-model or study job
-        ("attacks/metric", {"score_attacks", "scaling_sweep", "score_audit"}),
+        ("evaluation/stats", {"paired_tests", "verdicts", "hparam_report", "tables", "cost_table"}),
+        # an attack's module: the jobs that score attacks (and the operating points of their
+        # scores), no language-model or study job
+        (
+            "attacks/metric",
+            {
+                "score_attacks",
+                "scaling_sweep",
+                "score_audit",
+                "operating_points",
+                *SCORED_PRIVACY_RULES,
+            },
+        ),
     ],
 )
 def test_editing_a_library_module_reruns_exactly_the_jobs_that_import_it(project, module, rerun):

@@ -1,0 +1,5 @@
+"""Snakemake adapter for rule llm_separability."""
+
+from miaflow.runtime.adapter import run
+
+run("miaflow.jobs.llm.llm_separability", snakemake)
