@@ -137,14 +137,6 @@ def recent_inputs(files: Mapping[str, Any], ids: np.ndarray) -> dict[str, Any]:
     return fields
 
 
-def embedding_rows(paths: Sequence[str | Path]) -> pd.Series | None:
-    """The sentence embeddings by sample id (a (D,) array per row), if the blind baseline needs
-    them."""
-    if not paths:
-        return None
-    return io.read_parquet(paths[0]).set_index("sample_id")["embedding"]
-
-
 def embedded_rows(rows: pd.Series | None, ids: np.ndarray) -> np.ndarray | None:
     return None if rows is None else np.stack([np.asarray(v) for v in rows.loc[ids]])
 
@@ -308,7 +300,7 @@ def scored_repeats(
     "<label>/<setting>", or with a traps table each repetition group, "<label>/r<count>". The
     inputs' seed is named after the dataset, the label and the repeat;
     the blind baselines get the sentence embeddings of the draw's texts and of the repeat's shots
-    (`embedding_rows`)."""
+    (`miaflow.llm.tables.embedding_rows`)."""
     for repeat in range(cached.repeats):
         shot_ids = corpus.select(splits, repeat, "shot")["sample_id"].to_numpy()
         shots = list(texts[shot_ids])

@@ -6,15 +6,23 @@ of a language-model experiment.
 The verdicts come from `miaflow.evaluation.verdicts`; the separability of a language-model
 selection (a labelled model-free classifier of the texts, `miaflow.llm.separability`) is a
 property of the benchmark, not an attack: it never enters the rankings, it is only said beside
-them, with its flags added to the experiment's.
+them, with its flags added to the experiment's. `write_verdicts` is the report stage's job
+`verdicts`: from the metrics and every stage's scores to all of these files.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
+from miaflow import io
+from miaflow.evaluation import verdicts as judge
+from miaflow.evaluation.metrics import SCORES_COLUMNS
+from miaflow.evaluation.tables import write_outputs
 from miaflow.evaluation.verdicts import ties_text, verdict_json
+from miaflow.rule_io import Paths, concat_parquet
 
 SELECTION_KEYS = ("separability", "separability_form", "attack_minus_selection")
 # What a row of `dvc metrics show` holds, in short names so that a row fits a wide terminal: the
@@ -124,3 +132,40 @@ def _cell(value: float, spread: float = np.nan) -> str:
     if pd.isna(value):
         return ""
     return f"{value:.3f}" if pd.isna(spread) else f"{value:.3f} ± {spread:.3f}"
+
+
+def write_verdicts(
+    *,
+    metrics: str | Path,
+    scores: Paths,
+    selection: Paths,
+    rankings: str | Path,
+    verdicts: str | Path,
+    summary: str | Path,
+    headline: str | Path,
+    verdicts_table: Paths,
+    low_fpr: float,
+    alpha: float,
+    n_resamples: int,
+    seed: int,
+) -> None:
+    """Both rankings of every experiment and setting (AUROC, TPR at `low_fpr`) with the attacks
+    not separated from each best, the flags, and a language-model selection's separability
+    beside them: results/summary.json, one DVC metrics file per experiment (`headline`), the
+    verdicts table the summary lines are printed from and its display (csv, md, tex)."""
+    from miaflow.llm.separability import selection_table
+
+    read = concat_parquet(scores, SCORES_COLUMNS)
+    ranked = judge.rankings(io.read_parquet(metrics), read, low_fpr, alpha, n_resamples, seed)
+    table = judge.verdicts(ranked)
+    best = dict(zip(zip(table["dataset"], table["target_model"]), table["best_attack"]))
+    separable = concat_parquet(selection) if selection else None
+    chosen = None if separable is None else selection_table(separable, read, best, seed=seed)
+    table = with_selection(table, chosen)
+    io.write_parquet(rankings, ranked)
+    io.write_parquet(verdicts, table)
+    io.write_json(summary, summary_json(table))
+    write_outputs(verdict_table(table), verdicts_table)
+    with io.atomic_directory(headline) as folder:
+        for name, entry in headline_files(table).items():
+            io.write_json(folder / name, entry)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.io import write_text
+from miaflow.rule_io import Paths, table_stem
 
 MISSING = "–"
 _LATEX_SPECIALS = str.maketrans(
@@ -34,6 +35,12 @@ def write_table(
     # to_latex escapes the cells but not the caption, which often names metrics like tpr_at_1pct.
     latex = df.to_latex(index=False, escape=True, caption=caption.translate(_LATEX_SPECIALS))
     write_text(f"{stem}.tex", latex)
+
+
+def write_outputs(table: pd.DataFrame, paths: Paths) -> None:
+    """A table builder's table (its caption in `attrs`) to the files of one table output (a
+    rule's `multiext(stem, ".csv", ".md", ".tex")`)."""
+    write_table(table, table_stem(paths), table.attrs["caption"])
 
 
 def format_mean_std(mean: float, std: float, digits: int = 3) -> str:

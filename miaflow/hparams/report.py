@@ -1,6 +1,6 @@
 """The hyperparameter study's report: every table and figure of the study from its long tables
 (results/hparam_study.parquet, the DP bound, the ROC curves and KL-LiRA's choices), for the
-report stage's `hparam_report`.
+report stage's `hparam_report` (`write_report`, from the files to the files).
 """
 
 from __future__ import annotations
@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from miaflow import io
+from miaflow.evaluation.tables import write_outputs
 from miaflow.hparams import figures, tables
 from miaflow.hparams.baselines_figure import plot_baselines
 from miaflow.hparams.blackbox import blackbox_table, plot_blackbox
+from miaflow.rule_io import Paths, file_named
+from miaflow.seeding import derive_seed
 
 
 def study_tables(
@@ -62,3 +66,51 @@ def draw_study(
     figures.plot_selection(chosen, named["selection"], "KL-LiRA's choice against the target's")
     plot_baselines(results, named["baselines"], "LiRA and attacks without shadow calibration")
     plot_blackbox(results, named["blackbox"], "Shadows on the targets' backbone or another")
+
+
+def write_report(
+    *,
+    study: str | Path,
+    bound: str | Path,
+    roc: str | Path,
+    selection: str | Path,
+    headline: Paths,
+    relative: Paths,
+    budget: Paths,
+    td_vs_ed: Paths,
+    choices: Paths,
+    baselines: Paths,
+    blackbox: Paths,
+    roc_figures: Paths,
+    figures: Paths,
+    alpha: float,
+    resamples: int | None,
+    confidence: float,
+    seed: int,
+) -> None:
+    """Tables and figures of the hyperparameter study (docs/algorithms.md#hyperparameter-study)."""
+    results = io.read_parquet(study)
+    curves, limits, chosen = (io.read_parquet(path) for path in (roc, bound, selection))
+    tests = tables.td_vs_ed_tests(results, alpha, resamples, derive_seed(seed, "td-vs-ed"))
+    paths = {
+        "headline": headline,
+        "relative": relative,
+        "budget": budget,
+        "td_vs_ed": td_vs_ed,
+        "choices": choices,
+        "baselines": baselines,
+        "blackbox": blackbox,
+    }
+    for name, table in study_tables(results, chosen, tests).items():
+        write_outputs(table, paths[name])
+    draw_study(
+        results,
+        curves,
+        limits,
+        chosen,
+        tests,
+        lambda setting: file_named(roc_figures, f"hparam-roc-{setting}.png"),
+        {Path(p).stem.removeprefix("hparam-"): p for p in figures},
+        alpha,
+        confidence,
+    )

@@ -1,12 +1,12 @@
-"""What every stage's jobs share: reading the membership matrix, compute sessions, and finding
-and writing a rule's table and figure outputs (a table is one stem in csv, md and tex; a
-per-experiment file is found among a rule's outputs by `Experiment.file_name`)."""
+"""What every stage's jobs share: reading the membership matrix, compute sessions, and finding an
+experiment's rows and files (a per-experiment file is found among a rule's outputs by
+`Experiment.file_name`; other list inputs and outputs: `miaflow.rule_io`)."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,13 +15,13 @@ import pandas as pd
 
 from miaflow import io
 from miaflow.models.kinds import KINDS
+from miaflow.rule_io import Paths, file_named
 from miaflow.splits import Splits
 
 if TYPE_CHECKING:
     from miaflow.plan import Experiment
 
 log = logging.getLogger(__name__)
-Paths = Sequence[str | Path]
 
 
 def read_splits(path: str | Path) -> Splits:
@@ -54,30 +54,6 @@ def torch_session(threads: int, compiled: bool = False) -> Iterator[None]:
         use_deterministic_algorithms(compiled=compiled)
         torch.backends.cudnn.benchmark = False
         yield
-
-
-def file_named(paths: Paths, name: str) -> Path:
-    """The one path among `paths` whose file name is `name`."""
-    matches = [Path(p) for p in paths if Path(p).name == name]
-    if len(matches) != 1:
-        raise ValueError(f"expected one output named {name!r} among {sorted(map(str, paths))}")
-    return matches[0]
-
-
-def table_stem(paths: Paths) -> Path:
-    """The common stem of a table's files (`multiext(stem, ".csv", ".md", ".tex")` outputs)."""
-    stems = {Path(p).with_suffix("") for p in paths}
-    if len(stems) != 1:
-        raise ValueError(f"the files of one table must share a stem, got {sorted(map(str, paths))}")
-    return stems.pop()
-
-
-def concat_parquet(paths: Paths, columns: Sequence[str] = (), **read: Any) -> pd.DataFrame:
-    """The Parquet files of a list input, read (`read`: options of io.read_parquet) and
-    concatenated; an empty list gives an empty table of `columns`."""
-    if not paths:
-        return pd.DataFrame(columns=list(columns))
-    return pd.concat([io.read_parquet(p, **read) for p in paths], ignore_index=True)
 
 
 def rows_of(frame: pd.DataFrame, experiment: Experiment) -> pd.DataFrame:

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow import io
-from miaflow.jobs.common import Paths, concat_parquet, read_splits
+from miaflow.jobs.common import Paths, read_splits
 from miaflow.plan import Experiment
 from miaflow.progress import tracked
+from miaflow.rule_io import concat_parquet
 from miaflow.signals import SignalStore
 from miaflow.splits import Splits
 

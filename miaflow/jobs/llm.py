@@ -261,10 +261,11 @@ def llm_scores(
     (uses labels), the share of targets whose ReCaLL prefix lost shots (`llm-recall`'s form)."""
     from miaflow.attacks import llm_inputs
     from miaflow.evaluation.metrics import roc_table, score_metrics
+    from miaflow.llm.tables import embedding_rows
 
     drawn, trap_table = _settings(settings), _settings(traps)
-    shots = llm_inputs.embedding_rows(embeddings)
-    vectors = (shots if drawn is None else llm_inputs.embedding_rows(setting_embeddings), shots)
+    shots = embedding_rows(embeddings)
+    vectors = (shots if drawn is None else embedding_rows(setting_embeddings), shots)
     files, diagnostics = llm_inputs.CachedFiles.named(cached, pair_shards), iterates is not None
     run = llm_inputs.Scoring(dataset, label, attacks, options, seed)
     scored_table, per_iteration, fits = llm_inputs.score_experiment(
@@ -278,53 +279,17 @@ def llm_scores(
         io.write_parquet(prefix_fit, fits)
 
 
-def llm_dataset_inference(
-    *,
-    data: str | Path,
-    splits: str | Path,
-    tokens: Paths,
-    inference: str | Path,
-    dataset: str,
-    label: str,
-    options: Mapping[str, Any],
-    n_texts: int | None,
-    seed: int,
-) -> None:
-    """Dataset inference (`miaflow.llm.dataset_inference.tests_of`) on every target of a trained
-    experiment from its statistics on its members and non-members (`tokens`): a row per test."""
-    from miaflow.llm.dataset_inference import tests_of
-    from miaflow.llm.tokens import TokenStats
+def llm_dataset_inference(**files_and_settings: Any) -> None:
+    """Dataset inference on every target of a trained experiment, a row per test
+    (`miaflow.llm.dataset_inference.write_tests`)."""
+    from miaflow.llm.dataset_inference import write_tests
 
-    stats = [TokenStats.from_table(io.read_table(path)) for path in tokens]
-    tests = tests_of(io.read_parquet(splits), read_dataset(data), n_texts, stats, options, seed)
-    io.write_parquet(inference, tests.assign(dataset=dataset, target_model=label))
+    write_tests(**files_and_settings)
 
 
-def llm_separability(
-    *,
-    data: str | Path,
-    splits: str | Path,
-    settings: Paths = (),
-    embeddings: Paths = (),
-    setting_embeddings: Paths = (),
-    separability: str | Path,
-    dataset: str,
-    label: str,
-    repeats: int,
-    seed: int,
-) -> None:
-    """What the selection alone gives: a labelled model-free classifier's cross-fitted scores
-    of the texts of every scored set, on words and, where the blind baselines embedded the
-    texts, on their sentence embeddings (miaflow.llm.separability; not an attack)."""
-    from miaflow.attacks.llm_inputs import embedding_rows
-    from miaflow.llm.separability import labelled_draws, selection_scores
+def llm_separability(**files_and_settings: Any) -> None:
+    """What the selection alone gives: a labelled model-free classifier's cross-fitted scores of
+    every scored set's texts (`miaflow.llm.separability.write_separability`)."""
+    from miaflow.llm.separability import write_separability
 
-    table, texts = io.read_parquet(splits), _texts(data)
-    frames = [
-        selection_scores(
-            labelled_draws(table, texts, drawn, label, repeats), dataset, vectors, seed=seed
-        )
-        for drawn, vectors in [(None, embedding_rows(embeddings))]
-        + ([(_settings(settings), embedding_rows(setting_embeddings))] if settings else [])
-    ]
-    io.write_parquet(separability, pd.concat(frames, ignore_index=True))
+    write_separability(**files_and_settings)

@@ -23,11 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from miaflow import io
+from miaflow.data import read_dataset
+from miaflow.rule_io import Paths
 from miaflow.seeding import derive_seed, rng
 
 ROW_COLUMNS = ["suspect", "size", "repeat", "iid", "p_value"]
@@ -266,3 +270,25 @@ def tests_of(
         draws=options["draws"],
         seed=derive_seed(seed, "llm", "dataset-inference"),
     )
+
+
+def write_tests(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    tokens: Paths,
+    inference: str | Path,
+    dataset: str,
+    label: str,
+    options: Mapping[str, Any],
+    n_texts: int | None,
+    seed: int,
+) -> None:
+    """Dataset inference (`tests_of`) on every target of a trained experiment from its
+    statistics on its members and non-members (`tokens`): a row per test (the llm stage's
+    `llm_dataset_inference`)."""
+    from miaflow.llm.tokens import TokenStats
+
+    stats = [TokenStats.from_table(io.read_table(path)) for path in tokens]
+    tests = tests_of(io.read_parquet(splits), read_dataset(data), n_texts, stats, options, seed)
+    io.write_parquet(inference, tests.assign(dataset=dataset, target_model=label))

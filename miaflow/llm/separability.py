@@ -27,11 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from miaflow import io
+from miaflow.data import read_dataset
 from miaflow.llm.scored import draws
+from miaflow.rule_io import Paths
 from miaflow.seeding import derive_seed
 
 FORMS = ("bag_of_words", "embeddings")  # on equal AUROCs the first is reported
@@ -338,3 +342,32 @@ def selection_table(
             }
         )
     return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
+
+
+def write_separability(
+    *,
+    data: str | Path,
+    splits: str | Path,
+    settings: Paths = (),
+    embeddings: Paths = (),
+    setting_embeddings: Paths = (),
+    separability: str | Path,
+    dataset: str,
+    label: str,
+    repeats: int,
+    seed: int,
+) -> None:
+    """What the selection alone gives: a labelled model-free classifier's cross-fitted scores
+    of the texts of every scored set, on words and, where the blind baselines embedded the
+    texts, on their sentence embeddings (not an attack): the llm stage's `llm_separability`."""
+    from miaflow.llm.tables import embedding_rows
+
+    table, texts = io.read_parquet(splits), read_dataset(data).features
+    frames = [
+        selection_scores(
+            labelled_draws(table, texts, drawn, label, repeats), dataset, vectors, seed=seed
+        )
+        for drawn, vectors in [(None, embedding_rows(embeddings))]
+        + ([(io.read_parquet(settings[0]), embedding_rows(setting_embeddings))] if settings else [])
+    ]
+    io.write_parquet(separability, pd.concat(frames, ignore_index=True))

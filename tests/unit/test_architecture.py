@@ -364,6 +364,20 @@ def test_scripts_only_hand_the_snakemake_object_to_a_job(repo):
         assert callable(adapter.job_function(f"miaflow.jobs.{stage}.{rule}")), script
 
 
+# A jobs module reads a rule's inputs, calls the library and writes its outputs; longer than this,
+# it holds logic that belongs in the library, where unit tests reach it.
+JOBS_MODULE_LINES = 300
+
+
+def test_jobs_modules_only_adapt_and_stay_short(repo):
+    long = {
+        path.name: lines
+        for path in sorted((repo / "miaflow/jobs").glob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > JOBS_MODULE_LINES
+    }
+    assert not long, f"jobs modules over {JOBS_MODULE_LINES} lines: {long}"
+
+
 def test_snakemake_lint_is_clean(repo):
     result = subprocess.run([SNAKEMAKE, "--lint"], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0 and "Congratulations" in result.stdout + result.stderr, (
