@@ -117,9 +117,10 @@ def is_sweep(attack: str) -> bool:
     return SWEEP_SUFFIX.search(attack) is not None
 
 
-def _attack_rank(attack: str, knowledge: Mapping[str, str]) -> tuple[int, int, str]:
-    """Label-free attacks first, then those with non-member shots, then oracles; within each, the
-    paper's order, then EM-MIA's variants by name, then any other attack by name."""
+def attack_rank(attack: str, knowledge: Mapping[str, str]) -> tuple[int, int, str]:
+    """Label-free attacks first, then those with known texts, then oracles (then the selection's
+    row); within each, the paper's order, then EM-MIA's variants by name, then any other attack
+    by name: every language-model table's order."""
     kind = knowledge[attack]
     if kind not in KNOWLEDGE_ORDER:
         raise ValueError(f"{attack}: unknown knowledge {kind!r}; expected one of {KNOWLEDGE_ORDER}")
@@ -231,7 +232,7 @@ def llm_table(
     shown = list(metrics_shown)
     rows = metrics[metrics["attack"].isin([a for a in knowledge if not is_sweep(a)])]
     experiments = _experiments(rows)
-    attacks = sorted(set(rows["attack"]), key=lambda a: _attack_rank(a, knowledge))
+    attacks = sorted(set(rows["attack"]), key=lambda a: attack_rank(a, knowledge))
     keys = ["attack", "dataset", "target_model", "metric"]
     stats = _stats(rows[rows["metric"].isin(shown)], keys)
     table = pd.DataFrame({"attack": [f"{a}{KNOWLEDGE_MARKS[knowledge[a]]}" for a in attacks]})

@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.llm_report import (
-    ATTACK_ORDER,
     EM_VARIANT_PREFIX,
     KNOWLEDGE_MARKS,
-    KNOWLEDGE_ORDER,
     MARKS_CAPTION,
+    attack_rank,
     is_sweep,
     metric_label,
 )
@@ -91,14 +90,6 @@ def _length_rank(name: str) -> int:
     return 0 if name == WHOLE_TEXTS else int(name.split()[0])
 
 
-def _attack_rank(attack: str, knowledge: Mapping[str, str]) -> tuple[int, int, str]:
-    """Label-free attacks first, then those with shots, then oracles; the main table's order."""
-    kind = KNOWLEDGE_ORDER.index(knowledge[attack])
-    if attack in ATTACK_ORDER:
-        return kind, ATTACK_ORDER.index(attack), ""
-    return kind, len(ATTACK_ORDER) + (0 if attack.startswith(EM_VARIANT_PREFIX) else 1), attack
-
-
 def settings_table(
     metrics: pd.DataFrame,
     knowledge: Mapping[str, str],
@@ -133,7 +124,7 @@ def settings_table(
                 table.at[i, "target_model"],
                 _length_rank(table.at[i, "length"]),
                 SETTINGS.index(table.at[i, "setting"]),
-                _attack_rank(table.at[i, "attack"], knowledge),
+                attack_rank(table.at[i, "attack"], knowledge),
             ),
         )
         table = table.iloc[order].reset_index(drop=True)

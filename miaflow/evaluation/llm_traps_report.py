@@ -19,12 +19,10 @@ import numpy as np
 import pandas as pd
 
 from miaflow.evaluation.llm_report import (
-    ATTACK_ORDER,
     CHANCE_AUROC,
-    EM_VARIANT_PREFIX,
     KNOWLEDGE_MARKS,
-    KNOWLEDGE_ORDER,
     MARKS_CAPTION,
+    attack_rank,
     is_sweep,
     metric_label,
 )
@@ -60,15 +58,6 @@ def is_trap(target_models: pd.Series) -> np.ndarray:
     return np.array([parse_group(t) is not None for t in target_models], bool)
 
 
-def _attack_rank(attack: str, knowledge: Mapping[str, str]) -> tuple[int, int, str]:
-    """Label-free attacks first, then those with known texts, then oracles; the main table's
-    order within each, EM-MIA's variants and the rest after."""
-    kind = KNOWLEDGE_ORDER.index(knowledge[attack])
-    if attack in ATTACK_ORDER:
-        return kind, ATTACK_ORDER.index(attack), ""
-    return kind, len(ATTACK_ORDER) + (0 if attack.startswith(EM_VARIANT_PREFIX) else 1), attack
-
-
 def traps_table(
     metrics: pd.DataFrame,
     knowledge: Mapping[str, str],
@@ -97,7 +86,7 @@ def traps_table(
             key=lambda i: (
                 table.at[i, "dataset"],
                 table.at[i, "target_model"],
-                _attack_rank(table.at[i, "attack"], knowledge),
+                attack_rank(table.at[i, "attack"], knowledge),
                 int(table.at[i, "repetitions"]),
             ),
         )

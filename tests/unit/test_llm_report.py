@@ -48,7 +48,9 @@ EXPECTED_ROWS = [
 DESIGNED = (0.6, 0.7, 0.8)
 MARKS = (
     "† oracle: uses true membership labels; ‡ uses known non-member texts (prefix shots, a "
-    "population or reference corpus); § uses known member texts (Con-ReCall's prefix)."
+    "population or reference corpus); § uses known member texts (Con-ReCall's prefix); "
+    "¶ not an attack: the AUROC a labelled model-free classifier of the texts reaches "
+    "(cross-fitted), what the member/non-member selection alone gives."
 )
 
 
