@@ -108,7 +108,7 @@ def test_every_defense_trains_and_is_attacked_by_the_suite(tmp_path: Path):
         scores[arch] = auroc.groupby("attack")["value"].mean()
     # MemGuard releases other confidences than its model's, never another label
     from miaflow.data import read_dataset
-    from miaflow.models.training import load_shard, shard_logits
+    from miaflow.models.shards import load_shard, shard_logits
     from miaflow.signals import signals_from_logits
 
     dataset = read_dataset(root / "results/prepare/data/purchase.parquet")

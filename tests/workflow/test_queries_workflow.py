@@ -64,6 +64,7 @@ def test_fitted_query_artifacts_build_through_snakemake(tmp_path):
             "2",
             "--allowed-rules",
             "collect_metrics",
+            "operating_points",
             "score_attacks",
         ],
         root,

@@ -465,10 +465,11 @@ def test_language_model_attacks_contract(project):
     } <= llm_attacks()
     assert {"auroc", "tpr_at_1pct_fpr", "tpr_at_5pct_fpr"} <= set(llm["metric"])
     assert llm.groupby(["attack", "metric"]).size().eq(2).all()
-    # every value a rate, but a TPR at an FPR the few non-members cannot resolve (NaN)
+    # every value a rate, but a TPR (and its PPV) at an FPR the few non-members cannot resolve
+    # or, for a PPV, where no text is flagged: NaN
     resolved = llm["value"].notna()
     assert llm.loc[resolved, "value"].between(0, 1).all()
-    assert llm.loc[~resolved, "metric"].str.fullmatch(r"tpr_at_.*_fpr").all()
+    assert llm.loc[~resolved, "metric"].str.fullmatch(r"(tpr|ppv)_at_.*").all()
     assert llm.loc[llm["metric"] == "auroc", "value"].notna().all()
     table = pd.read_csv(project / "results/tables/llm.csv")
     assert {"llm-recall‡", "llm-recall-toppref†", "em-mia"} <= set(table["attack"])

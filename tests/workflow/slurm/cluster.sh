@@ -94,8 +94,15 @@ start() {
     mkdir -p "$STATE"/{log,munge,run,slurmctld,slurmd,mysql,gpu}
     install_packages
     HOST="$(hostname -s)"
-    # The node's CPUs and memory as slurmd detects them (a larger RealMemory drains the node).
-    NODE_HARDWARE="$(slurmd -C | head -n 1 | sed -e 's/^NodeName=[^ ]* //')"
+    # The node's memory as slurmd detects it (a larger RealMemory drains the node), and at least
+    # 4 CPUs, as a cluster node has (slurm.conf lets slurmd accept more than it finds): the report
+    # group runs up to three of its jobs side by side and asks for a CPU each.
+    local cpus
+    cpus="$(nproc)"
+    cpus=$((cpus > 4 ? cpus : 4))
+    NODE_HARDWARE="$(slurmd -C | head -n 1 | sed -e 's/^NodeName=[^ ]* //' \
+        -e "s/CPUs=[0-9]*/CPUs=$cpus/" -e 's/SocketsPerBoard=[0-9]*/SocketsPerBoard=1/' \
+        -e "s/CoresPerSocket=[0-9]*/CoresPerSocket=$cpus/" -e 's/ThreadsPerCore=[0-9]*/ThreadsPerCore=1/')"
     export SLURM_CONF="$STATE/slurm.conf"
     render slurm.conf.in "$STATE/slurm.conf"
     render gres.conf.in "$STATE/gres.conf"
