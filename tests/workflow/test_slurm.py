@@ -277,7 +277,7 @@ def slurm_params() -> dict:
     params["training"]["models_per_job"] = "auto"
     params["hparam_study"]["settings"] = []
     params["llm"]["experiments"] = []
-    params["privacy"].update(heads=[], models=[])
+    del params["privacy"]
     return params
 
 
@@ -366,8 +366,9 @@ def test_a_run_through_slurm_gives_the_artifacts_of_a_local_run(slurm_run, capsy
         "rule_train_shard",
         "rule_score_attacks",
         "rule_scaling_sweep",
+        "rule_operating_points",
     }
-    assert len(jobs) == 1 + 1 + 2 + 2 + 2 + 1, with_this
+    assert len(jobs) == 1 + 1 + 2 + 2 + 2 + 1 + 1, with_this
     assert not jobs["tres"].str.contains("gpu").any(), jobs
 
 
@@ -379,9 +380,10 @@ def test_dvc_records_a_cluster_run_without_running_it_again(slurm_run):
     dry = run(["snakemake", "-n"], remote)
     assert "Nothing to be done" in dry.stdout + dry.stderr
     # This config has no query attack and no language model: their stages' outputs do not
-    # exist, so those stages (and report, which reads them) cannot be recorded. The queries
-    # stage's command creates its (empty) results folder, which the evaluate stage reads.
-    (remote / "results" / "queries").mkdir(exist_ok=True)
+    # exist, so those stages (and report, which reads them) cannot be recorded. Their stage
+    # commands create their (empty) results folders, which the evaluate stage reads.
+    for folder in ("queries", "llm"):
+        (remote / "results" / folder).mkdir(exist_ok=True)
     stages = ["prepare", "train", "evaluate", "hparams"]
     run(["dvc", "commit", "--force", *stages], remote)
     assert "up to date" in run(["dvc", "status", *stages], remote).stdout
