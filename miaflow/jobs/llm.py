@@ -261,7 +261,7 @@ def llm_scores(
     (uses labels), the share of targets whose ReCaLL prefix lost shots (`llm-recall`'s form)."""
     from miaflow.attacks import llm_inputs
     from miaflow.evaluation.metrics import roc_table, score_metrics
-    from miaflow.llm.tables import embedding_rows
+    from miaflow.llm.blind import embedding_rows
 
     drawn, trap_table = _settings(settings), _settings(traps)
     shots = embedding_rows(embeddings)

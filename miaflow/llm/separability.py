@@ -360,7 +360,7 @@ def write_separability(
     """What the selection alone gives: a labelled model-free classifier's cross-fitted scores
     of the texts of every scored set, on words and, where the blind baselines embedded the
     texts, on their sentence embeddings (not an attack): the llm stage's `llm_separability`."""
-    from miaflow.llm.tables import embedding_rows
+    from miaflow.llm.blind import embedding_rows
 
     table, texts = io.read_parquet(splits), read_dataset(data).features
     frames = [

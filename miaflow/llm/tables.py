@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from miaflow import io
 from miaflow.llm.scored import Draw
 
 log = logging.getLogger(__name__)
@@ -197,16 +195,9 @@ def repeated_table(ids: np.ndarray, rows: list[np.ndarray], role: str) -> pd.Dat
 
 
 def embedding_table(ids: np.ndarray, vectors: np.ndarray) -> pd.DataFrame:
-    """Sentence embeddings by sample id (float32 rows), as `embedding_rows` reads them."""
+    """Sentence embeddings by sample id (float32 rows), as `miaflow.llm.blind.embedding_rows`
+    reads them."""
     return pd.DataFrame({"sample_id": ids, "embedding": list(vectors.astype(np.float32))})
-
-
-def embedding_rows(paths: Sequence[str | Path]) -> pd.Series | None:
-    """The sentence embeddings by sample id (a (D,) array per row) of an `embedding_table` file,
-    if the rule has one (the blind baselines and the selection's classifier need them)."""
-    if not paths:
-        return None
-    return io.read_parquet(paths[0]).set_index("sample_id")["embedding"]
 
 
 @dataclass(frozen=True)

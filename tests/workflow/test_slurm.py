@@ -267,7 +267,8 @@ def slurm_cluster():
 
 def slurm_params() -> dict:
     """Small and fast: one tabular dataset, a torch model (a GPU rule) and a scikit-learn one,
-    three attacks, no hyperparameter study, no language model and no privacy audit."""
+    three attacks, no hyperparameter study, no language model and nothing for the privacy audit
+    (its bounds job writes an empty table)."""
     params = tiny_params()
     params["experiments"] = [
         {"dataset": "breast_cancer", "arch": "mlp"},
@@ -277,7 +278,7 @@ def slurm_params() -> dict:
     params["training"]["models_per_job"] = "auto"
     params["hparam_study"]["settings"] = []
     params["llm"]["experiments"] = []
-    del params["privacy"]
+    params["privacy"].update(heads=[], models=[])
     return params
 
 
@@ -367,8 +368,9 @@ def test_a_run_through_slurm_gives_the_artifacts_of_a_local_run(slurm_run, capsy
         "rule_score_attacks",
         "rule_scaling_sweep",
         "rule_operating_points",
+        "rule_privacy_bounds",
     }
-    assert len(jobs) == 1 + 1 + 2 + 2 + 2 + 1 + 1, with_this
+    assert len(jobs) == 1 + 1 + 2 + 2 + 2 + 1 + 1 + 1, with_this
     assert not jobs["tres"].str.contains("gpu").any(), jobs
 
 
