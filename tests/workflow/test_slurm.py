@@ -384,7 +384,7 @@ def test_dvc_records_a_cluster_run_without_running_it_again(slurm_run):
     # This config has no query attack and no language model: their stages' outputs do not
     # exist, so those stages (and report, which reads them) cannot be recorded. Their stage
     # commands create their (empty) results folders, which the evaluate stage reads.
-    for folder in ("queries", "llm"):
+    for folder in ("queries", "llm", "audit"):
         (remote / "results" / folder).mkdir(exist_ok=True)
     stages = ["prepare", "train", "evaluate", "hparams"]
     run(["dvc", "commit", "--force", *stages], remote)

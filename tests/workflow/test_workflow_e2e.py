@@ -25,6 +25,7 @@ from conftest import copy_project
 
 from miaflow.evaluation.metrics import METRIC_NAMES
 from miaflow.evaluation.tables import format_mean_std
+from miaflow.llm.traps import parse_group
 from miaflow.plan import stages
 
 pytestmark = pytest.mark.e2e
@@ -276,15 +277,21 @@ def test_verdicts_contract(project):
     assert {"synthetic_text", "sklearn_digits"} <= set(points["dataset"])  # LLM, audit
     assert "forest" in set(points["target_model"])
     summary = json.loads((project / "results/summary.json").read_text())
-    experiments = set(zip(points["dataset"], points["target_model"]))
+    metrics = pd.read_parquet(project / "results/metrics.parquet")
+    experiments = set(zip(metrics["dataset"], metrics["target_model"]))
     assert set(summary) == {f"{d}/{t}" for d, t in experiments}
+    # the points cover every experiment, and the trap groups' (their table's TPRs), which are
+    # not in the metrics contract
+    traced = set(zip(points["dataset"], points["target_model"]))
+    assert experiments <= traced
+    assert all(parse_group(t) is not None for _, t in traced - experiments)
     keys = {"best_attack", "auroc", "best_attack_low_fpr", "tpr_at_low_fpr", "low_fpr"}
     for name, entry in summary.items():
         assert keys <= entry.keys(), name
         assert isinstance(entry["tied_with"], list) and isinstance(entry["tied_with_low_fpr"], list)
         assert ("separability" in entry) == name.startswith("synthetic_text/"), name
     stability = pd.read_csv(project / "results/tables/stability.csv")
-    assert set(zip(stability["dataset"], stability["target_model"])) == experiments
+    assert set(zip(stability["dataset"], stability["target_model"])) == traced
     shown = run(["dvc", "metrics", "show"], project).stdout
     assert len([line for line in shown.splitlines() if "results/headline/" in line]) == len(summary)
 
