@@ -300,7 +300,7 @@ def scored_repeats(
     "<label>/<setting>", or with a traps table each repetition group, "<label>/r<count>". The
     inputs' seed is named after the dataset, the label and the repeat;
     the blind baselines get the sentence embeddings of the draw's texts and of the repeat's shots
-    (`miaflow.llm.tables.embedding_rows`)."""
+    (`miaflow.llm.blind.embedding_rows`)."""
     for repeat in range(cached.repeats):
         shot_ids = corpus.select(splits, repeat, "shot")["sample_id"].to_numpy()
         shots = list(texts[shot_ids])
