@@ -30,7 +30,7 @@ experiment is configured.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,6 +128,29 @@ def attack_rank(attack: str, knowledge: Mapping[str, str]) -> tuple[int, int, st
         return KNOWLEDGE_ORDER.index(kind), ATTACK_ORDER.index(attack), ""
     variant = attack.startswith(EM_VARIANT_PREFIX)
     return KNOWLEDGE_ORDER.index(kind), len(ATTACK_ORDER) + (0 if variant else 1), attack
+
+
+def summary_table(
+    rows: pd.DataFrame,
+    keys: Sequence[str],
+    metrics_shown: Sequence[str],
+    knowledge: Mapping[str, str],
+    sort_key: Callable[[pd.Series], tuple],
+) -> pd.DataFrame:
+    """One row per `keys` of long metrics rows: the attack's knowledge, `<metric>_mean` and
+    `<metric>_std` (ddof = 1) of each metric shown and the repeats, ordered by `sort_key` of a
+    row; with no rows, an empty table of `keys` and knowledge. The settings' and traps' tables."""
+    wide = rows.groupby([*keys, "metric"])["value"].agg(["mean", "std", "count"]).unstack("metric")
+    if wide.empty:
+        return pd.DataFrame(columns=[*keys, "knowledge"])
+    table = wide.index.to_frame(index=False)
+    table["knowledge"] = [knowledge[a] for a in table["attack"]]
+    for metric in metrics_shown:
+        for stat in ("mean", "std"):
+            table[f"{metric}_{stat}"] = wide[(stat, metric)].to_numpy()
+    table["repeats"] = wide[("count", metrics_shown[0])].to_numpy().astype(int)
+    order = sorted(range(len(table)), key=lambda i: sort_key(table.iloc[i]))
+    return table.iloc[order].reset_index(drop=True)
 
 
 def _experiments(rows: pd.DataFrame) -> list[tuple[str, str]]:

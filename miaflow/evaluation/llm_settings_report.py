@@ -25,6 +25,7 @@ from miaflow.evaluation.llm_report import (
     attack_rank,
     is_sweep,
     metric_label,
+    summary_table,
 )
 from miaflow.evaluation.metrics import METRICS_COLUMNS
 from miaflow.evaluation.plots import PANEL_SIZE, save_png
@@ -106,28 +107,19 @@ def settings_table(
         setting=[p[1] for p in parsed],
         length=[_length_name(p[2]) for p in parsed],
     )
-    stats = rows.groupby([*KEYS, "metric"])["value"].agg(["mean", "std", "count"])
-    wide = stats.unstack("metric")
-    columns = ["dataset", "target_model", "length", "setting", "attack", "knowledge"]
-    table = pd.DataFrame(columns=columns)
-    if not wide.empty:
-        table = wide.index.to_frame(index=False)
-        table["knowledge"] = [knowledge[a] for a in table["attack"]]
-        for metric in metrics_shown:
-            for stat in ("mean", "std"):
-                table[f"{metric}_{stat}"] = wide[(stat, metric)].to_numpy()
-        table["repeats"] = wide[("count", metrics_shown[0])].to_numpy().astype(int)
-        order = sorted(
-            range(len(table)),
-            key=lambda i: (
-                table.at[i, "dataset"],
-                table.at[i, "target_model"],
-                _length_rank(table.at[i, "length"]),
-                SETTINGS.index(table.at[i, "setting"]),
-                attack_rank(table.at[i, "attack"], knowledge),
-            ),
-        )
-        table = table.iloc[order].reset_index(drop=True)
+    table = summary_table(
+        rows,
+        KEYS,
+        metrics_shown,
+        knowledge,
+        lambda row: (
+            row["dataset"],
+            row["target_model"],
+            _length_rank(row["length"]),
+            SETTINGS.index(row["setting"]),
+            attack_rank(row["attack"], knowledge),
+        ),
+    )
     if table.empty:
         table.attrs["caption"] = f"{TITLE}: no language-model experiment with settings."
         return table
@@ -136,7 +128,7 @@ def settings_table(
         "members and non-members clustered on MiniLM embeddings, easy the farthest pair of "
         "clusters, hard the closest): "
         f"{', '.join(map(metric_label, metrics_shown))} of each attack per target, text length "
-        f"and setting, mean and standard deviation over {count_range(stats['count'])} repeats "
+        f"and setting, mean and standard deviation over {count_range(table['repeats'])} repeats "
         f"(ddof = 1). Membership is exact in every setting: each target trained on all its "
         f"members. {MARKS_CAPTION}"
     )

@@ -25,6 +25,7 @@ from miaflow.evaluation.llm_report import (
     attack_rank,
     is_sweep,
     metric_label,
+    summary_table,
 )
 from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
 from miaflow.evaluation.tables import MISSING, count_range, format_mean_std
@@ -71,26 +72,18 @@ def traps_table(
     parsed = [parse_group(t) for t in rows["target_model"]]
     rows = rows.assign(target_model=[p[0] for p in parsed], repetitions=[int(p[1]) for p in parsed])
     keys = ["dataset", "target_model", "attack", "repetitions"]
-    stats = rows.groupby([*keys, "metric"])["value"].agg(["mean", "std", "count"])
-    wide = stats.unstack("metric")
-    table = pd.DataFrame(columns=[*keys, "knowledge"])
-    if not wide.empty:
-        table = wide.index.to_frame(index=False)
-        table["knowledge"] = [knowledge[a] for a in table["attack"]]
-        for metric in metrics_shown:
-            for stat in ("mean", "std"):
-                table[f"{metric}_{stat}"] = wide[(stat, metric)].to_numpy()
-        table["repeats"] = wide[("count", metrics_shown[0])].to_numpy().astype(int)
-        order = sorted(
-            range(len(table)),
-            key=lambda i: (
-                table.at[i, "dataset"],
-                table.at[i, "target_model"],
-                attack_rank(table.at[i, "attack"], knowledge),
-                int(table.at[i, "repetitions"]),
-            ),
-        )
-        table = table.iloc[order].reset_index(drop=True)
+    table = summary_table(
+        rows,
+        keys,
+        metrics_shown,
+        knowledge,
+        lambda row: (
+            row["dataset"],
+            row["target_model"],
+            attack_rank(row["attack"], knowledge),
+            int(row["repetitions"]),
+        ),
+    )
     if table.empty:
         table.attrs["caption"] = f"{TITLE}: no language-model experiment with traps."
         return table
@@ -100,7 +93,7 @@ def traps_table(
         "training texts, against as many twins from the same generator never inserted; "
         f"{', '.join(map(metric_label, metrics_shown))} of each attack on the traps of each "
         f"repetition count and their twins, mean and standard deviation over "
-        f"{count_range(stats['count'])} target models (ddof = 1). Membership is exact and "
+        f"{count_range(table['repeats'])} target models (ddof = 1). Membership is exact and "
         f"drawn at random by construction: no selection shifts members from non-members. "
         f"{MARKS_CAPTION}"
     )
