@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
+from miaflow.evaluation.plots import (
+    PANEL_SIZE,
+    log_count_axis,
+    save_placeholder,
+    save_png,
+    small_legend,
+)
 
 COLUMNS = [
     "dataset",
@@ -119,10 +125,7 @@ def plot_inference(table: pd.DataFrame, alpha: float, path: str | Path) -> None:
     rates = rejection_rates(table, alpha)
     panels = list(dict.fromkeys(zip(rates["dataset"], rates["target_model"])))
     if not panels:
-        figure = Figure(figsize=(7.0, 2.0))
-        figure.text(0.5, 0.5, "no trained language-model experiment tested", ha="center")
-        figure.suptitle(title)
-        save_png(figure, path)
+        save_placeholder(path, title, "no trained language-model experiment tested")
         return
     figure = Figure(figsize=(PANEL_SIZE[0] * 1.2 * len(panels) + 3.2, PANEL_SIZE[1] * 1.2))
     for p, (dataset, target) in enumerate(panels):
@@ -142,13 +145,12 @@ def plot_inference(table: pd.DataFrame, alpha: float, path: str | Path) -> None:
                 )
         axes.axhline(alpha, color="k", linestyle="--", linewidth=0.8, label=f"α = {alpha:g}")
         sizes = sorted(int(s) for s in set(mine["size"]))
-        axes.set_xscale("log")
-        axes.set_xticks(sizes, labels=[str(s) for s in sizes])
-        axes.minorticks_off()
-        axes.set(
-            ylim=(-0.02, 1.02),
+        log_count_axis(
+            axes,
+            sizes,
             xlabel="texts per suspect set",
             ylabel="share rejected" if p == 0 else None,
+            ylim=(-0.02, 1.02),
             title=f"{dataset}/{target}",
         )
         if p == len(panels) - 1:

@@ -28,7 +28,7 @@ from miaflow.evaluation.llm_report import (
     summary_table,
 )
 from miaflow.evaluation.metrics import METRICS_COLUMNS
-from miaflow.evaluation.plots import PANEL_SIZE, save_png
+from miaflow.evaluation.plots import PANEL_SIZE, save_placeholder, save_png
 from miaflow.evaluation.tables import MISSING, count_range, format_mean_std
 from miaflow.llm.separability import FORMS, SELECTION
 from miaflow.llm.settings import SETTINGS, parse_label
@@ -179,10 +179,7 @@ def plot_settings(table: pd.DataFrame, path: str | Path) -> None:
     ]
     panels = list(dict.fromkeys(zip(shown["dataset"], shown["target_model"], shown["length"])))
     if not panels:
-        figure = Figure(figsize=(7.0, 2.0))
-        figure.text(0.5, 0.5, "no language-model experiment with settings", ha="center")
-        figure.suptitle(title)
-        save_png(figure, path)
+        save_placeholder(path, title, "no language-model experiment with settings")
         return
     n_cols = min(2, len(panels))
     n_rows = -(-len(panels) // n_cols)

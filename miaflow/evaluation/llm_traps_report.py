@@ -27,7 +27,13 @@ from miaflow.evaluation.llm_report import (
     metric_label,
     summary_table,
 )
-from miaflow.evaluation.plots import PANEL_SIZE, save_png, small_legend
+from miaflow.evaluation.plots import (
+    PANEL_SIZE,
+    log_count_axis,
+    save_placeholder,
+    save_png,
+    small_legend,
+)
 from miaflow.evaluation.tables import MISSING, count_range, format_mean_std
 from miaflow.llm.traps import parse_group
 
@@ -138,10 +144,7 @@ def plot_traps(table: pd.DataFrame, path: str | Path) -> None:
     shown = table[table["attack"].isin(PLOTTED)] if not table.empty else table
     panels = list(dict.fromkeys(zip(shown["dataset"], shown["target_model"])))
     if not panels:
-        figure = Figure(figsize=(7.0, 2.0))
-        figure.text(0.5, 0.5, "no language-model experiment with traps", ha="center")
-        figure.suptitle(title)
-        save_png(figure, path)
+        save_placeholder(path, title, "no language-model experiment with traps")
         return
     from matplotlib import colormaps
 
@@ -167,13 +170,12 @@ def plot_traps(table: pd.DataFrame, path: str | Path) -> None:
             )
         counts = sorted(set(mine["repetitions"]))
         axes.axhline(CHANCE_AUROC, color="k", linestyle="--", linewidth=0.8)
-        axes.set_xscale("log")
-        axes.set_xticks(counts, labels=[str(c) for c in counts])
-        axes.minorticks_off()
-        axes.set(
-            ylim=(0.0, 1.02),
+        log_count_axis(
+            axes,
+            counts,
             xlabel="times each trap was inserted",
             ylabel="AUROC" if p == 0 else None,
+            ylim=(0.0, 1.02),
             title=f"{dataset}/{target}",
         )
         if p == len(panels) - 1:

@@ -9,7 +9,7 @@ no software version, so identical inputs give byte-identical files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +152,27 @@ def save_png(figure: Figure, path: str | Path) -> None:
         path,
         lambda tmp: figure.savefig(tmp, format="png", dpi=FIGURE_DPI, metadata={"Software": None}),
     )
+
+
+def save_placeholder(path: str | Path, title: str, message: str) -> None:
+    """A small figure that says why there is nothing to draw (`message`), so that the rule's
+    output exists whatever the config."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7.0, 2.0))
+    figure.text(0.5, 0.5, message, ha="center")
+    figure.suptitle(title)
+    save_png(figure, path)
+
+
+def log_count_axis(
+    axes: Axes, counts: Sequence[int], *, xlabel: str, ylabel: str | None, ylim: tuple, title: str
+) -> None:
+    """A panel whose x axis is a count on a log scale, ticked at the counts drawn."""
+    axes.set_xscale("log")
+    axes.set_xticks(counts, labels=[str(c) for c in counts])
+    axes.minorticks_off()
+    axes.set(ylim=ylim, xlabel=xlabel, ylabel=ylabel, title=title)
 
 
 def layout_problems(figure: Figure) -> list[str]:
