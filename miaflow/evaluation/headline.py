@@ -21,7 +21,6 @@ from miaflow import io
 from miaflow.evaluation import verdicts as judge
 from miaflow.evaluation.metrics import SCORES_COLUMNS
 from miaflow.evaluation.tables import write_outputs
-from miaflow.evaluation.verdicts import ties_text, verdict_json
 from miaflow.rule_io import Paths, concat_parquet
 
 SELECTION_KEYS = ("separability", "separability_form", "attack_minus_selection")
@@ -53,7 +52,7 @@ def summary_json(table: pd.DataFrame) -> dict[str, dict]:
     spread and number of target models, and for a language-model experiment the selection's
     separability (the labelled blind classifier's mean AUROC), its form and the best attack's
     margin over it."""
-    entries = verdict_json(table)
+    entries = judge.verdict_json(table)
     for name, row in zip(entries, table.itertuples(index=False)):
         entries[name] |= {
             "auroc_std": _number(row.auroc_std),
@@ -103,11 +102,11 @@ def verdict_table(table: pd.DataFrame, shown: int = 3) -> pd.DataFrame:
             "experiment": f"{row.dataset}/{row.target_model}",
             "best_by_auroc": row.best_attack,
             "auroc": _cell(row.auroc, row.auroc_std),
-            "not_separated": ties_text(row.tied_with, row.n_attacks - 1, shown).strip("()"),
+            "not_separated": judge.ties_text(row.tied_with, row.n_attacks - 1, shown).strip("()"),
             "low_fpr": _cell(row.low_fpr),
             "best_at_low_fpr": row.best_attack_low_fpr or "",
             "tpr": _cell(row.tpr_at_low_fpr),
-            "not_separated_at_low_fpr": ties_text(
+            "not_separated_at_low_fpr": judge.ties_text(
                 row.tied_with_low_fpr, row.n_attacks_low_fpr - 1, shown
             ).strip("()"),
             "selection_alone": _cell(row.separability),
