@@ -128,7 +128,7 @@ llm_training_input = lambda w: (
 # Input function: `pattern` for every repeat's target model of the job's experiment.
 llm_per_repeat = lambda pattern, **fields: lambda w: [
     pattern.format(dataset=w.dataset, lm=w.lm, model=f"target-{r}", repeat=r, **fields)
-    for r in range(LLM["repeats"])
+    for r in range(llm_experiment(w)["repeats"])
 ]
 # `files` (an input function) when a configured attack needs `need`, else no input.
 llm_if = lambda need, files: files if need in LLM_NEEDS else []
@@ -188,7 +188,7 @@ llm_scored_inputs = lambda scored_set: dict(
         "pairs",
         lambda w: [
             LLM_PAIRS.format(dataset=w.dataset, lm=w.lm, repeat=r, shard=k, scored_set=scored_set)
-            for r in range(LLM["repeats"])
+            for r in range(llm_experiment(w)["repeats"])
             for k in range(LLM["pair_shards"])
         ],
     ),
@@ -211,7 +211,7 @@ rule llm_splits:
         SOFTWARE
     params:
         membership=lambda w: plan.llm_membership(llm_experiment(w)),
-        repeats=LLM["repeats"],
+        repeats=lambda w: llm_experiment(w)["repeats"],
         n_eval=lambda w: llm_experiment(w)["n_eval"],
         n_shots=LLM["n_shots"],
         reference_ratio=LLM["reference_ratio"],
@@ -644,7 +644,7 @@ rule llm_separability:
     params:
         dataset=lambda w: w.dataset,
         label=lambda w: w.lm,
-        repeats=LLM["repeats"],
+        repeats=lambda w: llm_experiment(w)["repeats"],
         seed=config["seed"],
     script:
         "../scripts/llm_separability.py"

@@ -162,12 +162,14 @@ MEMBERSHIP_CORPORA = ("wikimia",)
 
 def llm_experiments(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Language-model experiments, each with its `label` (the target recipe: paths, tables), its
-    target and reference recipes, `n_eval` (default llm.n_eval), `n_texts` (default all) and
-    `traps` (None, or the trap options with their defaults: `llm_trap_options`)."""
+    target and reference recipes, `repeats` (default llm.repeats), `n_eval` (default llm.n_eval),
+    `n_texts` (default all) and `traps` (None, or the trap options with their defaults:
+    `llm_trap_options`)."""
     llm = config.get("llm", {})
     recipes = llm.get("models", {})
     return [
         {
+            "repeats": llm.get("repeats"),
             "n_eval": llm.get("n_eval"),
             "n_texts": None,
             **entry,

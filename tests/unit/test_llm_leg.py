@@ -323,5 +323,10 @@ def test_the_defaults_trap_experiment_has_20_traps_at_four_counts_and_no_other_c
     effective = config.validate(yaml.safe_load((repo / "params.yaml").read_text()))
     [trapped] = plan.llm_trap_experiments(effective)
     assert trapped["traps"]["per_group"] >= 20 and trapped["traps"]["repetitions"] == [1, 4, 16, 64]
+    # its own number of target models; the others take llm.repeats
+    assert trapped["repeats"] == 1
+    assert {e["repeats"] for e in plan.llm_scored_experiments(effective)} == {
+        effective["llm"]["repeats"]
+    }
     assert trapped["label"] not in {e["label"] for e in plan.llm_scored_experiments(effective)}
     assert [e["label"] for e in plan.llm_inference_experiments(effective)] == ["gpt2_tiny"]

@@ -224,7 +224,7 @@ def plan_everything(effective: dict) -> int:
     return (
         len(shards) * len(trained)
         + len(settings_) * len(tags) * effective["hparam_study"]["runs"]
-        + len(llm) * effective["llm"]["repeats"] * effective["llm"]["pair_shards"]
+        + sum(e["repeats"] for e in llm) * effective["llm"]["pair_shards"]
     )
 
 

@@ -592,9 +592,10 @@ def test_dataset_inference_contract(project):
 
 
 def test_copyright_traps_contract(project):
-    """The trap experiment: exact membership (every trap inserted its repetitions times in each
-    target's training texts, no twin ever), every attack's AUROC per repetition count in plain
-    numbers, llm-loss's rising with the repetitions; no trap row in the metrics contract."""
+    """The trap experiment: exact membership (every trap inserted its repetitions times in its
+    target's training texts, no twin ever), its own number of targets (the default's one, beside
+    gpt2_tiny's llm.repeats), every attack's AUROC per repetition count in plain numbers,
+    llm-loss's rising with the repetitions; no trap row in the metrics contract."""
     from miaflow.data import read_dataset
     from miaflow.llm import scored
 
@@ -612,7 +613,13 @@ def test_copyright_traps_contract(project):
     texts = read_dataset(project / "results/prepare/data/synthetic_text.parquet").features
     assert traps.groupby(["group", "is_member"]).size().eq(10).all()
     assert not set(traps["text"]) & set(texts) and (traps["sample_id"] >= len(texts)).all()
-    trained, _ = scored.training_texts(splits, texts, "target-1", traps, tiny_params()["seed"])
+    models = root / "models/synthetic_text"
+    assert sorted(p.name for p in (models / "gpt2_traps").glob("target-*")) == ["target-0"]
+    assert sorted(p.name for p in (models / "gpt2_tiny").glob("target-*")) == [
+        "target-0",
+        "target-1",
+    ]
+    trained, _ = scored.training_texts(splits, texts, "target-0", traps, tiny_params()["seed"])
     assert [trained.count(t) for t in traps["text"]] == list(traps["repetitions"])
     metrics = pd.read_parquet(project / "results/metrics.parquet")
     assert not metrics["target_model"].str.startswith("gpt2_traps").any()
