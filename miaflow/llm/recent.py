@@ -73,8 +73,9 @@ def dc_pdd(
     `token_frequencies` with the target's tokenizer, smoothed as the paper says (that code
     computes the smoothed distribution but indexes the raw counts; Fast-MIA, Nikkei/fast-mia
     src/methods/dcpdd.py at 3eb9cbc7, takes log(1 / (count + 1e-10)) of raw C4 counts).
-    Higher = member (both codes return -mean and rank by its negation). NaN for a text with no
-    scored token.
+    Higher = member: the mean itself (both codes return -mean; Fast-MIA ranks by that as it is,
+    so on raw counts the two codes rank in opposite directions). NaN for a text with no scored
+    token.
     """
     frequencies = np.asarray(frequencies, dtype=np.float64)
     out = np.full(len(logprobs), np.nan)
@@ -204,8 +205,9 @@ def samia(
     A model that saw the text continues its prefix with the text's own words. Needs only
     generated text (`recent_inputs.sample_continuations`: 10 samples, temperature 1, top-k 50,
     as nlp-titech/samia src/sampling.py at a2d955ae); the scoring follows src/eval_samia.py
-    there (and Fast-MIA's src/methods/samia.py at 3eb9cbc7), recall over the sample's
-    whitespace words after the prompt."""
+    there, recall over the sample's whitespace words after the prompt. Fast-MIA
+    (src/methods/samia.py at 3eb9cbc7) scores otherwise: it cuts the prompt's share of words
+    off the continuation alone, which often leaves no word to score."""
     if len(continuations) != len(texts):
         raise ValueError(f"continuations for {len(continuations)} of {len(texts)} texts")
     out = np.full(len(texts), np.nan)
