@@ -95,11 +95,14 @@ def _head_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> lis
         found += [p for p in [_modality_problem(where, config, entry["dataset"])] if p]
         private = [t for t in entry["targets"] if not math.isinf(t["epsilon"])]
         batch = entry["batch_size"]
-        for extra, what in ((one_run, "the canaries of one run"), (1, "a run's canary")):
+        for extra, what in (
+            (one_run, f"the canaries of one run ({one_run}, {where}.canaries)"),
+            (1, "a run's canary (1)"),
+        ):
             if private and extra and not batch_count_kept(entry["train_size"], extra, batch):
                 found.append(
                     f"{where}.batch_size: {batch} cuts train_size {entry['train_size']} and "
-                    f"{what} ({extra}) into different numbers of batches, so a canary would "
+                    f"{what} into different numbers of batches, so a canary would "
                     "change DP-Adam's sample rate; choose a batch size (or train_size) that "
                     "both fill the same number of batches"
                 )
@@ -141,9 +144,9 @@ def _model_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> li
             found.append(
                 f"{where}.train_size: architectures.{entry['arch']}.batch_size "
                 f"{arch['batch_size']} cuts train_size {entry['train_size']} and its {total} "
-                "canaries into different numbers of batches, so a canary would change "
-                "DP-SGD's sample rate; choose train_size (or the batch size) so that both fill "
-                "the same number of batches"
+                f"canaries ({where}.canaries) into different numbers of batches, so a canary "
+                "would change DP-SGD's sample rate; choose train_size (or the batch size) so "
+                "that both fill the same number of batches"
             )
     return found
 

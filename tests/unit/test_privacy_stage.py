@@ -305,12 +305,13 @@ def params(repo) -> dict:
         (
             lambda p: p["privacy"]["heads"][0].update(batch_size=100),
             "privacy.heads[0].batch_size: 100 cuts train_size 400 and the canaries of one run "
-            "(200) into different numbers of batches",
+            "(200, privacy.heads[0].canaries) into different numbers of batches",
         ),
         (
             lambda p: p["privacy"]["models"][0].update(train_size=1000),
             "privacy.models[0].train_size: architectures.torch_lr_dp.batch_size 550 cuts "
-            "train_size 1000 and its 300 canaries into different numbers of batches",
+            "train_size 1000 and its 300 canaries (privacy.models[0].canaries) into different "
+            "numbers of batches",
         ),
         (
             lambda p: p["privacy"].update(attacks=["metric-loss", "model-lira"]),

@@ -65,15 +65,15 @@ def planned_from_local_copies(
 
 def test_llm_cpu_profile_plans_the_language_models_from_local_copies(repo, tmp_path, shared_data):
     counts = planned_from_local_copies(repo, tmp_path, shared_data, "llm-cpu")
-    # SmolLM2 converted once and fine-tuned per repeat; the scratch GPT-2's reference trained too;
-    # both again in the two trap experiments.
-    assert counts["llm_convert"] == 1 and counts["llm_train"] == 2 * (3 + 3 + 1)
+    # SmolLM2 converted once and fine-tuned per repeat (3); the scratch GPT-2's reference trained
+    # too; both again in the two trap experiments, with one target each (their own `repeats`).
+    assert counts["llm_convert"] == 1 and counts["llm_train"] == 3 + (3 + 1) + 1 + (1 + 1)
     # Per repeat, the scored set's and the benchmark settings' statistics (the traps' in a trap
     # experiment), each with the first of EM-MIA's 4 pair-matrix shards; the other shards in jobs
     # of their own.
-    assert counts["llm_statistics"] == 2 * 3 * 2 + 2 * 3
+    assert counts["llm_statistics"] == 2 * 3 * 2 + 2 * 1
     assert counts["llm_reference_statistics"] == 2 * 2 + 2
-    assert counts["llm_pairs"] == (2 * 3 * 2 + 2 * 3) * 3 and counts["llm_scores"] == 2
+    assert counts["llm_pairs"] == (2 * 3 * 2 + 2 * 1) * 3 and counts["llm_scores"] == 2
     # dataset inference on both trained targets; the traps drawn once per trap experiment
     assert counts["llm_inference_statistics"] == 2 * 3 and counts["llm_dataset_inference"] == 2
     assert counts["llm_traps"] == 2 and counts["llm_trap_scores"] == 2
