@@ -245,12 +245,14 @@ def ez_mia(
     whether it is the target's argmax (`recent_inputs.top1_flags`).
 
     Degenerate texts: the code returns 0 when E has fewer than `min_errors` tokens or N = 0.
-    Here N = 0 with P > 0 is the ratio's limit, +inf; fewer than `min_errors` errors (or
-    P = N = 0) leave the ratio undefined: NaN (`scores.finite` maps it to 0, the code's value).
-    `compat` returns the code's zeros. Both cases are logged.
+    Here N = 0 with P > 0 is the ratio's limit, +inf; so is a text with fewer than `min_errors`
+    errors, which the target predicts top-1 almost everywhere: memorised, the strongest case of
+    membership (the code's 0 ranks a memorised trap below its twins). P = N = 0 leaves the
+    ratio undefined: NaN (`scores.finite` maps it to 0, the code's value). `compat` returns the
+    code's zeros. Every case is logged.
     """
     out = np.full(len(target_logprobs), np.nan)
-    few = unbounded = 0
+    few = unbounded = undefined = 0
     for i, (lt, lr, top1) in enumerate(
         zip(target_logprobs, reference_logprobs, target_top1, strict=True)
     ):
@@ -264,22 +266,27 @@ def ez_mia(
         errors[:1] = False
         delta = (lt - lr)[errors]
         positive, negative = delta[delta > 0].sum(), -delta[delta < 0].sum()
-        if errors.sum() < min_errors or positive == negative == 0:
+        if errors.sum() < min_errors:
             few += 1
+            out[i] = 0.0 if compat else np.inf
+        elif positive == negative == 0:
+            undefined += 1
             out[i] = 0.0 if compat else np.nan
         elif negative == 0:
             unbounded += 1
             out[i] = 0.0 if compat else np.inf
         else:
             out[i] = positive / negative
-    if few or unbounded:
+    if few or unbounded or undefined:
         log.warning(
-            "EZ-MIA: %d of %d texts with fewer than %d error tokens (or no shift), %d with only "
-            "positive shifts; scored %s",
+            "EZ-MIA: %d of %d texts with fewer than %d error tokens and %d with only positive "
+            "shifts, scored %s; %d with no shift, scored %s",
             few,
             len(out),
             min_errors,
             unbounded,
-            "0 (compat)" if compat else "NaN and +inf",
+            "0 (compat)" if compat else "+inf",
+            undefined,
+            "0 (compat)" if compat else "NaN",
         )
     return out

@@ -133,14 +133,17 @@ def test_ez_mia_is_the_positive_over_negative_shift_on_the_target_errors():
     np.testing.assert_allclose(recent.ez_mia([target], [reference], [top1]), [1 / 1.3])
 
 
-def test_ez_mia_degenerate_texts_are_undefined_or_unbounded_and_zero_in_compat(caplog):
+def test_ez_mia_degenerate_texts_are_memorised_unbounded_or_undefined_and_zero_in_compat(caplog):
+    # one error token (the target's top-1 elsewhere): memorised, +inf above every ratio
     few = (np.array([0.0, -1.0, -1.0]), np.array([0.0, -2.0, -2.0]), np.array([0, 0, 1]))
     positive = (np.array([0.0, -1.0, -1.0]), np.array([0.0, -2.0, -3.0]), np.zeros(3))
-    arrays = [list(pair) for pair in zip(few, positive)]
+    unshifted = (np.array([0.0, -1.0, -2.0]), np.array([0.0, -1.0, -2.0]), np.zeros(3))
+    arrays = [list(texts) for texts in zip(few, positive, unshifted)]
     with caplog.at_level(logging.WARNING, logger="miaflow.llm"):
         scores = recent.ez_mia(*arrays)
-    assert np.isnan(scores[0]) and scores[1] == np.inf and "1 with only positive" in caplog.text
-    np.testing.assert_array_equal(recent.ez_mia(*arrays, compat=True), [0.0, 0.0])
+    assert scores[0] == scores[1] == np.inf and np.isnan(scores[2])
+    assert "1 of 3 texts with fewer than 2 error tokens and 1 with only positive" in caplog.text
+    np.testing.assert_array_equal(recent.ez_mia(*arrays, compat=True), [0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match="one tokenizer"):
         recent.ez_mia([np.zeros(3)], [np.zeros(4)], [np.zeros(3)])
 
