@@ -101,10 +101,10 @@ def _head_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> lis
         ):
             if private and extra and not batch_count_kept(entry["train_size"], extra, batch):
                 found.append(
-                    f"{where}.batch_size: {batch} cuts train_size {entry['train_size']} and "
-                    f"{what} into different numbers of batches, so a canary would "
-                    "change DP-Adam's sample rate; choose a batch size (or train_size) that "
-                    "both fill the same number of batches"
+                    f"{where}.batch_size: {batch} cuts {where}.train_size "
+                    f"{entry['train_size']} and {what} into different numbers of batches, so a "
+                    "canary would change DP-Adam's sample rate; choose a batch size (or "
+                    "train_size) that both fill the same number of batches"
                 )
         for k, target in enumerate(entry["targets"]):
             if "noise_scale" in target and math.isinf(target["epsilon"]):
@@ -143,10 +143,10 @@ def _model_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> li
         ):
             found.append(
                 f"{where}.train_size: architectures.{entry['arch']}.batch_size "
-                f"{arch['batch_size']} cuts train_size {entry['train_size']} and its {total} "
-                f"canaries ({where}.canaries) into different numbers of batches, so a canary "
-                "would change DP-SGD's sample rate; choose train_size (or the batch size) so "
-                "that both fill the same number of batches"
+                f"{arch['batch_size']} cuts {where}.train_size {entry['train_size']} and its "
+                f"{total} canaries ({where}.canaries) into different numbers of batches, so a "
+                "canary would change DP-SGD's sample rate; choose train_size (or the batch "
+                "size) so that both fill the same number of batches"
             )
     return found
 

@@ -304,14 +304,15 @@ def params(repo) -> dict:
     [
         (
             lambda p: p["privacy"]["heads"][0].update(batch_size=100),
-            "privacy.heads[0].batch_size: 100 cuts train_size 400 and the canaries of one run "
-            "(200, privacy.heads[0].canaries) into different numbers of batches",
+            "privacy.heads[0].batch_size: 100 cuts privacy.heads[0].train_size 400 and the "
+            "canaries of one run (200, privacy.heads[0].canaries) into different numbers of "
+            "batches",
         ),
         (
             lambda p: p["privacy"]["models"][0].update(train_size=1000),
             "privacy.models[0].train_size: architectures.torch_lr_dp.batch_size 550 cuts "
-            "train_size 1000 and its 300 canaries (privacy.models[0].canaries) into different "
-            "numbers of batches",
+            "privacy.models[0].train_size 1000 and its 300 canaries (privacy.models[0].canaries) "
+            "into different numbers of batches",
         ),
         (
             lambda p: p["privacy"].update(attacks=["metric-loss", "model-lira"]),
