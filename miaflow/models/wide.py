@@ -1,6 +1,6 @@
 """M members of a network with batch norm and residual blocks as one network M times as wide.
 
-The grouped ensemble of `miaflow.models.ensemble` interprets a sequence of leaves; WideResNet,
+The grouped ensemble of `miaflow.models.grouped` interprets a sequence of leaves; WideResNet,
 ResNet18, VGG11 and MobileNetV2 have skip connections and batch norm. Here the member's own
 module is copied and every leaf is widened instead, so its forward code (additions, ReLUs,
 pooling) runs unchanged on activations (B, M*C, H, W) in which member m owns channels

@@ -18,7 +18,7 @@ from miaflow import plan as workflow
 from miaflow.config import ConfigError, validate
 from miaflow.data import Dataset
 from miaflow.models import architectures as models
-from miaflow.models import ensemble, recipe
+from miaflow.models import ensemble, grouped, recipe
 from miaflow.models.shards import load_shard, save_shard, shard_logits
 from miaflow.models.training import train_models
 from miaflow.splits import make_splits
@@ -400,23 +400,23 @@ def test_cpu_layout_gives_the_modules_outputs_and_gradients(arch, shape, order):
     for seed in range(3):
         torch.manual_seed(seed)
         modules.append(recipe.build_module(arch, shape, 5))
-    grouped = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "cpu")
-    assert [type(layer.module).__name__ for layer in grouped.layers][
+    stacked_modules = grouped.GroupedEnsemble(modules, grouped.grouped_layers(modules[0]), "cpu")
+    assert [type(layer.module).__name__ for layer in stacked_modules.layers][
         :3
-    ] == order and grouped.channels_last
+    ] == order and stacked_modules.channels_last
     x = torch.randn(3, 7, *shape)
-    got = grouped.forward(x)
+    got = stacked_modules.forward(x)
     expected = torch.stack([m(x[i]) for i, m in enumerate(modules)])
     assert torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
     got.square().sum().backward()
     expected.square().sum().backward()
-    for key, stacked in grouped.params.items():
+    for key, stacked in stacked_modules.params.items():
         reference = torch.stack([dict(m.named_parameters())[key].grad for m in modules])
         assert torch.allclose(
-            grouped._stored(stacked.grad, key), reference, rtol=1e-4, atol=1e-5
+            stacked_modules._stored(stacked.grad, key), reference, rtol=1e-4, atol=1e-5
         ), key
-    elsewhere = ensemble.GroupedEnsemble(modules, ensemble.grouped_layers(modules[0]), "meta")
-    assert elsewhere.layers == ensemble.grouped_layers(modules[0])  # off the CPU: as registered,
+    elsewhere = grouped.GroupedEnsemble(modules, grouped.grouped_layers(modules[0]), "meta")
+    assert elsewhere.layers == grouped.grouped_layers(modules[0])  # off the CPU: as registered,
     assert not elsewhere.channels_last  # NCHW unless configured
 
 
